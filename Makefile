@@ -1,0 +1,37 @@
+# make demo | make test | make web | make bench
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test web bench lint clean
+
+$(VENV)/.app: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.dev: pyproject.toml $(VENV)/.app
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+demo: $(VENV)/.app
+	$(PY) main.py
+
+test: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest
+
+web: $(VENV)/.app
+	$(PY) -m long_running_agent.web
+
+bench: $(VENV)/.dev
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) -m benchmarks.run
+
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy long_running_agent main.py
+
+clean:
+	rm -rf $(VENV) .data .adk .pytest_cache

@@ -1,0 +1,41 @@
+"""The expense agent: `ask_for_approval` is long-running, `reimburse` is not.
+
+`adk web` and `adk api_server` discover `app` (the agent plus the approval
+guard plugin); code that wants only the agent imports `root_agent`.
+"""
+
+from __future__ import annotations
+
+from google.adk.agents import LlmAgent
+from google.adk.agents.readonly_context import ReadonlyContext
+from google.adk.apps import App
+from google.adk.tools import LongRunningFunctionTool
+
+from . import offline_model  # noqa: F401  (registers the offline model name)
+from .guard import ApprovalGuard
+from .model_choice import choose_model
+from .settings import load_settings
+from .tools import ask_for_approval, reimburse
+
+
+def instruction(_context: ReadonlyContext) -> str:
+    limit = load_settings().approval_threshold
+    return f"""You help employees get their expenses reimbursed, in US dollars.
+You need the purpose and the amount; ask for whichever is missing.
+Amounts up to ${limit:,} are paid directly: call reimburse.
+Larger amounts need approval: call ask_for_approval once, then tell the user
+the ticket id and that it is waiting for an approver. When the ticket comes
+back "approved", call reimburse with the same purpose and amount. When it is
+"rejected" or "expired", explain that nothing was paid and why.
+Never claim money was paid unless reimburse returned status "paid"."""
+
+
+root_agent = LlmAgent(
+    name="expense_agent",
+    model=choose_model().name,
+    description="Reimburses expenses; larger amounts wait for a human approver.",
+    instruction=instruction,
+    tools=[LongRunningFunctionTool(func=ask_for_approval), reimburse],
+)
+
+app = App(name="long_running_agent", root_agent=root_agent, plugins=[ApprovalGuard()])

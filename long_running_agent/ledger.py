@@ -1,0 +1,559 @@
+"""The approval ledger: the only authority on whether money may be paid out.
+
+Tickets move pending -> approved | rejected | expired | cancelled and nowhere
+else; every move is a conditional UPDATE (`WHERE status = 'pending'`), so two
+approvers racing in two processes cannot both win. A payout row is unique per
+ticket, so the database itself - not a scan of session events - guarantees a
+ticket is paid at most once. Every transition is written to an audit trail.
+
+Works on a SQLite file (default) and PostgreSQL through one SQLAlchemy URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from sqlalchemy import (
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    event,
+    func,
+    select,
+    update,
+)
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from .policy import from_cents
+
+PENDING, APPROVED, REJECTED, EXPIRED, CANCELLED = (
+    "pending", "approved", "rejected", "expired", "cancelled",
+)
+DECIDED = (APPROVED, REJECTED, EXPIRED, CANCELLED)
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    # SQLite hands back naive datetimes; everything stored here is UTC.
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class TicketRow(Base):
+    __tablename__ = "approval_tickets"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    app_name: Mapped[str] = mapped_column(String(128))
+    user_id: Mapped[str] = mapped_column(String(128))
+    session_id: Mapped[str] = mapped_column(String(128), index=True)
+    call_id: Mapped[str] = mapped_column(String(128), unique=True)
+    call_name: Mapped[str] = mapped_column(String(128))
+    purpose: Mapped[str] = mapped_column(String(300))
+    amount_cents: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    decided_by: Mapped[str | None] = mapped_column(String(128))
+    decided_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    reason: Mapped[str | None] = mapped_column(String(500))
+    # Set once, when the decision is delivered to the agent; a second delivery
+    # (a duplicate FunctionResponse) finds it set and is ignored.
+    resumed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (Index("ix_approval_tickets_status_created", "status", "created_at"),)
+
+
+class PayoutRow(Base):
+    __tablename__ = "approval_payouts"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    # UNIQUE: at most one payout per ticket, enforced by the database.
+    ticket_id: Mapped[str | None] = mapped_column(
+        ForeignKey("approval_tickets.id"), unique=True
+    )
+    call_id: Mapped[str] = mapped_column(String(128), unique=True)
+    user_id: Mapped[str] = mapped_column(String(128))
+    session_id: Mapped[str] = mapped_column(String(128), index=True)
+    purpose: Mapped[str] = mapped_column(String(300))
+    amount_cents: Mapped[int] = mapped_column(Integer)
+    paid_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class AuditRow(Base):
+    __tablename__ = "approval_audit"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    ticket_id: Mapped[str] = mapped_column(String(40), index=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    actor: Mapped[str] = mapped_column(String(128))
+    action: Mapped[str] = mapped_column(String(32))
+    detail: Mapped[str | None] = mapped_column(String(500))
+
+
+@dataclass(frozen=True)
+class Ticket:
+    id: str
+    app_name: str
+    user_id: str
+    session_id: str
+    call_id: str
+    call_name: str
+    purpose: str
+    amount_cents: int
+    status: str
+    created_at: datetime
+    expires_at: datetime
+    decided_by: str | None
+    decided_at: datetime | None
+    reason: str | None
+    resumed_at: datetime | None
+
+    @classmethod
+    def of(cls, row: TicketRow) -> Ticket:
+        return cls(
+            **{name: getattr(row, name) for name in cls.__dataclass_fields__}
+            | {
+                "created_at": _utc(row.created_at),
+                "expires_at": _utc(row.expires_at),
+                "decided_at": _utc(row.decided_at),
+                "resumed_at": _utc(row.resumed_at),
+            }
+        )
+
+    @property
+    def amount(self) -> float:
+        return float(from_cents(self.amount_cents))
+
+    def as_response(self) -> dict[str, Any]:
+        """The ticket as the approval tool's response, as the model sees it."""
+        response: dict[str, Any] = {
+            "status": self.status,
+            "ticket_id": self.id,
+            "purpose": self.purpose,
+            "amount": self.amount,
+            "requested_by": self.user_id,
+            "created_at": self.created_at.isoformat(timespec="seconds"),
+            "expires_at": self.expires_at.isoformat(timespec="seconds"),
+        }
+        if self.status != PENDING:
+            response |= {
+                "decided_by": self.decided_by,
+                "decided_at": self.decided_at.isoformat(timespec="seconds")
+                if self.decided_at
+                else None,
+                "reason": self.reason,
+            }
+        return response
+
+
+@dataclass(frozen=True)
+class Payout:
+    id: str
+    ticket_id: str | None
+    call_id: str
+    user_id: str
+    session_id: str
+    purpose: str
+    amount_cents: int
+    paid_at: datetime
+
+    @classmethod
+    def of(cls, row: PayoutRow) -> Payout:
+        return cls(
+            **{name: getattr(row, name) for name in cls.__dataclass_fields__}
+            | {"paid_at": _utc(row.paid_at)}
+        )
+
+    def as_response(self, *, already_paid: bool = False) -> dict[str, Any]:
+        return {
+            "status": "already_paid" if already_paid else "paid",
+            "payout_id": self.id,
+            "ticket_id": self.ticket_id,
+            "purpose": self.purpose,
+            "amount": float(from_cents(self.amount_cents)),
+            "paid_at": self.paid_at.isoformat(timespec="seconds"),
+        }
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    at: datetime
+    actor: str
+    action: str
+    detail: str | None
+
+
+class LedgerError(Exception):
+    """A ledger operation refused; `http_status` maps it onto an API answer."""
+
+    http_status = 400
+
+
+class TicketNotFound(LedgerError):
+    http_status = 404
+
+
+class AlreadyDecided(LedgerError):
+    http_status = 409
+
+
+class TicketExpired(LedgerError):
+    http_status = 409
+
+
+class NotAllowed(LedgerError):
+    http_status = 403
+
+
+class NotApproved(LedgerError):
+    http_status = 409
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # WAL lets readers run beside a writer; busy_timeout makes concurrent
+    # writers (ADK's session store shares this file) wait instead of failing
+    # with "database is locked".
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def create_engine(url: str) -> AsyncEngine:
+    """An async engine for `url`, with SQLite tuned for concurrent writers."""
+    if url.startswith("sqlite"):
+        _ensure_sqlite_dir(url)
+        engine = create_async_engine(url, connect_args={"timeout": 30})
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_async_engine(url, pool_size=20, max_overflow=20, pool_pre_ping=True)
+
+
+def _ensure_sqlite_dir(url: str) -> None:
+    from pathlib import Path
+
+    from sqlalchemy.engine import make_url
+
+    database = make_url(url).database
+    if database and database != ":memory:":
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+
+
+class Ledger:
+    """Tickets, payouts and their audit trail in one SQL database."""
+
+    def __init__(self, url: str, *, clock: Callable[[], datetime] = utc_now) -> None:
+        self.url = url
+        self.engine = create_engine(url)
+        self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+        self._clock = clock
+        self._schema_ready = False
+        self._schema_lock = asyncio.Lock()
+
+    async def _session(self) -> AsyncSession:
+        if not self._schema_ready:
+            async with self._schema_lock:
+                if not self._schema_ready:
+                    async with self.engine.begin() as conn:
+                        await conn.run_sync(Base.metadata.create_all)
+                    self._schema_ready = True
+        return self._sessions()
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    # --- tickets -----------------------------------------------------------
+
+    async def open_ticket(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        call_id: str,
+        call_name: str,
+        purpose: str,
+        amount_cents: int,
+        ttl: timedelta,
+    ) -> Ticket:
+        now = self._clock()
+        row = TicketRow(
+            id=_new_id("T"),
+            app_name=app_name,
+            user_id=user_id,
+            session_id=session_id,
+            call_id=call_id,
+            call_name=call_name,
+            purpose=purpose,
+            amount_cents=amount_cents,
+            status=PENDING,
+            created_at=now,
+            expires_at=now + ttl,
+        )
+        async with await self._session() as db, db.begin():
+            db.add(row)
+            db.add(AuditRow(ticket_id=row.id, at=now, actor=user_id, action="requested",
+                            detail=f"${from_cents(amount_cents):,} for {purpose}"))
+        return Ticket.of(row)
+
+    async def get(self, ticket_id: str) -> Ticket:
+        async with await self._session() as db:
+            row = await db.get(TicketRow, ticket_id)
+        if row is None:
+            raise TicketNotFound(
+                f"No ticket {ticket_id!r}. List pending tickets with: python main.py inbox"
+            )
+        return Ticket.of(row)
+
+    async def find_by_call(self, call_id: str) -> Ticket | None:
+        async with await self._session() as db:
+            row = await db.scalar(select(TicketRow).where(TicketRow.call_id == call_id))
+        return Ticket.of(row) if row else None
+
+    async def list_tickets(self, status: str = PENDING, limit: int = 50) -> list[Ticket]:
+        """Tickets in `status`, oldest first for pending, newest first otherwise."""
+        order = TicketRow.created_at.asc() if status == PENDING else TicketRow.decided_at.desc()
+        async with await self._session() as db:
+            rows = await db.scalars(
+                select(TicketRow).where(TicketRow.status == status).order_by(order).limit(limit)
+            )
+            return [Ticket.of(row) for row in rows]
+
+    async def recent_decisions(self, limit: int = 20) -> list[Ticket]:
+        async with await self._session() as db:
+            rows = await db.scalars(
+                select(TicketRow)
+                .where(TicketRow.status.in_(DECIDED))
+                .order_by(TicketRow.decided_at.desc())
+                .limit(limit)
+            )
+            return [Ticket.of(row) for row in rows]
+
+    async def count(self, status: str = PENDING) -> int:
+        async with await self._session() as db:
+            total = await db.scalar(
+                select(func.count()).select_from(TicketRow).where(TicketRow.status == status)
+            )
+        return int(total or 0)
+
+    async def decide(
+        self,
+        ticket_id: str,
+        *,
+        approver: str,
+        approve: bool,
+        reason: str | None = None,
+        allow_self_approval: bool = False,
+    ) -> Ticket:
+        """Record an approver's decision; the ledger is written before any resume."""
+        approver = approver.strip()
+        if not approver:
+            raise NotAllowed("Say who decides, e.g. --approver bob.")
+        ticket = await self.get(ticket_id)
+        if ticket.status != PENDING:
+            raise AlreadyDecided(
+                f"Ticket {ticket_id} is already {ticket.status}"
+                f"{f' by {ticket.decided_by}' if ticket.decided_by else ''}; "
+                f"see its history with: python main.py show {ticket_id}"
+            )
+        if ticket.user_id == approver and not allow_self_approval:
+            raise NotAllowed(
+                f"{approver} requested ticket {ticket_id} and cannot approve or reject it; "
+                "ask another approver."
+            )
+        if ticket.expires_at <= self._clock():
+            await self.expire(ticket_id)
+            raise TicketExpired(
+                f"Ticket {ticket_id} expired at {ticket.expires_at:%Y-%m-%d %H:%M} UTC and can "
+                "no longer be decided; the requester has to ask again."
+            )
+        status = APPROVED if approve else REJECTED
+        return await self._transition(ticket_id, status, actor=approver, reason=reason)
+
+    async def expire(self, ticket_id: str) -> Ticket:
+        return await self._transition(ticket_id, EXPIRED, actor="system", reason="approval window ended")
+
+    async def cancel(self, ticket_id: str, *, actor: str, reason: str | None = None) -> Ticket:
+        return await self._transition(ticket_id, CANCELLED, actor=actor, reason=reason)
+
+    async def expire_due(self) -> list[str]:
+        """Expire every pending ticket whose window has ended; returns their ids."""
+        now = self._clock()
+        async with await self._session() as db:
+            due = list(await db.scalars(
+                select(TicketRow.id).where(TicketRow.status == PENDING, TicketRow.expires_at <= now)
+            ))
+        expired = []
+        for ticket_id in due:
+            try:
+                await self.expire(ticket_id)
+                expired.append(ticket_id)
+            except AlreadyDecided:
+                pass
+        return expired
+
+    async def _transition(
+        self, ticket_id: str, status: str, *, actor: str, reason: str | None
+    ) -> Ticket:
+        now = self._clock()
+        async with await self._session() as db, db.begin():
+            changed = await db.execute(
+                update(TicketRow)
+                .where(TicketRow.id == ticket_id, TicketRow.status == PENDING)
+                .values(status=status, decided_by=actor, decided_at=now, reason=reason)
+            )
+            if changed.rowcount != 1:
+                current = await db.get(TicketRow, ticket_id)
+                if current is None:
+                    raise TicketNotFound(f"No ticket {ticket_id!r}.")
+                raise AlreadyDecided(
+                    f"Ticket {ticket_id} is already {current.status}"
+                    f"{f' by {current.decided_by}' if current.decided_by else ''}."
+                )
+            db.add(AuditRow(ticket_id=ticket_id, at=now, actor=actor, action=status, detail=reason))
+        return await self.get(ticket_id)
+
+    async def claim_resume(self, ticket_id: str, *, actor: str) -> bool:
+        """Mark a decided ticket as delivered to the agent; True for the first caller only."""
+        now = self._clock()
+        async with await self._session() as db, db.begin():
+            changed = await db.execute(
+                update(TicketRow)
+                .where(
+                    TicketRow.id == ticket_id,
+                    TicketRow.status.in_(DECIDED),
+                    TicketRow.resumed_at.is_(None),
+                )
+                .values(resumed_at=now)
+            )
+            if changed.rowcount == 1:
+                db.add(AuditRow(ticket_id=ticket_id, at=now, actor=actor, action="resumed",
+                                detail="decision delivered to the agent"))
+                return True
+        return False
+
+    async def record_refusal(self, ticket_id: str, *, actor: str, detail: str) -> None:
+        async with await self._session() as db, db.begin():
+            db.add(AuditRow(ticket_id=ticket_id, at=self._clock(), actor=actor,
+                            action="refused", detail=detail[:500]))
+
+    async def audit(self, ticket_id: str) -> list[AuditEntry]:
+        async with await self._session() as db:
+            rows = await db.scalars(
+                select(AuditRow).where(AuditRow.ticket_id == ticket_id).order_by(AuditRow.id)
+            )
+            return [AuditEntry(_utc(r.at), r.actor, r.action, r.detail) for r in rows]  # type: ignore[arg-type]
+
+    # --- payouts -----------------------------------------------------------
+
+    async def pay_approved(
+        self, *, session_id: str, call_id: str, purpose: str, amount_cents: int
+    ) -> tuple[Payout, bool]:
+        """Pay the approved ticket of this session matching purpose and amount.
+
+        Returns (payout, already_paid). Raises NotApproved when no approved
+        ticket matches: whatever the conversation says, no ticket, no money.
+        """
+        async with await self._session() as db:
+            candidates = (await db.execute(
+                select(TicketRow, PayoutRow.id)
+                .outerjoin(PayoutRow, PayoutRow.ticket_id == TicketRow.id)
+                .where(
+                    TicketRow.session_id == session_id,
+                    TicketRow.amount_cents == amount_cents,
+                    TicketRow.status == APPROVED,
+                )
+                .order_by(TicketRow.created_at)
+            )).all()
+        wanted = purpose.casefold()
+        matching = [(t, paid) for t, paid in candidates if t.purpose.casefold() == wanted]
+        # An unpaid match first; a paid one only to report "already paid".
+        matching.sort(key=lambda pair: pair[1] is not None)
+        ticket = matching[0][0] if matching else None
+        if ticket is None:
+            raise NotApproved(
+                f"No approved ticket for ${from_cents(amount_cents):,} ({purpose}) in this "
+                "conversation. Amounts above the limit are paid only after an approver "
+                "approves the ticket from ask_for_approval."
+            )
+        return await self._insert_payout(
+            ticket_id=ticket.id, call_id=call_id, user_id=ticket.user_id,
+            session_id=session_id, purpose=ticket.purpose, amount_cents=amount_cents,
+        )
+
+    async def pay_small(
+        self, *, user_id: str, session_id: str, call_id: str, purpose: str, amount_cents: int
+    ) -> tuple[Payout, bool]:
+        return await self._insert_payout(
+            ticket_id=None, call_id=call_id, user_id=user_id,
+            session_id=session_id, purpose=purpose, amount_cents=amount_cents,
+        )
+
+    async def _insert_payout(self, **fields: Any) -> tuple[Payout, bool]:
+        row = PayoutRow(id=_new_id("P"), paid_at=self._clock(), **fields)
+        try:
+            async with await self._session() as db, db.begin():
+                db.add(row)
+                if fields["ticket_id"]:
+                    db.add(AuditRow(ticket_id=fields["ticket_id"], at=row.paid_at,
+                                    actor="reimburse", action="paid", detail=row.id))
+            return Payout.of(row), False
+        except IntegrityError:
+            # Someone paid this ticket (or ran this call) first: report that
+            # payout instead of making a second one.
+            async with await self._session() as db:
+                key = (
+                    PayoutRow.ticket_id == fields["ticket_id"]
+                    if fields["ticket_id"]
+                    else PayoutRow.call_id == fields["call_id"]
+                )
+                existing = await db.scalar(select(PayoutRow).where(key))
+            if existing is None:
+                raise
+            return Payout.of(existing), True
+
+    async def payouts(self, *, session_id: str | None = None, ticket_id: str | None = None) -> list[Payout]:
+        query = select(PayoutRow).order_by(PayoutRow.paid_at)
+        if session_id is not None:
+            query = query.where(PayoutRow.session_id == session_id)
+        if ticket_id is not None:
+            query = query.where(PayoutRow.ticket_id == ticket_id)
+        async with await self._session() as db:
+            return [Payout.of(row) for row in await db.scalars(query)]
+
+
+_ledgers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Ledger]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def get_ledger(url: str) -> Ledger:
+    """The ledger for `url` in the running event loop.
+
+    Async engines hold connections bound to one event loop, so each loop (a
+    test, a CLI command, a server) gets its own.
+    """
+    per_loop = _ledgers.setdefault(asyncio.get_running_loop(), {})
+    if url not in per_loop:
+        per_loop[url] = Ledger(url)
+    return per_loop[url]

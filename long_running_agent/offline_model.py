@@ -1,0 +1,231 @@
+"""A deterministic, offline stand-in for Gemini, so the app runs with no key.
+
+It is not a language model: it reads the request ADK builds (the system
+instruction, the tool declarations and the conversation) and applies a few
+plain rules, the way a careful model would use these two tools. It is good
+enough to drive the tutorial, the tests and an `adk web` chat; set a Gemini
+key to talk to a real model (see README, "Switching to Gemini").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncGenerator
+from decimal import Decimal
+from typing import Any
+
+from google.adk.models import BaseLlm, LlmRequest, LlmResponse
+from google.adk.models.registry import LLMRegistry
+from google.genai import types
+
+from google.adk.models._capabilities import LlmCapabilities
+
+OFFLINE_MODEL_NAME = "offline-expense-model"
+DEFAULT_THRESHOLD = Decimal("100")
+
+_NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d{1,2})?|\d+(?:\.\d{1,2})?"
+_AMOUNT_PATTERNS = [
+    rf"(?P<sign>-)?\s*\$\s*(?P<n>{_NUMBER})",
+    rf"(?P<sign>-)?\b(?:USD|US\$)\s*(?P<n>{_NUMBER})",
+    rf"(?P<sign>-)?\b(?P<n>{_NUMBER})\s*(?:dollars?|usd|bucks)\b",
+    rf"\b(?:reimburse|pay|paid|spent|spend|cost|costs|of)\s+(?:me\s+)?(?P<sign>-)?(?P<n>{_NUMBER})\b",
+]
+_FOREIGN = re.compile(r"€|£|¥|\b(?:EUR|GBP|JPY|CHF|euros?|pounds?|yen)\b", re.IGNORECASE)
+_PURPOSE = re.compile(r"\b(?:for|on)\s+(?:the\s+|a\s+|an\s+|my\s+|our\s+)?(?P<p>.+)", re.IGNORECASE)
+_EXPENSE_WORDS = re.compile(r"\b(reimburs\w*|expense\w*|spent|paid|refund|receipt)\b", re.IGNORECASE)
+_THRESHOLD = re.compile(r"up to \$(?P<n>[\d,]+(?:\.\d+)?)", re.IGNORECASE)
+
+
+def find_amount(text: str) -> tuple[Decimal, tuple[int, int]] | None:
+    """The dollar amount in `text` and where it stands, or None."""
+    for pattern in _AMOUNT_PATTERNS:
+        match = re.search(pattern, text, re.IGNORECASE)
+        if match:
+            value = Decimal(match.group("n").replace(",", ""))
+            return (-value if match.group("sign") else value), match.span()
+    return None
+
+
+def find_purpose(text: str, amount_span: tuple[int, int] | None) -> str | None:
+    if amount_span:
+        text = text[: amount_span[0]] + " " + text[amount_span[1]:]
+    match = _PURPOSE.search(text)
+    if not match:
+        return None
+    purpose = re.sub(r"\s*\b(please|thanks|thank you)\b.*$", "", match.group("p"), flags=re.I)
+    purpose = " ".join(purpose.strip(" .!?,;:").split())
+    return purpose or None
+
+
+def _threshold(request: LlmRequest) -> Decimal:
+    instruction = request.config.system_instruction if request.config else None
+    match = _THRESHOLD.search(str(instruction or ""))
+    return Decimal(match.group("n").replace(",", "")) if match else DEFAULT_THRESHOLD
+
+
+def _tool_names(request: LlmRequest) -> set[str]:
+    names: set[str] = set()
+    for tool in (request.config.tools or []) if request.config else []:
+        for declaration in getattr(tool, "function_declarations", None) or []:
+            names.add(declaration.name)
+    return names
+
+
+def _money(value: Any) -> str:
+    return f"${Decimal(str(value)):,.2f}"
+
+
+def _call(name: str, purpose: str, amount: Decimal | float) -> types.Part:
+    return types.Part(
+        function_call=types.FunctionCall(name=name, args={"purpose": purpose, "amount": float(amount)})
+    )
+
+
+def _text(text: str) -> types.Part:
+    return types.Part(text=text)
+
+
+def _original_args(contents: list[types.Content], call_id: str | None) -> dict[str, Any]:
+    for content in contents:
+        for part in content.parts or []:
+            call = part.function_call
+            if call and call.id == call_id:
+                return dict(call.args or {})
+    return {}
+
+
+def _after_approval(response: dict[str, Any], original: dict[str, Any], tools: set[str]) -> types.Part:
+    status = response.get("status")
+    ticket = response.get("ticket_id", "the ticket")
+    purpose = original.get("purpose") or response.get("purpose")
+    amount = original.get("amount") or response.get("amount")
+    if status == "pending":
+        return _text(
+            f"Your request for {_money(amount)} ({purpose}) needs approval. "
+            f"Ticket {ticket} is waiting for an approver; I will pay it once it is approved."
+        )
+    if status == "approved" and "reimburse" in tools and purpose and amount:
+        return _call("reimburse", purpose, amount)
+    if status == "rejected":
+        reason = response.get("reason") or "no reason given"
+        return _text(
+            f"Ticket {ticket} was rejected by {response.get('decided_by', 'the approver')} "
+            f"({reason}). Nothing was paid."
+        )
+    if status == "expired":
+        return _text(
+            f"Ticket {ticket} expired before anyone decided it. Nothing was paid; "
+            "ask again if you still need the reimbursement."
+        )
+    if status == "error":
+        return _text(f"I could not open an approval ticket: {response.get('error')}")
+    return _text(f"The approval for ticket {ticket} came back as {status!r}. Nothing was paid.")
+
+
+def _after_payout(response: dict[str, Any]) -> types.Part:
+    status = response.get("status")
+    if status == "paid":
+        return _text(
+            f"Done: {_money(response['amount'])} for {response['purpose']} was paid "
+            f"(payout {response['payout_id']})."
+        )
+    if status == "already_paid":
+        return _text(
+            f"That expense was already paid (payout {response['payout_id']}); nothing more was paid."
+        )
+    return _text(f"I could not pay it: {response.get('error', status)}")
+
+
+def _answer_user(contents: list[types.Content], text: str, request: LlmRequest) -> types.Part:
+    tools = _tool_names(request)
+    threshold = _threshold(request)
+    if _FOREIGN.search(text) and not re.search(r"\$|\bUSD\b|dollar", text, re.I):
+        return _text(
+            "Sorry, I can only reimburse US dollars. Please give the amount in USD, e.g. $250."
+        )
+    found = find_amount(text)
+    purpose = find_purpose(text, found[1] if found else None)
+    if found and not purpose:
+        # The purpose may have come in an earlier message ("reimburse lunch").
+        for earlier in reversed(_user_texts(contents)[:-1]):
+            purpose = find_purpose(earlier, None)
+            if purpose:
+                break
+    if found is None:
+        if _EXPENSE_WORDS.search(text) or purpose:
+            return _text("How much was it? Give the amount in US dollars, e.g. $250.")
+        return _text(
+            "I handle expense reimbursements. Tell me what you spent and how much, e.g. "
+            f"'Reimburse $45 for a taxi' (paid at once, up to {_money(threshold)}) or "
+            "'Reimburse $250 for the team lunch' (needs an approver first)."
+        )
+    amount, _span = found
+    if not purpose:
+        return _text(f"What was the {_money(abs(amount))} for?")
+    tool = "reimburse" if amount <= threshold else "ask_for_approval"
+    if tool not in tools:
+        return _text(f"I cannot do that here: the {tool} tool is not available.")
+    return _call(tool, purpose, amount)
+
+
+def _user_texts(contents: list[types.Content]) -> list[str]:
+    return [
+        " ".join(p.text for p in c.parts or [] if p.text and not p.thought)
+        for c in contents
+        if c.role == "user" and any(p.text and not p.thought for p in c.parts or [])
+    ]
+
+
+def decide(request: LlmRequest) -> types.Part:
+    """The next model turn for `request`: one text or one function call."""
+    contents = [c for c in request.contents if c.parts]
+    if not contents:
+        return _answer_user([], "", request)
+    last = contents[-1]
+    responses = [p.function_response for p in last.parts or [] if p.function_response]
+    if responses:
+        response = responses[-1]
+        payload = dict(response.response or {})
+        if response.name == "ask_for_approval":
+            original = _original_args(contents, response.id)
+            return _after_approval(payload, original, _tool_names(request))
+        if response.name == "reimburse":
+            return _after_payout(payload)
+        return _text(f"{response.name} returned: {json.dumps(payload, default=str)}")
+    texts = _user_texts([last])
+    return _answer_user(contents, texts[0] if texts else "", request)
+
+
+class OfflineExpenseModel(BaseLlm):
+    """Rule-based model for the expense agent; see the module docstring."""
+
+    model: str = OFFLINE_MODEL_NAME
+
+    @classmethod
+    def supported_models(cls) -> list[str]:
+        return [re.escape(OFFLINE_MODEL_NAME)]
+
+    @property
+    def capabilities(self) -> LlmCapabilities:
+        return LlmCapabilities()
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        part = decide(llm_request)
+        prompt_chars = sum(len(str(c.model_dump(exclude_none=True))) for c in llm_request.contents)
+        output_chars = len(str(part.model_dump(exclude_none=True)))
+        yield LlmResponse(
+            content=types.Content(role="model", parts=[part]),
+            partial=False,
+            turn_complete=True,
+            usage_metadata=types.GenerateContentResponseUsageMetadata(
+                prompt_token_count=prompt_chars // 4,
+                candidates_token_count=output_chars // 4,
+                total_token_count=(prompt_chars + output_chars) // 4,
+            ),
+        )
+
+
+LLMRegistry.register(OfflineExpenseModel)

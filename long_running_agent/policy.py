@@ -1,0 +1,67 @@
+"""The reimbursement policy, enforced in code rather than left to the prompt.
+
+Amounts are handled as `Decimal` cents so that 0.1 + 0.2 style float error can
+never decide whether a payout needs approval.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal, InvalidOperation
+
+from .settings import Settings
+
+MAX_PURPOSE_LENGTH = 300
+
+
+class PolicyError(ValueError):
+    """A request the policy refuses; the message tells the user what to do."""
+
+
+def parse_amount(amount: object, settings: Settings) -> Decimal:
+    """Return `amount` as a Decimal with two places, or raise PolicyError."""
+    if isinstance(amount, bool) or not isinstance(amount, (int, float, str, Decimal)):
+        raise PolicyError(f"The amount must be a number of dollars, e.g. 250.00, not {amount!r}.")
+    if isinstance(amount, float) and not math.isfinite(amount):
+        raise PolicyError("The amount must be a finite number of dollars, e.g. 250.00.")
+    try:
+        value = Decimal(str(amount).strip().replace(",", "").lstrip("$"))
+    except InvalidOperation:
+        raise PolicyError(
+            f"The amount {amount!r} is not a number; give it in dollars, e.g. 250.00."
+        ) from None
+    if not value.is_finite():
+        raise PolicyError("The amount must be a finite number of dollars, e.g. 250.00.")
+    if value <= 0:
+        raise PolicyError(f"The amount must be more than zero; got {value}.")
+    if value > settings.max_amount:
+        raise PolicyError(
+            f"The amount ${value:,} is above the ${settings.max_amount:,} limit for one "
+            "reimbursement; split it or contact finance."
+        )
+    cents = value.quantize(Decimal("0.01"))
+    if cents != value:
+        raise PolicyError(f"The amount {value} has fractions of a cent; round it to cents.")
+    return cents
+
+
+def parse_purpose(purpose: object) -> str:
+    """Return the purpose with spacing normalised, or raise PolicyError."""
+    if not isinstance(purpose, str) or not purpose.strip():
+        raise PolicyError("Say what the expense was for, e.g. 'team lunch'.")
+    cleaned = " ".join(purpose.split())
+    if len(cleaned) > MAX_PURPOSE_LENGTH:
+        raise PolicyError(f"Keep the purpose under {MAX_PURPOSE_LENGTH} characters.")
+    return cleaned
+
+
+def needs_approval(amount: Decimal, settings: Settings) -> bool:
+    return amount > settings.approval_threshold
+
+
+def to_cents(amount: Decimal) -> int:
+    return int(amount * 100)
+
+
+def from_cents(cents: int) -> Decimal:
+    return (Decimal(cents) / 100).quantize(Decimal("0.01"))

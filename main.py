@@ -1,0 +1,259 @@
+"""Watch the long-running approval flow end to end, then act as the approver.
+
+Run with:
+    python main.py                      # the demo: request, pending ticket, approval, payout
+    python main.py --reject             # the same, but the approver rejects
+    python main.py --text "Reimburse $480 for a conference ticket"
+
+Approver CLI (each command is a fresh process; the ledger and sessions persist):
+    python main.py request "Reimburse $250 for the team lunch" --user alice
+    python main.py inbox
+    python main.py approve T-... --approver bob
+    python main.py reject T-... --approver bob --reason "not a business expense"
+    python main.py show T-...
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from datetime import datetime, timezone
+
+from google.adk.events import Event
+from google.adk.runners import Runner
+from google.genai import types
+
+import long_running_agent  # noqa: F401  (loads .env before settings are read)
+from long_running_agent.approvals import decide_and_resume
+from long_running_agent.ledger import Ledger, LedgerError, get_ledger
+from long_running_agent.model_choice import choose_model
+from long_running_agent.policy import from_cents
+from long_running_agent.runtime import make_runner
+from long_running_agent.settings import SettingsError, load_settings
+
+REQUESTER = "alice"
+APPROVER = "bob"
+VERBOSE = False
+
+
+# --- printing ---------------------------------------------------------------
+
+
+def say(label: str, text: str) -> None:
+    print(f"{label:<9}| {text}")
+
+
+def show_event(event: Event) -> None:
+    if VERBOSE:
+        print(event.model_dump_json(exclude_none=True, indent=1))
+    for part in event.content.parts if event.content and event.content.parts else []:
+        if part.function_call:
+            call = part.function_call
+            long_running = call.id in (event.long_running_tool_ids or set())
+            say("agent", f"calls {call.name}({_args(call.args)})"
+                + ("  [long-running]" if long_running else ""))
+        elif part.function_response:
+            response = dict(part.function_response.response or {})
+            say("tool", f"{part.function_response.name} -> {_args(response)}")
+        elif part.text and event.author == "user":
+            say("user", part.text)
+        elif part.text:
+            say("agent", part.text)
+
+
+def _args(values: dict | None) -> str:
+    keep = ("status", "ticket_id", "payout_id", "purpose", "amount", "decided_by", "reason", "error")
+    shown = {k: v for k, v in (values or {}).items() if k in keep and v is not None}
+    return ", ".join(f"{k}={v!r}" for k, v in shown.items())
+
+
+async def send(runner: Runner, user_id: str, session_id: str, message: types.Content) -> list[Event]:
+    events = []
+    async for event in runner.run_async(user_id=user_id, session_id=session_id, new_message=message):
+        show_event(event)
+        events.append(event)
+    return events
+
+
+def user_text(text: str) -> types.Content:
+    return types.Content(role="user", parts=[types.Part(text=text)])
+
+
+def find_pending_call(events: list[Event]) -> types.FunctionCall | None:
+    """The long-running call the agent is waiting on, found via long_running_tool_ids."""
+    for event in events:
+        for call in event.get_function_calls():
+            if call.id in (event.long_running_tool_ids or set()):
+                return call
+    return None
+
+
+def tool_response(events: list[Event], call_id: str | None) -> dict:
+    for event in events:
+        for response in event.get_function_responses():
+            if response.id == call_id:
+                return dict(response.response or {})
+    return {}
+
+
+# --- the demo: the seed flow, top to bottom ----------------------------------
+
+
+async def run_demo(runner: Runner, ledger: Ledger, request: str, approve: bool) -> bool:
+    session = await runner.session_service.create_session(app_name=runner.app_name, user_id=REQUESTER)
+
+    print("\n== 1. The employee asks; the agent opens an approval ticket ==")
+    say("user", request)
+    events = await send(runner, REQUESTER, session.id, user_text(request))
+    call = find_pending_call(events)
+    if call is None:
+        print("No long-running call: the request did not need approval.")
+        return False
+    ticket_id = tool_response(events, call.id).get("ticket_id")
+    say("pending", f"call id={call.id} name={call.name} ticket={ticket_id}")
+
+    print("\n== 2. Later, an approver decides (recorded in the ledger) ==")
+    decision = await ledger.decide(
+        ticket_id, approver=APPROVER, approve=approve,
+        reason=None if approve else "not a business expense",
+    )
+    say("approver", f"{APPROVER} {decision.status} ticket {decision.id}")
+
+    print("\n== 3. The app sends the updated FunctionResponse: same id and name, role user ==")
+    updated = types.FunctionResponse(id=call.id, name=call.name, response=decision.as_response())
+    say("user", f"FunctionResponse(id={updated.id}, name={updated.name}, status={decision.status!r})")
+    await send(runner, REQUESTER, session.id, types.Content(role="user", parts=[types.Part(function_response=updated)]))
+
+    payouts = await ledger.payouts(ticket_id=ticket_id)
+    return len(payouts) == (1 if approve else 0)
+
+
+async def run_small(runner: Runner, ledger: Ledger, request: str) -> bool:
+    print("\n== 4. A small expense is paid at once, with no approval ==")
+    session = await runner.session_service.create_session(app_name=runner.app_name, user_id=REQUESTER)
+    say("user", request)
+    await send(runner, REQUESTER, session.id, user_text(request))
+    return len(await ledger.payouts(session_id=session.id)) == 1
+
+
+async def demo(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    choice = choose_model()
+    print(f"Model:    {choice.name} ({choice.reason})")
+    print(f"Database: {settings.database_url}")
+    print(f"Policy:   up to ${settings.approval_threshold:,} paid at once; more needs an approver")
+    request = args.text or f"Please reimburse ${args.amount:,.2f} for {args.purpose}."
+    runner = make_runner(settings.database_url)
+    ledger = get_ledger(settings.database_url)
+    ok = await run_demo(runner, ledger, request, approve=not args.reject)
+    if ok and not args.text:
+        ok = await run_small(runner, ledger, "Reimburse $42.50 for a taxi to the airport.")
+    print("\nThe flow completed." if ok else "\nThe flow did not complete as expected.")
+    return 0 if ok else 1
+
+
+# --- the approver CLI -----------------------------------------------------------
+
+
+def _age(created: datetime) -> str:
+    minutes = int((datetime.now(timezone.utc) - created).total_seconds() // 60)
+    return f"{minutes // 1440}d" if minutes >= 1440 else f"{minutes // 60}h" if minutes >= 60 else f"{minutes}m"
+
+
+async def cmd_request(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    runner = make_runner(settings.database_url)
+    session = await runner.session_service.create_session(app_name=runner.app_name, user_id=args.user)
+    say("user", args.text)
+    events = await send(runner, args.user, session.id, user_text(args.text))
+    call = find_pending_call(events)
+    if call is None:
+        return 0
+    ticket_id = tool_response(events, call.id).get("ticket_id")
+    if not ticket_id:
+        return 1
+    print(f"\nTicket {ticket_id} is pending (session {session.id}). An approver runs:\n"
+          f"  python main.py approve {ticket_id} --approver NAME")
+    return 0
+
+
+async def cmd_inbox(_args: argparse.Namespace) -> int:
+    ledger = get_ledger(load_settings().database_url)
+    await ledger.expire_due()
+    tickets = await ledger.list_tickets()
+    if not tickets:
+        print("No pending tickets.")
+        return 0
+    print(f"{'TICKET':<16} {'REQUESTER':<12} {'AMOUNT':>12}  {'AGE':>4}  PURPOSE")
+    for t in tickets:
+        print(f"{t.id:<16} {t.user_id:<12} {'$' + format(from_cents(t.amount_cents), ','):>12}  "
+              f"{_age(t.created_at):>4}  {t.purpose}")
+    return 0
+
+
+async def cmd_decide(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    ticket, _events = await decide_and_resume(
+        make_runner(settings.database_url), get_ledger(settings.database_url), args.ticket,
+        approver=args.approver, approve=args.command == "approve", reason=args.reason,
+    )
+    for event in _events:
+        show_event(event)
+    payouts = await get_ledger(settings.database_url).payouts(ticket_id=ticket.id)
+    print(f"\nTicket {ticket.id} {ticket.status} by {ticket.decided_by}; "
+          f"payouts for it: {len(payouts)}")
+    return 0
+
+
+async def cmd_show(args: argparse.Namespace) -> int:
+    ledger = get_ledger(load_settings().database_url)
+    ticket = await ledger.get(args.ticket)
+    print(json.dumps(ticket.as_response(), indent=2))
+    print("\nHistory:")
+    for entry in await ledger.audit(ticket.id):
+        print(f"  {entry.at:%Y-%m-%d %H:%M:%S}  {entry.action:<9} by {entry.actor}"
+              + (f": {entry.detail}" if entry.detail else ""))
+    for payout in await ledger.payouts(ticket_id=ticket.id):
+        print(f"\nPaid: {payout.id} ${from_cents(payout.amount_cents):,} at {payout.paid_at:%Y-%m-%d %H:%M:%S}")
+    return 0
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--amount", type=float, default=250.0, help="demo amount in dollars (default 250)")
+    parser.add_argument("--purpose", default="the team offsite lunch", help="demo purpose")
+    parser.add_argument("--text", help="demo request as free text instead of --amount/--purpose")
+    parser.add_argument("--reject", action="store_true", help="the simulated approver rejects")
+    parser.add_argument("--verbose", action="store_true", help="also print raw ADK events")
+    commands = parser.add_subparsers(dest="command")
+    request = commands.add_parser("request", help="send a request and leave its ticket pending")
+    request.add_argument("text")
+    request.add_argument("--user", default=REQUESTER, help="who asks (default alice)")
+    commands.add_parser("inbox", help="list pending tickets")
+    for name in ("approve", "reject"):
+        decide = commands.add_parser(name, help=f"{name} a ticket and resume its conversation")
+        decide.add_argument("ticket")
+        decide.add_argument("--approver", required=True, help="who decides (not the requester)")
+        decide.add_argument("--reason", required=name == "reject", help="why (required to reject)")
+    show = commands.add_parser("show", help="a ticket and its history")
+    show.add_argument("ticket")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    global VERBOSE
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    VERBOSE = args.verbose
+    command = {"request": cmd_request, "inbox": cmd_inbox, "approve": cmd_decide,
+               "reject": cmd_decide, "show": cmd_show}.get(args.command, demo)
+    try:
+        return asyncio.run(command(args))
+    except (LedgerError, SettingsError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
