@@ -19,7 +19,7 @@ import argparse
 import asyncio
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from google.adk.events import Event
 from google.adk.runners import Runner
@@ -158,7 +158,7 @@ async def demo(args: argparse.Namespace) -> int:
 
 
 def _age(created: datetime) -> str:
-    minutes = int((datetime.now(timezone.utc) - created).total_seconds() // 60)
+    minutes = int((datetime.now(UTC) - created).total_seconds() // 60)
     return f"{minutes // 1440}d" if minutes >= 1440 else f"{minutes // 60}h" if minutes >= 60 else f"{minutes}m"
 
 

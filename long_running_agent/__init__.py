@@ -4,4 +4,4 @@ from dotenv import load_dotenv
 
 load_dotenv()
 
-from . import agent  # noqa: E402
+from . import agent  # noqa: E402, F401  (adk web finds `app` and `root_agent` here)

@@ -16,7 +16,7 @@ import uuid
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -43,14 +43,14 @@ DECIDED = (APPROVED, REJECTED, EXPIRED, CANCELLED)
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _utc(value: datetime | None) -> datetime | None:
     # SQLite hands back naive datetimes; everything stored here is UTC.
     if value is None or value.tzinfo is not None:
         return value
-    return value.replace(tzinfo=timezone.utc)
+    return value.replace(tzinfo=UTC)
 
 
 class Base(DeclarativeBase):
@@ -557,3 +557,9 @@ def get_ledger(url: str) -> Ledger:
     if url not in per_loop:
         per_loop[url] = Ledger(url)
     return per_loop[url]
+
+
+async def close_ledgers() -> None:
+    """Dispose the engines of the running loop's ledgers (end of a test or command)."""
+    for ledger in _ledgers.pop(asyncio.get_running_loop(), {}).values():
+        await ledger.close()

@@ -16,10 +16,9 @@ from decimal import Decimal
 from typing import Any
 
 from google.adk.models import BaseLlm, LlmRequest, LlmResponse
+from google.adk.models._capabilities import LlmCapabilities
 from google.adk.models.registry import LLMRegistry
 from google.genai import types
-
-from google.adk.models._capabilities import LlmCapabilities
 
 OFFLINE_MODEL_NAME = "offline-expense-model"
 DEFAULT_THRESHOLD = Decimal("100")
