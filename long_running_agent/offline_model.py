@@ -85,11 +85,15 @@ def _text(text: str) -> types.Part:
     return types.Part(text=text)
 
 
-def _original_args(contents: list[types.Content], call_id: str | None) -> dict[str, Any]:
-    for content in contents:
+def _original_args(contents: list[types.Content], response: types.FunctionResponse) -> dict[str, Any]:
+    """The arguments of the call `response` answers: by id, else the latest call of that name.
+
+    ADK strips its own generated call ids before a request reaches the model.
+    """
+    for content in reversed(contents):
         for part in content.parts or []:
             call = part.function_call
-            if call and call.id == call_id:
+            if call and call.name == response.name and (call.id == response.id or not response.id):
                 return dict(call.args or {})
     return {}
 
@@ -187,7 +191,7 @@ def decide(request: LlmRequest) -> types.Part:
         response = responses[-1]
         payload = dict(response.response or {})
         if response.name == "ask_for_approval":
-            original = _original_args(contents, response.id)
+            original = _original_args(contents, response)
             return _after_approval(payload, original, _tool_names(request))
         if response.name == "reimburse":
             return _after_payout(payload)

@@ -1,0 +1,139 @@
+"""The long-running approval flow end to end, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from long_running_agent.approvals import decide_and_resume
+from long_running_agent.ledger import EXPIRED, TicketExpired, get_ledger
+from long_running_agent.runtime import make_runner
+
+from .conversation import Conversation, calls, pending_calls, responses, texts
+from .scripted_model import RecordedOfflineModel, runner_with
+
+
+async def request_large(db_url: str, model=None):
+    runner = runner_with(model, db_url) if model else make_runner(db_url)
+    chat = await Conversation(runner).start()
+    events = await chat.say("Please reimburse $250 for the team lunch")
+    [call] = pending_calls(events)
+    [pending] = responses(events, "ask_for_approval")
+    return runner, chat, events, call, pending
+
+
+async def test_large_amount_waits_for_approval_then_pays_once(db_url):
+    model = RecordedOfflineModel()
+    runner, chat, events, call, pending = await request_large(db_url, model)
+    ledger = get_ledger(db_url)
+
+    assert call.name == "ask_for_approval"
+    assert call.args == {"purpose": "team lunch", "amount": 250.0}
+    assert pending["status"] == "pending" and pending["ticket_id"].startswith("T-")
+    assert calls(events, "reimburse") == []
+    assert pending["ticket_id"] in texts(events)[-1]
+    assert await ledger.payouts(session_id=chat.session_id) == []
+
+    decision = await ledger.decide(pending["ticket_id"], approver="bob", approve=True)
+    calls_before = len(model.requests)
+    resumed = await chat.answer(call, decision.as_response())
+
+    [reimburse] = calls(resumed, "reimburse")
+    assert reimburse.args == {"purpose": "team lunch", "amount": 250.0}
+    [paid] = responses(resumed, "reimburse")
+    assert paid["status"] == "paid" and paid["ticket_id"] == pending["ticket_id"]
+    [payout] = await ledger.payouts(session_id=chat.session_id)
+    assert (payout.ticket_id, payout.amount_cents) == (pending["ticket_id"], 25000)
+    # Request -> call + acknowledgement; resume -> reimburse + confirmation.
+    assert calls_before == 2 and len(model.requests) == 4
+    # Gemini's rule: the model sees the resumed response right after its call.
+    history = model.requests[2].contents
+    assert history[-2].parts[0].function_call.name == call.name
+    assert history[-1].parts[0].function_response.name == call.name
+    assert history[-1].parts[0].function_response.response["status"] == "approved"
+
+
+async def test_duplicate_approval_pays_once_and_calls_no_model(db_url):
+    model = RecordedOfflineModel()
+    runner, chat, _events, call, pending = await request_large(db_url, model)
+    ledger = get_ledger(db_url)
+    decision = await ledger.decide(pending["ticket_id"], approver="bob", approve=True)
+    await chat.answer(call, decision.as_response())
+    calls_after_first = len(model.requests)
+
+    again = await chat.answer(call, decision.as_response())
+
+    assert len(model.requests) == calls_after_first
+    assert calls(again, "reimburse") == []
+    assert len(await ledger.payouts(ticket_id=pending["ticket_id"])) == 1
+    assert "already approved" in texts(again)[0]
+
+
+async def test_rejection_explains_and_pays_nothing(db_url):
+    runner, chat, _events, call, pending = await request_large(db_url)
+    ledger = get_ledger(db_url)
+    decision = await ledger.decide(pending["ticket_id"], approver="bob", approve=False, reason="no receipt")
+
+    resumed = await chat.answer(call, decision.as_response())
+
+    assert calls(resumed, "reimburse") == []
+    assert "rejected" in texts(resumed)[-1] and "no receipt" in texts(resumed)[-1]
+    assert await ledger.payouts(session_id=chat.session_id) == []
+
+
+async def test_small_amount_is_paid_without_approval(db_url):
+    chat = await Conversation(make_runner(db_url)).start()
+
+    events = await chat.say("Reimburse $42.50 for a taxi to the airport")
+
+    assert pending_calls(events) == []
+    [paid] = responses(events, "reimburse")
+    assert paid["status"] == "paid" and paid["amount"] == 42.5 and paid["ticket_id"] is None
+    assert len(await get_ledger(db_url).payouts(session_id=chat.session_id)) == 1
+
+
+async def test_approval_from_a_new_runner_resumes_the_stored_call(db_url):
+    _runner, chat, _events, call, pending = await request_large(db_url)
+    # A different runner with its own engine: what a second process has.
+    fresh = make_runner(db_url)
+
+    ticket, events = await decide_and_resume(
+        fresh, get_ledger(db_url), pending["ticket_id"], approver="bob", approve=True
+    )
+
+    assert (ticket.call_id, ticket.call_name) == (call.id, call.name)
+    assert responses(events, "reimburse")[0]["status"] == "paid"
+    assert len(await get_ledger(db_url).payouts(ticket_id=ticket.id)) == 1
+
+
+async def test_expired_ticket_cannot_be_approved_and_the_agent_is_told(db_url, monkeypatch):
+    monkeypatch.setenv("APPROVAL_TTL_HOURS", "0.00001")  # about 36 ms
+    runner, chat, _events, _call, pending = await request_large(db_url)
+    import asyncio
+
+    await asyncio.sleep(0.1)
+    ledger = get_ledger(db_url)
+    try:
+        await decide_and_resume(runner, ledger, pending["ticket_id"], approver="bob", approve=True)
+        raise AssertionError("approving an expired ticket must fail")
+    except TicketExpired as error:
+        assert "expired" in str(error)
+
+    assert (await ledger.get(pending["ticket_id"])).status == EXPIRED
+    session = await runner.session_service.get_session(
+        app_name=runner.app_name, user_id="alice", session_id=chat.session_id
+    )
+    assert "expired" in texts(session.events)[-1]
+    assert await ledger.payouts(session_id=chat.session_id) == []
+
+
+async def test_ticket_ids_are_unique_and_timestamps_are_wall_clock(sqlite_url):
+    import datetime
+
+    ids = set()
+    for _ in range(3):
+        _runner, _chat, _events, _call, pending = await request_large(sqlite_url)
+        ids.add(pending["ticket_id"])
+        created = datetime.datetime.fromisoformat(pending["created_at"])
+        now = datetime.datetime.now(datetime.timezone.utc)
+        assert abs(now - created) < timedelta(minutes=1)
+    assert len(ids) == 3
