@@ -1,0 +1,127 @@
+"""main.py as users run it: the demo, and the approver CLI across separate processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from long_running_agent.ledger import get_ledger
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str, url: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"EXPENSES_DATABASE_URL": url, "AGENT_MODEL": "offline-expense-model"}
+    return subprocess.run(
+        [sys.executable, "main.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def start(*args: str, url: str) -> subprocess.Popen[str]:
+    env = os.environ | {"EXPENSES_DATABASE_URL": url, "AGENT_MODEL": "offline-expense-model"}
+    return subprocess.Popen([sys.executable, "main.py", *args], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def request_ticket(url: str, text: str = "Please reimburse $250 for the team lunch") -> str:
+    result = run("request", text, "--user", "alice", url=url)
+    assert result.returncode == 0, result.stderr
+    match = re.search(r"Ticket (T-[0-9a-f]+) is pending", result.stdout)
+    assert match, result.stdout
+    return match.group(1)
+
+
+def test_demo_shows_the_whole_flow_and_exits_zero(sqlite_url):
+    result = run(url=sqlite_url)
+
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Model:    offline-expense-model" in out
+    call_id = re.search(r"pending  \| call id=(\S+) name=ask_for_approval ticket=(T-\S+)", out)
+    assert call_id, out
+    # The resume carries the same id and name as the pending call.
+    assert f"FunctionResponse(id={call_id.group(1)}, name=ask_for_approval, status='approved')" in out
+    assert re.search(r"calls reimburse\(purpose='team offsite lunch', amount=250.0\)", out)
+    assert "The flow completed." in out
+    assert "Event(" not in out and "model_dump" not in out
+
+
+def test_demo_reject_pays_nothing_and_free_text_works(sqlite_url):
+    rejected = run("--reject", url=sqlite_url)
+    assert rejected.returncode == 0, rejected.stderr
+    assert "rejected" in rejected.stdout and "calls reimburse(purpose='team offsite lunch'" not in rejected.stdout
+
+    custom = run("--text", "Reimburse USD 1,250.50 for a conference ticket", url=sqlite_url)
+    assert custom.returncode == 0, custom.stderr
+    assert "amount=1250.5" in custom.stdout
+
+
+def test_demo_exits_nonzero_when_the_flow_cannot_complete(sqlite_url):
+    result = run("--text", "Reimburse $20 for a coffee", url=sqlite_url)
+    assert result.returncode == 1
+    assert "did not need approval" in result.stdout
+
+
+def test_request_then_approve_in_another_process_pays_once(db_url):
+    ticket_id = request_ticket(db_url)
+
+    inbox = run("inbox", url=db_url)
+    assert ticket_id in inbox.stdout and "alice" in inbox.stdout and "$250" in inbox.stdout
+
+    approved = run("approve", ticket_id, "--approver", "bob", url=db_url)
+    assert approved.returncode == 0, approved.stderr
+    assert "payouts for it: 1" in approved.stdout
+
+    again = run("approve", ticket_id, "--approver", "bob", url=db_url)
+    assert again.returncode == 1 and "already approved" in again.stderr
+
+    shown = run("show", ticket_id, url=db_url)
+    actions = re.findall(r"^\s+\S+ \S+\s+(\w+)\s+by", shown.stdout, re.M)
+    assert actions == ["requested", "approved", "resumed", "paid"], shown.stdout
+    assert len(asyncio.run(_payouts(db_url, ticket_id))) == 1
+
+
+async def _payouts(url: str, ticket_id: str):
+    from long_running_agent.ledger import close_ledgers
+
+    try:
+        return await get_ledger(url).payouts(ticket_id=ticket_id)
+    finally:
+        await close_ledgers()
+
+
+def test_two_processes_approving_at_once_pay_once(db_url):
+    ticket_id = request_ticket(db_url)
+
+    racers = [start("approve", ticket_id, "--approver", name, url=db_url) for name in ("bob", "carol")]
+    outcomes = [(p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in racers]
+
+    assert sorted(code for code, _out, _err in outcomes) == [0, 1], outcomes
+    assert any("already approved" in err for _code, _out, err in outcomes)
+    assert len(asyncio.run(_payouts(db_url, ticket_id))) == 1
+
+
+def test_cli_errors_are_clear_and_nonzero(sqlite_url):
+    unknown = run("approve", "T-doesnotexist", "--approver", "bob", url=sqlite_url)
+    assert unknown.returncode == 1 and "No ticket 'T-doesnotexist'" in unknown.stderr
+
+    ticket_id = request_ticket(sqlite_url)
+    own = run("approve", ticket_id, "--approver", "alice", url=sqlite_url)
+    assert own.returncode == 1 and "cannot approve" in own.stderr
+
+    no_reason = run("reject", ticket_id, "--approver", "bob", url=sqlite_url)
+    assert no_reason.returncode == 2 and "--reason" in no_reason.stderr
+
+    rejected = run("reject", ticket_id, "--approver", "bob", "--reason", "no receipt", url=sqlite_url)
+    assert rejected.returncode == 0 and "rejected" in rejected.stdout
+    assert len(asyncio.run(_payouts(sqlite_url, ticket_id))) == 0
+
+
+def test_bad_settings_get_a_clear_error(sqlite_url, monkeypatch):
+    monkeypatch.setenv("APPROVAL_THRESHOLD", "lots")
+    result = run("inbox", url=sqlite_url)
+    assert result.returncode == 1 and "APPROVAL_THRESHOLD='lots' is not a number" in result.stderr
