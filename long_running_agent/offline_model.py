@@ -31,7 +31,11 @@ _AMOUNT_PATTERNS = [
     rf"\b(?:reimburse|pay|paid|spent|spend|cost|costs|of)\s+(?:me\s+)?(?P<sign>-)?(?P<n>{_NUMBER})\b",
 ]
 _FOREIGN = re.compile(r"€|£|¥|\b(?:EUR|GBP|JPY|CHF|euros?|pounds?|yen)\b", re.IGNORECASE)
-_PURPOSE = re.compile(r"\b(?:for|on)\s+(?:the\s+|a\s+|an\s+|my\s+|our\s+)?(?P<p>.+)", re.IGNORECASE)
+_ARTICLE = r"(?:the\s+|a\s+|an\s+|my\s+|our\s+)?"
+_PURPOSES = [
+    re.compile(rf"\b(?:for|on)\s+{_ARTICLE}(?P<p>.+)", re.IGNORECASE),
+    re.compile(rf"\b(?:reimburse|refund|expense)\s+(?:me\s+)?{_ARTICLE}(?P<p>.+)", re.IGNORECASE),
+]
 _EXPENSE_WORDS = re.compile(r"\b(reimburs\w*|expense\w*|spent|paid|refund|receipt)\b", re.IGNORECASE)
 _THRESHOLD = re.compile(r"up to \$(?P<n>[\d,]+(?:\.\d+)?)", re.IGNORECASE)
 
@@ -49,12 +53,14 @@ def find_amount(text: str) -> tuple[Decimal, tuple[int, int]] | None:
 def find_purpose(text: str, amount_span: tuple[int, int] | None) -> str | None:
     if amount_span:
         text = text[: amount_span[0]] + " " + text[amount_span[1]:]
-    match = _PURPOSE.search(text)
-    if not match:
-        return None
-    purpose = re.sub(r"\s*\b(please|thanks|thank you)\b.*$", "", match.group("p"), flags=re.I)
-    purpose = " ".join(purpose.strip(" .!?,;:").split())
-    return purpose or None
+    for pattern in _PURPOSES:
+        match = pattern.search(text)
+        if match:
+            purpose = re.sub(r"\s*\b(please|thanks|thank you)\b.*$", "", match.group("p"), flags=re.I)
+            purpose = " ".join(purpose.strip(" .!?,;:").split())
+            if purpose:
+                return purpose
+    return None
 
 
 def _threshold(request: LlmRequest) -> Decimal:

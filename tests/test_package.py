@@ -1,0 +1,85 @@
+"""How the package is found and configured: ADK's loader, model choice, settings, policy."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from google.adk.apps import App
+from google.adk.cli.utils.agent_loader import AgentLoader
+from google.adk.tools import LongRunningFunctionTool
+
+from long_running_agent.model_choice import GEMINI_DEFAULT, choose_model
+from long_running_agent.policy import PolicyError, parse_amount, parse_purpose
+from long_running_agent.settings import SettingsError, load_settings
+
+from .test_cli import ROOT
+
+
+def test_adk_loader_finds_the_app_with_its_guard_like_adk_web():
+    loader = AgentLoader(str(ROOT))
+    assert "long_running_agent" in loader.list_agents()
+    loaded = loader.load_agent("long_running_agent")
+    assert isinstance(loaded, App) and loaded.name == "long_running_agent"
+    assert [p.name for p in loaded.plugins] == ["approval_guard"]
+    tools = {getattr(t, "name", None): t for t in loaded.root_agent.tools}
+    assert isinstance(tools["ask_for_approval"], LongRunningFunctionTool)
+    assert not isinstance(tools.get("reimburse"), LongRunningFunctionTool)
+
+
+@pytest.mark.parametrize("env, name, reason", [
+    ({}, "offline-expense-model", "no GOOGLE_API_KEY"),
+    ({"GOOGLE_API_KEY": "k"}, GEMINI_DEFAULT, "GOOGLE_API_KEY"),
+    ({"GOOGLE_GENAI_USE_VERTEXAI": "true", "GOOGLE_CLOUD_PROJECT": "p"}, GEMINI_DEFAULT, "Vertex AI project p"),
+    ({"GOOGLE_GENAI_USE_VERTEXAI": "true"}, "offline-expense-model", "no GOOGLE_API_KEY"),
+    ({"AGENT_MODEL": "gemini-2.5-pro"}, "gemini-2.5-pro", "calls will fail"),
+    ({"AGENT_MODEL": "gemini-2.5-pro", "GOOGLE_API_KEY": "k"}, "gemini-2.5-pro", "AGENT_MODEL is set"),
+])
+def test_model_choice_says_which_model_runs_and_why(monkeypatch, env, name, reason):
+    monkeypatch.delenv("AGENT_MODEL", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    choice = choose_model()
+    assert choice.name == name and reason in choice.reason
+
+
+SETTINGS = load_settings()
+
+
+@pytest.mark.parametrize("value, expected", [
+    (250, Decimal("250.00")), (42.5, Decimal("42.50")), ("1,250.50", Decimal("1250.50")), ("$12", Decimal("12.00")),
+])
+def test_amounts_are_parsed_to_cents(value, expected):
+    assert parse_amount(value, SETTINGS) == expected
+
+
+@pytest.mark.parametrize("value, message", [
+    (0, "more than zero"), (-5, "more than zero"), (float("nan"), "finite"), (float("inf"), "finite"),
+    ("abc", "not a number"), (True, "number of dollars"), (None, "number of dollars"),
+    (2_000_000, "limit"), (1.005, "fractions of a cent"),
+])
+def test_bad_amounts_are_refused_with_a_hint(value, message):
+    with pytest.raises(PolicyError, match=message):
+        parse_amount(value, SETTINGS)
+
+
+def test_purpose_is_required_and_normalised():
+    assert parse_purpose("  team   lunch ") == "team lunch"
+    for bad in ("", "   ", None, "x" * 400):
+        with pytest.raises(PolicyError):
+            parse_purpose(bad)
+
+
+@pytest.mark.parametrize("name, value", [
+    ("APPROVAL_THRESHOLD", "-1"), ("MAX_REIMBURSEMENT", "nan"), ("APPROVAL_TTL_HOURS", "soon"),
+    ("APPROVERS", "bob"),
+])
+def test_bad_settings_name_the_variable(monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match=name):
+        load_settings()
+
+
+def test_approvers_are_parsed_from_name_token_pairs(monkeypatch):
+    monkeypatch.setenv("APPROVERS", "bob:tok-b, carol:tok-c")
+    assert load_settings().approvers == {"tok-b": "bob", "tok-c": "carol"}
