@@ -111,7 +111,7 @@ async def run_demo(runner: Runner, ledger: Ledger, request: str, approve: bool) 
     if call is None:
         print("No long-running call: the request did not need approval.")
         return False
-    ticket_id = tool_response(events, call.id).get("ticket_id")
+    ticket_id = str(tool_response(events, call.id).get("ticket_id"))
     say("pending", f"call id={call.id} name={call.name} ticket={ticket_id}")
 
     print("\n== 2. Later, an approver decides (recorded in the ledger) ==")
@@ -122,9 +122,14 @@ async def run_demo(runner: Runner, ledger: Ledger, request: str, approve: bool) 
     say("approver", f"{APPROVER} {decision.status} ticket {decision.id}")
 
     print("\n== 3. The app sends the updated FunctionResponse: same id and name, role user ==")
-    updated = types.FunctionResponse(id=call.id, name=call.name, response=decision.as_response())
+    updated = types.FunctionResponse(
+        id=call.id,  # the id of the original ask_for_approval call
+        name=call.name,  # and its name
+        response=decision.as_response(),  # {"status": "approved", "ticket_id": ..., ...}
+    )
     say("user", f"FunctionResponse(id={updated.id}, name={updated.name}, status={decision.status!r})")
-    await send(runner, REQUESTER, session.id, types.Content(role="user", parts=[types.Part(function_response=updated)]))
+    message = types.Content(role="user", parts=[types.Part(function_response=updated)])
+    await send(runner, REQUESTER, session.id, message)
 
     payouts = await ledger.payouts(ticket_id=ticket_id)
     return len(payouts) == (1 if approve else 0)

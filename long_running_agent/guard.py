@@ -111,7 +111,7 @@ class ApprovalGuard(BasePlugin):
                 f"(python main.py approve {ticket.id} --approver NAME, or the inbox page); "
                 "the decision then resumes this conversation."
             )
-        if not await ledger.claim_resume(ticket.id, actor=context.session.user_id):
+        if not await ledger.claim_resume(ticket.id, actor="approval_guard"):
             raise Refused(
                 f"ticket {ticket.id} was already {ticket.status} and delivered; "
                 "this repeated response was ignored and nothing was paid again."

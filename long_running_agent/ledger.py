@@ -30,6 +30,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -417,7 +418,7 @@ class Ledger:
     ) -> Ticket:
         now = self._clock()
         async with await self._session() as db, db.begin():
-            changed = await db.execute(
+            changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(TicketRow)
                 .where(TicketRow.id == ticket_id, TicketRow.status == PENDING)
                 .values(status=status, decided_by=actor, decided_at=now, reason=reason)
@@ -437,7 +438,7 @@ class Ledger:
         """Mark a decided ticket as delivered to the agent; True for the first caller only."""
         now = self._clock()
         async with await self._session() as db, db.begin():
-            changed = await db.execute(
+            changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(TicketRow)
                 .where(
                     TicketRow.id == ticket_id,

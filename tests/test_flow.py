@@ -134,6 +134,6 @@ async def test_ticket_ids_are_unique_and_timestamps_are_wall_clock(sqlite_url):
         _runner, _chat, _events, _call, pending = await request_large(sqlite_url)
         ids.add(pending["ticket_id"])
         created = datetime.datetime.fromisoformat(pending["created_at"])
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         assert abs(now - created) < timedelta(minutes=1)
     assert len(ids) == 3
