@@ -19,6 +19,8 @@ the replaced message itself (`invocation_context.user_content`).
 
 from __future__ import annotations
 
+import asyncio
+from datetime import timedelta
 from typing import Any
 
 from google.adk.agents.invocation_context import InvocationContext
@@ -31,6 +33,12 @@ from .settings import load_settings
 
 APPROVAL_TOOL = "ask_for_approval"
 REFUSAL_PREFIX = "Approval response not accepted: "
+
+
+# How long a started delivery holds its claim before a retry may take over,
+# and how long a concurrent duplicate waits for it to finish.
+DELIVERY_LEASE = timedelta(seconds=60)
+DUPLICATE_WAIT = timedelta(seconds=10)
 
 
 class Refused(Exception):
@@ -58,6 +66,9 @@ class ApprovalGuard(BasePlugin):
 
     def __init__(self) -> None:
         super().__init__(name="approval_guard")
+        # Deliveries in flight in this process, by run: ADK hands every
+        # callback of one run the same InvocationContext object.
+        self._deliveries: dict[int, str] = {}
 
     async def on_user_message_callback(
         self, *, invocation_context: InvocationContext, user_message: types.Content
@@ -68,6 +79,16 @@ class ApprovalGuard(BasePlugin):
         try:
             parts = [await self._authoritative(invocation_context, r) for r in responses]
         except Refused as refusal:
+            # Write the refusal on the latest copy of the session: a concurrent
+            # delivery may have added events since this run loaded it, and
+            # appending to a stale copy fails with ADK's StaleSessionError.
+            fresh = await invocation_context.session_service.get_session(
+                app_name=invocation_context.session.app_name,
+                user_id=invocation_context.session.user_id,
+                session_id=invocation_context.session.id,
+            )
+            if fresh is not None:
+                invocation_context.session = fresh
             # A thought part is kept in the session (and shown by adk web) but
             # never sent to the model, so the pending call stays open for the
             # genuine decision.
@@ -111,16 +132,42 @@ class ApprovalGuard(BasePlugin):
                 f"(python main.py approve {ticket.id} --approver NAME, or the inbox page); "
                 "the decision then resumes this conversation."
             )
-        if not await ledger.claim_resume(ticket.id, actor="approval_guard"):
+        if not await self._claim_delivery(ledger, ticket.id):
             raise Refused(
                 f"ticket {ticket.id} was already {ticket.status} and delivered; "
                 "this repeated response was ignored and nothing was paid again."
             )
+        self._deliveries[id(context)] = ticket.id
         return types.Part(
             function_response=types.FunctionResponse(
                 id=call.id, name=call.name, response=ticket.as_response()
             )
         )
+
+    async def _claim_delivery(self, ledger: ledger_module.Ledger, ticket_id: str) -> bool:
+        """True if this run may deliver the decision; False for a duplicate.
+
+        A duplicate that arrives while the first delivery is still running
+        waits for it to finish before being refused: answering at once would
+        write to the session under the running delivery and make that one fail
+        with ADK's StaleSessionError.
+        """
+        deadline = asyncio.get_running_loop().time() + DUPLICATE_WAIT.total_seconds()
+        while not await ledger.claim_resume(ticket_id, actor="approval_guard", lease=DELIVERY_LEASE):
+            if (await ledger.get(ticket_id)).delivered_at or asyncio.get_running_loop().time() > deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
+        if ticket_id := self._deliveries.pop(id(invocation_context), None):
+            await ledger_module.get_ledger(load_settings().database_url).confirm_delivery(ticket_id)
+
+    async def on_run_error_callback(
+        self, *, invocation_context: InvocationContext, error: Exception
+    ) -> None:
+        if ticket_id := self._deliveries.pop(id(invocation_context), None):
+            await ledger_module.get_ledger(load_settings().database_url).release_claim(ticket_id)
 
     async def _settle(
         self,

@@ -27,6 +27,7 @@ from sqlalchemy import (
     String,
     event,
     func,
+    or_,
     select,
     update,
 )
@@ -74,9 +75,12 @@ class TicketRow(Base):
     decided_by: Mapped[str | None] = mapped_column(String(128))
     decided_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     reason: Mapped[str | None] = mapped_column(String(500))
-    # Set once, when the decision is delivered to the agent; a second delivery
-    # (a duplicate FunctionResponse) finds it set and is ignored.
+    # A decision is delivered to the agent once. `resumed_at` is a claim taken
+    # when a delivery starts (a lease, so a delivery that crashed can be
+    # retried); `delivered_at` is set when that run finished. A duplicate
+    # FunctionResponse finds one of them set and is ignored.
     resumed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (Index("ix_approval_tickets_status_created", "status", "created_at"),)
 
@@ -123,6 +127,7 @@ class Ticket:
     decided_at: datetime | None
     reason: str | None
     resumed_at: datetime | None
+    delivered_at: datetime | None
 
     @classmethod
     def of(cls, row: TicketRow) -> Ticket:
@@ -133,6 +138,7 @@ class Ticket:
                 "expires_at": _utc(row.expires_at),
                 "decided_at": _utc(row.decided_at),
                 "resumed_at": _utc(row.resumed_at),
+                "delivered_at": _utc(row.delivered_at),
             }
         )
 
@@ -434,8 +440,12 @@ class Ledger:
             db.add(AuditRow(ticket_id=ticket_id, at=now, actor=actor, action=status, detail=reason))
         return await self.get(ticket_id)
 
-    async def claim_resume(self, ticket_id: str, *, actor: str) -> bool:
-        """Mark a decided ticket as delivered to the agent; True for the first caller only."""
+    async def claim_resume(self, ticket_id: str, *, actor: str, lease: timedelta) -> bool:
+        """Claim the delivery of a decided ticket; True for one caller at a time.
+
+        The claim lapses after `lease` unless the delivery was confirmed with
+        `confirm_delivery`, so a run that died half-way can be retried.
+        """
         now = self._clock()
         async with await self._session() as db, db.begin():
             changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
@@ -443,7 +453,8 @@ class Ledger:
                 .where(
                     TicketRow.id == ticket_id,
                     TicketRow.status.in_(DECIDED),
-                    TicketRow.resumed_at.is_(None),
+                    TicketRow.delivered_at.is_(None),
+                    or_(TicketRow.resumed_at.is_(None), TicketRow.resumed_at < now - lease),
                 )
                 .values(resumed_at=now)
             )
@@ -452,6 +463,23 @@ class Ledger:
                                 detail="decision delivered to the agent"))
                 return True
         return False
+
+    async def confirm_delivery(self, ticket_id: str) -> None:
+        async with await self._session() as db, db.begin():
+            await db.execute(
+                update(TicketRow)
+                .where(TicketRow.id == ticket_id, TicketRow.delivered_at.is_(None))
+                .values(delivered_at=self._clock())
+            )
+
+    async def release_claim(self, ticket_id: str) -> None:
+        """Give up an unconfirmed claim after a failed run, so a retry can deliver."""
+        async with await self._session() as db, db.begin():
+            await db.execute(
+                update(TicketRow)
+                .where(TicketRow.id == ticket_id, TicketRow.delivered_at.is_(None))
+                .values(resumed_at=None)
+            )
 
     async def record_refusal(self, ticket_id: str, *, actor: str, detail: str) -> None:
         async with await self._session() as db, db.begin():
