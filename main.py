@@ -11,6 +11,7 @@ Approver CLI (each command is a fresh process; the ledger and sessions persist):
     python main.py approve T-... --approver bob
     python main.py reject T-... --approver bob --reason "not a business expense"
     python main.py show T-...
+    python main.py resume T-...         # deliver a decision again if its process died
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from google.adk.runners import Runner
 from google.genai import types
 
 import long_running_agent  # noqa: F401  (loads .env before settings are read)
-from long_running_agent.approvals import decide_and_resume
+from long_running_agent.approvals import decide_and_resume, resume
+from long_running_agent.guard import REFUSAL_PREFIX
 from long_running_agent.ledger import Ledger, LedgerError, get_ledger
 from long_running_agent.model_choice import choose_model
 from long_running_agent.policy import from_cents
@@ -212,6 +214,20 @@ async def cmd_decide(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_resume(args: argparse.Namespace) -> int:
+    """Deliver a decision again, e.g. after the process that made it died."""
+    settings = load_settings()
+    ticket = await get_ledger(settings.database_url).get(args.ticket)
+    if ticket.status == "pending":
+        print(f"error: ticket {ticket.id} is still pending; approve or reject it first.", file=sys.stderr)
+        return 1
+    events = await resume(make_runner(settings.database_url), ticket)
+    for event in events:
+        show_event(event)
+    refused = any(REFUSAL_PREFIX in (p.text or "") for e in events if e.content for p in e.content.parts or [])
+    return 1 if refused else 0
+
+
 async def cmd_show(args: argparse.Namespace) -> int:
     ledger = get_ledger(load_settings().database_url)
     ticket = await ledger.get(args.ticket)
@@ -242,6 +258,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         decide.add_argument("ticket")
         decide.add_argument("--approver", required=True, help="who decides (not the requester)")
         decide.add_argument("--reason", required=name == "reject", help="why (required to reject)")
+    redo = commands.add_parser("resume", help="deliver a decided ticket again (after a crash)")
+    redo.add_argument("ticket")
     show = commands.add_parser("show", help="a ticket and its history")
     show.add_argument("ticket")
     return parser.parse_args(argv)
@@ -252,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     VERBOSE = args.verbose
     command = {"request": cmd_request, "inbox": cmd_inbox, "approve": cmd_decide,
-               "reject": cmd_decide, "show": cmd_show}.get(args.command, demo)
+               "reject": cmd_decide, "resume": cmd_resume, "show": cmd_show}.get(args.command, demo)
     try:
         return asyncio.run(command(args))
     except (LedgerError, SettingsError) as error:

@@ -378,10 +378,14 @@ class Ledger:
             raise NotAllowed("Say who decides, e.g. --approver bob.")
         ticket = await self.get(ticket_id)
         if ticket.status != PENDING:
+            hint = (
+                f"see its history with: python main.py show {ticket_id}"
+                if ticket.delivered_at
+                else f"its conversation was not resumed yet; run: python main.py resume {ticket_id}"
+            )
             raise AlreadyDecided(
                 f"Ticket {ticket_id} is already {ticket.status}"
-                f"{f' by {ticket.decided_by}' if ticket.decided_by else ''}; "
-                f"see its history with: python main.py show {ticket_id}"
+                f"{f' by {ticket.decided_by}' if ticket.decided_by else ''}; {hint}"
             )
         if ticket.user_id == approver and not allow_self_approval:
             raise NotAllowed(

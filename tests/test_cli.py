@@ -125,3 +125,25 @@ def test_bad_settings_get_a_clear_error(sqlite_url, monkeypatch):
     monkeypatch.setenv("APPROVAL_THRESHOLD", "lots")
     result = run("inbox", url=sqlite_url)
     assert result.returncode == 1 and "APPROVAL_THRESHOLD='lots' is not a number" in result.stderr
+
+
+def test_a_decision_whose_process_died_is_delivered_by_resume(sqlite_url):
+    ticket_id = request_ticket(sqlite_url)
+
+    async def decide_only() -> None:
+        from long_running_agent.ledger import close_ledgers
+
+        await get_ledger(sqlite_url).decide(ticket_id, approver="bob", approve=True)
+        await close_ledgers()
+
+    asyncio.run(decide_only())  # recorded, but nothing resumed the conversation
+
+    approve = run("approve", ticket_id, "--approver", "bob", url=sqlite_url)
+    assert approve.returncode == 1 and f"python main.py resume {ticket_id}" in approve.stderr
+
+    resumed = run("resume", ticket_id, url=sqlite_url)
+    assert resumed.returncode == 0 and "was paid" in resumed.stdout
+
+    again = run("resume", ticket_id, url=sqlite_url)
+    assert again.returncode == 1 and "ignored" in again.stdout
+    assert len(asyncio.run(_payouts(sqlite_url, ticket_id))) == 1
