@@ -16,6 +16,7 @@ from .guard import ApprovalGuard
 from .model_choice import choose_model
 from .settings import load_settings
 from .tools import ask_for_approval, reimburse
+from .turn_order import merge_consecutive_model_turns
 
 
 def instruction(_context: ReadonlyContext) -> str:
@@ -36,6 +37,8 @@ root_agent = LlmAgent(
     description="Reimburses expenses; larger amounts wait for a human approver.",
     instruction=instruction,
     tools=[LongRunningFunctionTool(func=ask_for_approval), reimburse],
+    # After a resume ADK can send two model turns in a row; Gemini refuses that.
+    before_model_callback=merge_consecutive_model_turns,
 )
 
 app = App(name="long_running_agent", root_agent=root_agent, plugins=[ApprovalGuard()])

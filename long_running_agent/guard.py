@@ -9,7 +9,8 @@ the ledger the authority instead of the message:
   through, with its payload replaced by the ledger's own record;
 - anything else - a claim of a decision the ledger does not hold, a second
   delivery, a call without a ticket - is refused: the message is replaced by a
-  note the model never sees, and the run ends before any model or tool call.
+  note (a thought part, which ADK never sends to the model), and the run ends
+  before any model or tool call.
 
 ADK offers no single hook for this: `on_user_message_callback` can replace the
 message but not stop the run, and `before_run_callback` can stop the run but
@@ -103,7 +104,9 @@ class ApprovalGuard(BasePlugin):
         message = invocation_context.user_content
         parts = message.parts if message and message.parts else []
         if len(parts) == 1 and parts[0].thought and (parts[0].text or "").startswith(REFUSAL_PREFIX):
-            return types.Content(role="model", parts=[types.Part(text=parts[0].text)])
+            # Also a thought: shown to people, kept out of later model requests
+            # (a visible "still pending" would contradict the real decision).
+            return types.Content(role="model", parts=[types.Part(text=parts[0].text, thought=True)])
         return None
 
     async def _authoritative(
@@ -118,7 +121,7 @@ class ApprovalGuard(BasePlugin):
             raise Refused(f"{call.name} is not answered by the application; only approvals are.")
         settings = load_settings()
         ledger = ledger_module.get_ledger(settings.database_url)
-        ticket = await ledger.find_by_call(call.id or "")
+        ticket = await ledger.find_by_call(context.session.id, call.id or "")
         if ticket is None:
             raise Refused("this approval call has no ticket (the request was invalid).")
         ticket = await self._settle(ledger, ticket, response, context, settings.dev_chat_approval)

@@ -25,6 +25,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    UniqueConstraint,
     event,
     func,
     or_,
@@ -65,7 +66,7 @@ class TicketRow(Base):
     app_name: Mapped[str] = mapped_column(String(128))
     user_id: Mapped[str] = mapped_column(String(128))
     session_id: Mapped[str] = mapped_column(String(128), index=True)
-    call_id: Mapped[str] = mapped_column(String(128), unique=True)
+    call_id: Mapped[str] = mapped_column(String(128))
     call_name: Mapped[str] = mapped_column(String(128))
     purpose: Mapped[str] = mapped_column(String(300))
     amount_cents: Mapped[int] = mapped_column(Integer)
@@ -82,7 +83,11 @@ class TicketRow(Base):
     resumed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
-    __table_args__ = (Index("ix_approval_tickets_status_created", "status", "created_at"),)
+    # Call ids are unique within a session only: Gemini may supply its own.
+    __table_args__ = (
+        Index("ix_approval_tickets_status_created", "status", "created_at"),
+        UniqueConstraint("session_id", "call_id"),
+    )
 
 
 class PayoutRow(Base):
@@ -92,12 +97,14 @@ class PayoutRow(Base):
     ticket_id: Mapped[str | None] = mapped_column(
         ForeignKey("approval_tickets.id"), unique=True
     )
-    call_id: Mapped[str] = mapped_column(String(128), unique=True)
+    call_id: Mapped[str] = mapped_column(String(128))
     user_id: Mapped[str] = mapped_column(String(128))
     session_id: Mapped[str] = mapped_column(String(128), index=True)
     purpose: Mapped[str] = mapped_column(String(300))
     amount_cents: Mapped[int] = mapped_column(Integer)
     paid_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (UniqueConstraint("session_id", "call_id"),)
 
 
 class AuditRow(Base):
@@ -332,9 +339,11 @@ class Ledger:
             )
         return Ticket.of(row)
 
-    async def find_by_call(self, call_id: str) -> Ticket | None:
+    async def find_by_call(self, session_id: str, call_id: str) -> Ticket | None:
         async with await self._session() as db:
-            row = await db.scalar(select(TicketRow).where(TicketRow.call_id == call_id))
+            row = await db.scalar(
+                select(TicketRow).where(TicketRow.session_id == session_id, TicketRow.call_id == call_id)
+            )
         return Ticket.of(row) if row else None
 
     async def list_tickets(self, status: str = PENDING, limit: int = 50) -> list[Ticket]:
@@ -558,7 +567,7 @@ class Ledger:
                 key = (
                     PayoutRow.ticket_id == fields["ticket_id"]
                     if fields["ticket_id"]
-                    else PayoutRow.call_id == fields["call_id"]
+                    else (PayoutRow.session_id == fields["session_id"]) & (PayoutRow.call_id == fields["call_id"])
                 )
                 existing = await db.scalar(select(PayoutRow).where(key))
             if existing is None:

@@ -26,7 +26,7 @@ def _truthy(name: str) -> bool:
 
 def gemini_credentials() -> str | None:
     """A description of the configured Gemini credentials, or None."""
-    if _truthy("GOOGLE_GENAI_USE_VERTEXAI"):
+    if _truthy("GOOGLE_GENAI_USE_ENTERPRISE") or _truthy("GOOGLE_GENAI_USE_VERTEXAI"):
         project = os.getenv("GOOGLE_CLOUD_PROJECT")
         return f"Vertex AI project {project}" if project else None
     if os.getenv("GOOGLE_API_KEY") or os.getenv("GEMINI_API_KEY"):

@@ -22,7 +22,8 @@ from long_running_agent.ledger import close_ledgers  # noqa: E402
 from .postgres_server import PostgresUnavailable, postgres_server  # noqa: E402
 
 for _name in (
-    "GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_PROJECT",
+    "GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_ENTERPRISE",
+    "GOOGLE_CLOUD_PROJECT",
     "EXPENSES_DATABASE_URL", "APPROVAL_THRESHOLD", "MAX_REIMBURSEMENT", "APPROVAL_TTL_HOURS",
     "DEV_CHAT_APPROVAL", "APPROVERS",
 ):

@@ -32,6 +32,7 @@ def test_adk_loader_finds_the_app_with_its_guard_like_adk_web():
     ({"GOOGLE_API_KEY": "k"}, GEMINI_DEFAULT, "GOOGLE_API_KEY"),
     ({"GOOGLE_GENAI_USE_VERTEXAI": "true", "GOOGLE_CLOUD_PROJECT": "p"}, GEMINI_DEFAULT, "Vertex AI project p"),
     ({"GOOGLE_GENAI_USE_VERTEXAI": "true"}, "offline-expense-model", "no GOOGLE_API_KEY"),
+    ({"GOOGLE_GENAI_USE_ENTERPRISE": "1", "GOOGLE_CLOUD_PROJECT": "p"}, GEMINI_DEFAULT, "Vertex AI project p"),
     ({"AGENT_MODEL": "gemini-2.5-pro"}, "gemini-2.5-pro", "calls will fail"),
     ({"AGENT_MODEL": "gemini-2.5-pro", "GOOGLE_API_KEY": "k"}, "gemini-2.5-pro", "AGENT_MODEL is set"),
 ])

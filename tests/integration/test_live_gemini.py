@@ -1,0 +1,98 @@
+"""The approval flow against the real Gemini API; skipped without a key.
+
+The same flow as tests/test_gemini_wire.py, but Gemini decides: the test
+asserts the protocol (a long-running approval call, the decision delivered
+under the same call, exactly one payout in the ledger), never the wording.
+
+Run with:
+    GOOGLE_API_KEY=... .venv/bin/python -m pytest tests/integration -q
+    LIVE_GEMINI_MODEL=gemini-2.5-flash GOOGLE_API_KEY=... .venv/bin/python -m pytest tests/integration -q
+
+tests/conftest.py takes GOOGLE_API_KEY / GEMINI_API_KEY out of the environment
+so that no other test can reach Gemini, and keeps the value for this one;
+LIVE_GEMINI_API_KEY works too.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import pytest
+from google.adk.apps import App
+from google.adk.models.google_llm import Gemini
+from google.adk.runners import Runner
+from google.genai import types
+
+from long_running_agent import ledger as ledger_module
+from long_running_agent.agent import root_agent
+from long_running_agent.guard import ApprovalGuard
+from long_running_agent.model_choice import GEMINI_DEFAULT
+from long_running_agent.runtime import session_service
+
+from ..conversation import Conversation, calls, pending_calls, responses
+
+
+def _live_key() -> str | None:
+    saved = getattr(sys.modules.get("tests.conftest"), "ORIGINAL_GEMINI_KEY", None)
+    return (
+        os.environ.get("LIVE_GEMINI_API_KEY")
+        or saved
+        or os.environ.get("GOOGLE_API_KEY")
+        or os.environ.get("GEMINI_API_KEY")
+    )
+
+
+LIVE_KEY = _live_key()
+LIVE_MODEL = os.environ.get("LIVE_GEMINI_MODEL") or GEMINI_DEFAULT
+
+pytestmark = pytest.mark.skipif(
+    not LIVE_KEY, reason="needs a Gemini key: set GOOGLE_API_KEY (or LIVE_GEMINI_API_KEY) to run"
+)
+
+
+@pytest.fixture
+def live_gemini(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Point the app at the real Gemini API and a fresh SQLite file; returns the database URL."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'expenses.db'}"
+    monkeypatch.setenv("EXPENSES_DATABASE_URL", url)
+    for name in ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_USE_VERTEXAI",
+                 "GOOGLE_GENAI_USE_ENTERPRISE", "DEV_CHAT_APPROVAL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GOOGLE_API_KEY", LIVE_KEY or "")
+    return url
+
+
+async def test_live_gemini_waits_for_approval_then_pays_once(live_gemini: str) -> None:
+    # A new Gemini instance builds its client from the key set above. Retries
+    # ride out a 429 or 503; a 400 (a malformed request) still fails at once.
+    model = Gemini(model=LIVE_MODEL, retry_options=types.HttpRetryOptions(attempts=4, initial_delay=2))
+    agent = root_agent.clone(update={"model": model})
+    runner = Runner(app=App(name="long_running_agent", root_agent=agent, plugins=[ApprovalGuard()]),
+                    session_service=session_service(live_gemini))
+    ledger = ledger_module.get_ledger(live_gemini)
+    try:
+        chat = await Conversation(runner, "alice").start()
+        events = await chat.say("Please reimburse $250 for the team lunch")
+
+        [call] = pending_calls(events)
+        assert call.name == "ask_for_approval"
+        assert float((call.args or {})["amount"]) == 250.0
+        [pending] = responses(events, "ask_for_approval")
+        assert pending["status"] == "pending"
+        assert calls(events, "reimburse") == []
+        assert await ledger.payouts(session_id=chat.session_id) == []
+
+        decision = await ledger.decide(pending["ticket_id"], approver="bob", approve=True)
+        resumed = await chat.answer(call, decision.as_response())
+
+        assert [c.name for c in calls(resumed, "ask_for_approval")] == []
+        assert calls(resumed, "reimburse"), "Gemini did not call reimburse after the approval"
+        [payout] = await ledger.payouts(ticket_id=pending["ticket_id"])
+        assert payout.amount_cents == 25_000
+        assert await ledger.payouts(session_id=chat.session_id) == [payout]
+    finally:
+        await runner.close()
+        await runner.session_service.db_engine.dispose()  # type: ignore[attr-defined]
+        await ledger_module.close_ledgers()
