@@ -15,7 +15,9 @@ the ledger the authority instead of the message:
 ADK offers no single hook for this: `on_user_message_callback` can replace the
 message but not stop the run, and `before_run_callback` can stop the run but
 by then the message is saved. The verdict travels from one to the other in
-the replaced message itself (`invocation_context.user_content`).
+the replaced message itself (`invocation_context.user_content`). Each decision
+is delivered once: a claim in the ledger when the delivery starts, confirmed
+in `after_run_callback`, released in `on_run_error_callback`.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ class ApprovalGuard(BasePlugin):
         super().__init__(name="approval_guard")
         # Deliveries in flight in this process, by run: ADK hands every
         # callback of one run the same InvocationContext object.
-        self._deliveries: dict[int, str] = {}
+        self._deliveries: dict[int, list[str]] = {}
 
     async def on_user_message_callback(
         self, *, invocation_context: InvocationContext, user_message: types.Content
@@ -80,6 +82,11 @@ class ApprovalGuard(BasePlugin):
         try:
             parts = [await self._authoritative(invocation_context, r) for r in responses]
         except Refused as refusal:
+            # One refused response refuses the whole message; give back any
+            # delivery claimed for the others in it.
+            ledger = ledger_module.get_ledger(load_settings().database_url)
+            for ticket_id in self._deliveries.pop(id(invocation_context), []):
+                await ledger.release_claim(ticket_id)
             # Write the refusal on the latest copy of the session: a concurrent
             # delivery may have added events since this run loaded it, and
             # appending to a stale copy fails with ADK's StaleSessionError.
@@ -140,7 +147,7 @@ class ApprovalGuard(BasePlugin):
                 f"ticket {ticket.id} was already {ticket.status} and delivered; "
                 "this repeated response was ignored and nothing was paid again."
             )
-        self._deliveries[id(context)] = ticket.id
+        self._deliveries.setdefault(id(context), []).append(ticket.id)
         return types.Part(
             function_response=types.FunctionResponse(
                 id=call.id, name=call.name, response=ticket.as_response()
@@ -163,14 +170,16 @@ class ApprovalGuard(BasePlugin):
         return True
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
-        if ticket_id := self._deliveries.pop(id(invocation_context), None):
-            await ledger_module.get_ledger(load_settings().database_url).confirm_delivery(ticket_id)
+        ledger = ledger_module.get_ledger(load_settings().database_url)
+        for ticket_id in self._deliveries.pop(id(invocation_context), []):
+            await ledger.confirm_delivery(ticket_id)
 
     async def on_run_error_callback(
         self, *, invocation_context: InvocationContext, error: Exception
     ) -> None:
-        if ticket_id := self._deliveries.pop(id(invocation_context), None):
-            await ledger_module.get_ledger(load_settings().database_url).release_claim(ticket_id)
+        ledger = ledger_module.get_ledger(load_settings().database_url)
+        for ticket_id in self._deliveries.pop(id(invocation_context), []):
+            await ledger.release_claim(ticket_id)
 
     async def _settle(
         self,
