@@ -1,4 +1,4 @@
-# make demo | make test | make web | make bench
+# make demo | make test | make web [ARGS='--port 8080'] | make bench
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -23,7 +23,7 @@ test: $(VENV)/.dev
 	$(PY) -m pytest
 
 web: $(VENV)/.app
-	$(PY) -m long_running_agent.web
+	$(PY) -m long_running_agent.web $(ARGS)
 
 bench: $(VENV)/.dev
 	$(PY) -m pip install -q -e '.[bench]'

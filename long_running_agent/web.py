@@ -17,12 +17,17 @@ tokens from APPROVERS; a missing token is 401, an unknown one 403):
     GET  /api/approvals/{ticket_id}           one ticket, its audit trail and payouts
     POST /api/approvals/{ticket_id}/approve   body optional: {"reason": "..."}
     POST /api/approvals/{ticket_id}/reject    body required: {"reason": "..."}
+    POST /api/approvals/{ticket_id}/resume    deliver a recorded decision again (after a failure)
 """
 
 from __future__ import annotations
 
 import argparse
 import hmac
+import logging
+import socket
+import sys
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -31,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import uvicorn
 from fastapi import Depends, FastAPI, Request
 from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
@@ -40,15 +46,33 @@ from google.adk.cli.service_registry import get_service_registry
 from google.adk.cli.utils.agent_loader import AgentLoader
 from google.adk.events import Event
 from google.adk.runners import Runner
+from google.adk.sessions import DatabaseSessionService
 from pydantic import BaseModel, ConfigDict, Field
 
 from .agent import app as agent_app
-from .approvals import decide_and_resume
-from .ledger import AuditEntry, LedgerError, Payout, Ticket, close_ledgers, get_ledger, utc_now
+from .approvals import decide_and_resume, resume
+from .guard import REFUSAL_PREFIX
+from .ledger import (
+    PENDING,
+    AlreadyDecided,
+    AuditEntry,
+    Ledger,
+    LedgerError,
+    NotAllowed,
+    Payout,
+    Ticket,
+    TicketExpired,
+    TicketNotFound,
+    close_ledgers,
+    get_ledger,
+    utc_now,
+)
 from .model_choice import choose_model
 from .policy import from_cents
 from .runtime import session_service
-from .settings import load_settings
+from .settings import SettingsError, load_settings
+
+logger = logging.getLogger(__name__)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 APP_NAME = PACKAGE_DIR.name  # ADK names the app after its folder
@@ -71,23 +95,29 @@ class ApiError(Exception):
         super().__init__(message)
         self.status, self.error, self.message, self.fix = status, error, message, fix
 
-    def response(self, **extra: Any) -> JSONResponse:
-        body = {"error": self.error, "message": self.message, "fix": self.fix} | extra
+    def response(self) -> JSONResponse:
+        body = {"error": self.error, "message": self.message, "fix": self.fix}
         headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
         return JSONResponse(body, status_code=self.status, headers=headers)
 
 
-_LEDGER_FIXES = {
-    "TicketNotFound": ("ticket_not_found", "Check the id; GET /api/approvals lists the pending tickets."),
-    "AlreadyDecided": ("already_decided", "Nothing to do: the first decision stands and was delivered once. "
-                       "GET /api/approvals/{id} shows its history."),
-    "TicketExpired": ("ticket_expired", "Nothing to do: the requester was told it expired and has to ask again."),
-    "NotAllowed": ("not_allowed", "Ask another approver to decide this ticket."),
+_LEDGER_FIXES: dict[type[LedgerError], tuple[str, str]] = {
+    TicketNotFound: ("ticket_not_found", "Check the id; GET /api/approvals lists the pending tickets."),
+    AlreadyDecided: ("already_decided", "Nothing to do: the first decision stands. "
+                     "GET /api/approvals/{id} shows its history."),
+    TicketExpired: ("ticket_expired", "Nothing to do: the requester was told it expired and has to ask again."),
+    NotAllowed: ("not_allowed", "Ask another approver to decide this ticket."),
 }
+UNDELIVERED_FIX = (
+    "The decision is recorded but has not reached the conversation yet; deliver it with "
+    "POST /api/approvals/{id}/resume (or: python main.py resume {id})."
+)
 
 
-def _ledger_error(error: LedgerError, ticket_id: str) -> ApiError:
-    code, fix = _LEDGER_FIXES.get(type(error).__name__, ("refused", "See the message."))
+async def _ledger_error(ledger: Ledger, error: LedgerError, ticket_id: str) -> ApiError:
+    code, fix = _LEDGER_FIXES.get(type(error), ("refused", "See the message."))
+    if isinstance(error, AlreadyDecided) and not (await ledger.get(ticket_id)).delivered_at:
+        fix = UNDELIVERED_FIX
     return ApiError(error.http_status, code, str(error), fix.replace("{id}", ticket_id))
 
 
@@ -143,13 +173,13 @@ def ticket_json(ticket: Ticket) -> dict[str, Any]:
         "decided_by": ticket.decided_by,
         "decided_at": _iso(ticket.decided_at),
         "reason": ticket.reason,
-        "delivered_at": _iso(ticket.resumed_at),
+        "delivered_at": _iso(ticket.delivered_at),
         "session_id": ticket.session_id,
     }
 
 
 def payout_json(payout: Payout) -> dict[str, Any]:
-    return payout.as_response() | {"status": "paid", "requester": payout.user_id}
+    return payout.as_response() | {"requester": payout.user_id}
 
 
 def audit_json(entry: AuditEntry) -> dict[str, Any]:
@@ -179,7 +209,11 @@ def create_app(*, host: str = "127.0.0.1", port: int = 8000) -> FastAPI:
     # ADK looks the URL's scheme up in its service registry - the documented
     # hook for custom session services - before building its own.
     sessions = session_service(database_url)
-    get_service_registry().register_session_service(urlparse(database_url).scheme, lambda _uri, **_kw: sessions)
+
+    def shared_sessions(uri: str, **kwargs: Any) -> DatabaseSessionService:
+        return sessions
+
+    get_service_registry().register_session_service(urlparse(database_url).scheme, shared_sessions)
     resumer = Runner(app=agent_app, session_service=sessions)
 
     @asynccontextmanager
@@ -219,7 +253,9 @@ def add_inbox(app: FastAPI, resumer: Runner) -> None:
         if not request.url.path.startswith("/api/approvals"):
             return await request_validation_exception_handler(request, error)
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}" for e in error.errors()
+            "body: not valid JSON" if e["type"] == "json_invalid"
+            else f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}"
+            for e in error.errors()
         )
         return ApiError(
             422, "invalid_body", f"The request body is not valid: {problems}.",
@@ -261,11 +297,18 @@ def add_inbox(app: FastAPI, resumer: Runner) -> None:
         try:
             ticket = await ledger.get(ticket_id)
         except LedgerError as error:
-            raise _ledger_error(error, ticket_id) from None
+            raise await _ledger_error(ledger, error, ticket_id) from None
         return {
             "ticket": ticket_json(ticket),
             "audit": [audit_json(e) for e in await ledger.audit(ticket_id)],
             "payouts": [payout_json(p) for p in await ledger.payouts(ticket_id=ticket_id)],
+        }
+
+    async def outcome(ledger: Ledger, ticket_id: str, events: list[Event]) -> dict[str, Any]:
+        return {
+            "ticket": ticket_json(await ledger.get(ticket_id)),
+            "payouts": [payout_json(p) for p in await ledger.payouts(ticket_id=ticket_id)],
+            "agent_reply": agent_reply(events),
         }
 
     async def decide(ticket_id: str, approver: str, approve: bool, reason: str | None) -> dict[str, Any]:
@@ -273,16 +316,25 @@ def add_inbox(app: FastAPI, resumer: Runner) -> None:
         try:
             # The ledger first (a conditional UPDATE: one decision wins), then
             # the conversation, resumed with the stored call id and name.
-            ticket, events = await decide_and_resume(
+            _ticket, events = await decide_and_resume(
                 resumer, ledger, ticket_id, approver=approver, approve=approve, reason=reason
             )
         except LedgerError as error:
-            raise _ledger_error(error, ticket_id) from None
-        return {
-            "ticket": ticket_json(await ledger.get(ticket_id)),
-            "payouts": [payout_json(p) for p in await ledger.payouts(ticket_id=ticket.id)],
-            "agent_reply": agent_reply(events),
-        }
+            raise await _ledger_error(ledger, error, ticket_id) from None
+        except Exception as error:
+            # The model or the session store failed after the ledger may have
+            # recorded the decision: say which, so nobody decides twice.
+            ticket = await ledger.get(ticket_id)
+            if ticket.status == PENDING:
+                raise
+            logger.exception("Resuming the conversation of %s failed", ticket_id)
+            raise ApiError(
+                502, "resume_failed",
+                f"Ticket {ticket_id} is {ticket.status} in the ledger, but resuming its conversation "
+                f"failed: {type(error).__name__}: {error}",
+                UNDELIVERED_FIX.replace("{id}", ticket_id),
+            ) from None
+        return await outcome(ledger, ticket_id, events)
 
     @app.post("/api/approvals/{ticket_id}/approve")
     async def approve(
@@ -303,18 +355,48 @@ def add_inbox(app: FastAPI, resumer: Runner) -> None:
             )
         return await decide(ticket_id, approver, False, reason)
 
+    @app.post("/api/approvals/{ticket_id}/resume")
+    async def redeliver(ticket_id: str, _approver: str = Depends(current_approver)) -> dict[str, Any]:
+        """Deliver a recorded decision whose resume failed or whose process died."""
+        ledger = get_ledger(load_settings().database_url)
+        try:
+            ticket = await ledger.get(ticket_id)
+        except LedgerError as error:
+            raise await _ledger_error(ledger, error, ticket_id) from None
+        if ticket.status == PENDING:
+            raise ApiError(409, "still_pending", f"Ticket {ticket_id} is still pending; there is nothing to deliver.",
+                           f"Approve or reject it: POST /api/approvals/{ticket_id}/approve or /reject.")
+        if ticket.delivered_at:
+            raise ApiError(409, "already_delivered", f"Ticket {ticket_id} was already {ticket.status} and delivered.",
+                           f"Nothing to do. GET /api/approvals/{ticket_id} shows its history.")
+        # The guard delivers a decision once, whoever asks and however often.
+        events = await resume(resumer, ticket)
+        if any((part.text or "").startswith(REFUSAL_PREFIX)
+               for event in events if event.content for part in event.content.parts or []):
+            raise ApiError(409, "already_delivered", f"Ticket {ticket_id} was delivered meanwhile.",
+                           f"Nothing to do. GET /api/approvals/{ticket_id} shows its history.")
+        return await outcome(ledger, ticket_id, events)
 
-def main(argv: list[str] | None = None) -> None:
-    import uvicorn
+
+def main(argv: list[str] | None = None) -> int:
+    # ADK flags its own in-memory credential service as experimental on every
+    # start; nothing here can act on it.
+    warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]", category=UserWarning)
 
     parser = argparse.ArgumentParser(description="Serve the dev UI, ADK's API and the approver inbox.")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     args = parser.parse_args(argv)
 
-    settings = load_settings()
+    try:
+        settings = load_settings()
+    except SettingsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     choice = choose_model()
-    base = f"http://{args.host}:{args.port}"
+    # A wildcard bind is reached through this machine's name, not "0.0.0.0".
+    shown_host = socket.gethostname() if args.host in ("0.0.0.0", "::") else args.host
+    base = f"http://{shown_host}:{args.port}"
     print(f"Model:     {choice.name} ({choice.reason})")
     print(f"Database:  {settings.database_url}")
     print(f"Dev UI:    {base}/dev-ui/?app={APP_NAME}")
@@ -323,7 +405,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"Approvers: {', '.join(names)}" if names else
           "Approvers: none - set APPROVERS=name:token,... in .env so someone can sign in to the inbox")
     uvicorn.run(create_app(host=args.host, port=args.port), host=args.host, port=args.port)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""The dev UI and the inbox page in a real headless Chromium, offline.
+
+A requester asks in ADK's dev UI (whose answer box cannot approve), an
+approver decides on /inbox in another tab, and the requester's chat shows the
+outcome after a reload. Uses Debian's /usr/bin/chromium through Playwright (no
+`playwright install`); every request that is not to 127.0.0.1 is blocked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.async_api import BrowserContext, Page, Route, async_playwright, expect
+
+from .test_http_api import TOKENS, WebServer, web_server
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+TICKET = re.compile(r"Ticket (T-[0-9a-f]+) is waiting for an approver")
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
+                                "(apt-get install chromium; .ci/run does)")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[WebServer]:
+    with web_server(tmp_path_factory.mktemp("web")) as running:
+        yield running
+
+
+@pytest.fixture
+async def context(server) -> AsyncIterator[BrowserContext]:
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        context = await browser.new_context(base_url=server.base_url, viewport={"width": 1280, "height": 800})
+        context.set_default_timeout(15_000)
+
+        async def loopback_only(route: Route) -> None:
+            # The dev UI asks fonts.gstatic.com for icon fonts; offline means offline.
+            if route.request.url.startswith(("http://127.0.0.1:", "data:", "blob:")):
+                await route.continue_()
+            else:
+                await route.abort()
+
+        await context.route("**/*", loopback_only)
+        yield context
+        await browser.close()
+
+
+async def ask_in_dev_ui(context: BrowserContext, text: str, user: str = "alice") -> tuple[Page, str]:
+    """Open a new chat as `user`, send `text`, and return the page and the ticket id it shows."""
+    chat = await context.new_page()
+    await chat.goto(f"/dev-ui/?app=long_running_agent&userId={user}")
+    box = chat.locator("textarea.chat-input-box")
+    await box.fill(text)
+    async with chat.expect_response(lambda r: r.url.endswith("/run_sse")):
+        await box.press("Enter")
+    pending = chat.get_by_text(TICKET)
+    await expect(pending).to_be_visible()
+    match = TICKET.search(await pending.inner_text())
+    assert match, await pending.inner_text()
+    return chat, match.group(1)
+
+
+async def open_inbox(context: BrowserContext, approver: str) -> Page:
+    inbox = await context.new_page()
+    await inbox.goto("/inbox")
+    await inbox.locator("#token").fill(TOKENS[approver])
+    await inbox.locator("#sign-in").click()
+    await expect(inbox.locator("#approver-name")).to_have_text(approver)
+    return inbox
+
+
+async def ledger_view(server: WebServer, ticket_id: str) -> dict:
+    async with httpx.AsyncClient(base_url=server.base_url) as client:
+        response = await client.get(f"/api/approvals/{ticket_id}",
+                                    headers={"Authorization": f"Bearer {TOKENS['carol']}"})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def test_request_in_dev_ui_approved_in_inbox_shows_payout_in_chat(context, server, tmp_path):
+    chat, ticket_id = await ask_in_dev_ui(context, "Please reimburse $250 for the team lunch")
+    # The dev UI offers the requester an answer box for the pending call; the guard refuses it.
+    await chat.locator("app-long-running-response input.response-input").fill("approved")
+    async with chat.expect_response(lambda r: r.url.endswith("/run_sse")):
+        await chat.locator("app-long-running-response button.send-button").click()
+    await expect(chat.get_by_text(re.compile(rf"Approval response not accepted: ticket {ticket_id} is still pending"))
+                 .first).to_be_visible()
+    await chat.screenshot(path=tmp_path / "1-chat-pending.png")
+
+    inbox = await open_inbox(context, "bob")
+    row = inbox.locator(f'#pending tr[data-ticket="{ticket_id}"]')
+    await expect(row).to_contain_text("alice")
+    await expect(row).to_contain_text("team lunch")
+    await expect(row).to_contain_text("$250.00")
+    await inbox.screenshot(path=tmp_path / "2-inbox-pending.png")
+    await row.locator("button.approve").click()
+
+    await expect(inbox.locator("#notice")).to_contain_text(f"Approved {ticket_id}")
+    await expect(inbox.locator("#notice")).to_contain_text("was paid")
+    await expect(inbox.locator(f'#decided tr[data-ticket="{ticket_id}"]')).to_contain_text("approved")
+    await expect(inbox.locator(f'#pending tr[data-ticket="{ticket_id}"]')).to_have_count(0)
+    await inbox.screenshot(path=tmp_path / "3-inbox-approved.png")
+
+    # An open chat does not hear about another client's resume; a reload does.
+    await chat.reload()
+    await expect(chat.get_by_text(re.compile(r"\$250\.00 for team lunch was paid"))).to_be_visible()
+    await chat.screenshot(path=tmp_path / "4-chat-paid.png")
+    view = await ledger_view(server, ticket_id)
+    assert (view["ticket"]["status"], view["ticket"]["decided_by"]) == ("approved", "bob")
+    assert len(view["payouts"]) == 1
+
+
+async def test_request_in_dev_ui_rejected_in_inbox_pays_nothing(context, server, tmp_path):
+    chat, ticket_id = await ask_in_dev_ui(context, "Please reimburse $480 for a conference ticket")
+
+    inbox = await open_inbox(context, "carol")
+    row = inbox.locator(f'#pending tr[data-ticket="{ticket_id}"]')
+    await row.locator("button.reject").click()
+    await expect(inbox.locator("#notice")).to_contain_text("Give a reason")  # refused in the page, nothing sent
+    await row.locator("input.reason").fill("conference was not approved in advance")
+    await row.locator("button.reject").click()
+
+    await expect(inbox.locator("#notice")).to_contain_text(f"Rejected {ticket_id}")
+    decided = inbox.locator(f'#decided tr[data-ticket="{ticket_id}"]')
+    await expect(decided).to_contain_text("rejected")
+    await expect(decided).to_contain_text("conference was not approved in advance")
+    await inbox.screenshot(path=tmp_path / "1-inbox-rejected.png")
+
+    await chat.reload()
+    await expect(chat.get_by_text(re.compile(rf"Ticket {ticket_id} was rejected by carol"))).to_be_visible()
+    await expect(chat.get_by_text(re.compile("Nothing was paid"))).to_be_visible()
+    await chat.screenshot(path=tmp_path / "2-chat-rejected.png")
+    view = await ledger_view(server, ticket_id)
+    assert view["ticket"]["status"] == "rejected" and view["payouts"] == []
