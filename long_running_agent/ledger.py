@@ -253,17 +253,34 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+# Seconds a database call waits for a pooled connection. In a burst (1,000
+# approvals at once) calls queue for connections for a minute or more; failing
+# one halfway would leave a decided ticket undelivered, so they wait instead.
+POOL_TIMEOUT_S = 300
+
+
 def create_engine(url: str) -> AsyncEngine:
     """An async engine for `url`, with SQLite tuned for concurrent writers."""
     if url.startswith("sqlite"):
-        _ensure_sqlite_dir(url)
-        engine = create_async_engine(url, connect_args={"timeout": 30})
+        # SQLite has one writer at a time. One connection per engine makes a
+        # burst queue in the pool, in order; with many connections the writers
+        # poll in SQLite's busy handler and some starve past busy_timeout
+        # ("database is locked"). An in-memory database has its own pool.
+        pool = (
+            {"pool_size": 1, "max_overflow": 0, "pool_timeout": POOL_TIMEOUT_S}
+            if _ensure_sqlite_dir(url)
+            else {}
+        )
+        engine = create_async_engine(url, connect_args={"timeout": 30}, **pool)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    return create_async_engine(url, pool_size=20, max_overflow=20, pool_pre_ping=True)
+    return create_async_engine(
+        url, pool_size=20, max_overflow=20, pool_pre_ping=True, pool_timeout=POOL_TIMEOUT_S
+    )
 
 
-def _ensure_sqlite_dir(url: str) -> None:
+def _ensure_sqlite_dir(url: str) -> bool:
+    """Create the SQLite file's directory; False for an in-memory database."""
     from pathlib import Path
 
     from sqlalchemy.engine import make_url
@@ -271,6 +288,8 @@ def _ensure_sqlite_dir(url: str) -> None:
     database = make_url(url).database
     if database and database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
+        return True
+    return False
 
 
 class Ledger:

@@ -1,0 +1,55 @@
+"""`python main.py`, the whole demo, cold: a new process in an empty directory.
+
+Each run starts the interpreter, imports ADK and the app, creates the SQLite
+store under ./.data, runs the approval flow and the small payout, and exits.
+Wall time is measured around the process; peak RSS is the child's own
+(`os.wait4` rusage), so nothing of the benchmark process is counted. To show
+where the time goes, the same number of runs only import `main` and exit.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MAIN = Path(__file__).resolve().parent.parent / "main.py"
+
+
+def _run_cold(args: list[str], *, expect: bytes) -> tuple[float, float]:
+    """(wall seconds, peak RSS MB) of one child process in an empty directory."""
+    with tempfile.TemporaryDirectory(prefix="bench-demo-") as empty:
+        env = {k: v for k, v in os.environ.items() if k != "EXPENSES_DATABASE_URL"}
+        started = time.perf_counter()
+        child = subprocess.Popen(
+            [sys.executable, *args], cwd=empty, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        assert child.stdout is not None
+        output = child.stdout.read()
+        _pid, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0 or expect not in output:
+            raise RuntimeError(f"{' '.join(args)} failed ({child.returncode}):\n{output.decode()[-2000:]}")
+        return wall, usage.ru_maxrss / 1024  # KiB on Linux
+
+
+def measure_demo(repeats: int) -> dict[str, float]:
+    runs, imports = [], []
+    for _ in range(repeats):
+        runs.append(_run_cold([str(MAIN)], expect=b"The flow completed."))
+        imports.append(_run_cold(
+            ["-c", f"import sys; sys.path.insert(0, {str(MAIN.parent)!r}); import main; print('imported')"],
+            expect=b"imported",
+        ))
+    return {
+        "wall_s": statistics.median(wall for wall, _rss in runs),
+        "fastest_wall_s": min(wall for wall, _rss in runs),
+        "peak_rss_mb": statistics.median(rss for _wall, rss in runs),
+        "import_wall_s": statistics.median(wall for wall, _rss in imports),
+        "runs": float(repeats),
+    }

@@ -1,0 +1,80 @@
+"""The benchmark's environment: the offline model, fixed settings, and the machine.
+
+`configure()` must run before `long_running_agent` is imported, because the
+agent picks its model at import time.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from importlib import metadata
+
+OFFLINE_MODEL = "offline-expense-model"
+
+# Settings the measured flows depend on, pinned so a developer's .env cannot
+# change what is measured (load_dotenv never overrides what is already set).
+PINNED = {
+    "AGENT_MODEL": OFFLINE_MODEL,
+    "APPROVAL_THRESHOLD": "100",
+    "APPROVAL_TTL_HOURS": "72",
+    "MAX_REIMBURSEMENT": "1000000",
+    "DEV_CHAT_APPROVAL": "false",
+}
+UNSET = (
+    "GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_ENTERPRISE",
+    "EXPENSES_DATABASE_URL",
+)
+
+
+def configure() -> None:
+    """Select the offline model and pin the policy, in this process and its children."""
+    os.environ.update(PINNED)
+    for name in UNSET:
+        os.environ.pop(name, None)
+
+
+def machine() -> dict[str, str | int]:
+    """What the figures were measured on."""
+    return {
+        "cores": os.cpu_count() or 0,
+        "cpu": _cpu_model(),
+        "memory_gb": _memory_gb(),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "google_adk": metadata.version("google-adk"),
+        "sqlalchemy": metadata.version("sqlalchemy"),
+        "sqlite": _sqlite_version(),
+        "postgresql": _postgres_version(),
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_gb() -> int:
+    try:
+        return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30)
+    except (ValueError, OSError):
+        return 0
+
+
+def _sqlite_version() -> str:
+    import sqlite3
+
+    return sqlite3.sqlite_version
+
+
+def _postgres_version() -> str:
+    import glob
+
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"))
+    return found[-1].split("/")[4] if found else "not installed"

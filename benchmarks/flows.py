@@ -1,0 +1,173 @@
+"""One approval flow - request, approval, payout - on this project or on the baseline.
+
+A `System` is one agent on one store. Both systems run the same steps:
+`request` (the employee asks; the agent opens a pending call), `approve` (the
+approver's decision is delivered as the FunctionResponse for that call, and
+the agent pays), and `duplicate` (the same approval delivered a second time).
+
+This project's system is the app as shipped: `make_runner(url)` (the `App`
+with its ApprovalGuard plugin, sessions in `DatabaseSessionService`) and the
+ledger at the same URL. On the in-memory store it runs with ADK's
+InMemorySessionService and the ledger on an in-memory SQLite database
+(`sqlite+aiosqlite://`), so nothing touches the disk.
+
+The tools read EXPENSES_DATABASE_URL when they run: call `activate()` before
+using one of several open systems of this project.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from google.adk.events import Event
+from google.adk.runners import Runner
+from google.adk.sessions import DatabaseSessionService, InMemorySessionService
+from google.genai import types
+
+from long_running_agent import ledger as ledger_module
+from long_running_agent.agent import app
+from long_running_agent.approvals import decide_and_resume, resume
+from long_running_agent.runtime import make_runner
+
+from .baseline import Bank, seed_runner, stock_session_service
+from .metering import ModelMeter, metered
+
+MEMORY_LEDGER_URL = "sqlite+aiosqlite://"
+REQUEST = "Please reimburse $250.00 for the team offsite lunch."
+APPROVER = "bob"
+OURS, SEED = "ours", "seed"
+
+
+@dataclass
+class Pending:
+    user_id: str
+    session_id: str
+    call: types.FunctionCall
+    response: dict[str, Any]
+
+    @property
+    def ticket_id(self) -> str:
+        return str(self.response.get("ticket_id", ""))
+
+
+@dataclass
+class FlowTimes:
+    request_s: float
+    approve_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.request_s + self.approve_s
+
+
+@dataclass
+class System:
+    """An agent on a store, with a model meter; see the module docstring."""
+
+    name: str
+    store: str
+    runner: Runner
+    meter: ModelMeter
+    bank: Bank | None = None
+    ledger: ledger_module.Ledger | None = None
+    ledger_url: str | None = None
+
+    def activate(self) -> None:
+        """Point the tools at this system's ledger (they read the URL when they run)."""
+        if self.ledger_url is not None:
+            os.environ["EXPENSES_DATABASE_URL"] = self.ledger_url
+
+    async def request(self, user_id: str, text: str = REQUEST) -> Pending:
+        session = await self.runner.session_service.create_session(
+            app_name=self.runner.app_name, user_id=user_id
+        )
+        events = await self._run(user_id, session.id, types.Content(role="user", parts=[types.Part(text=text)]))
+        for event in events:
+            for call in event.get_function_calls():
+                if call.id in (event.long_running_tool_ids or set()):
+                    return Pending(user_id, session.id, call, _response(events, call.id))
+        raise RuntimeError(f"no pending call for {text!r}")
+
+    async def approve(self, pending: Pending) -> list[Event]:
+        if self.ledger is not None:
+            _ticket, events = await decide_and_resume(
+                self.runner, self.ledger, pending.ticket_id, approver=APPROVER, approve=True
+            )
+            return events
+        return await self._run(pending.user_id, pending.session_id, self._seed_approval(pending))
+
+    async def duplicate(self, pending: Pending) -> list[Event]:
+        """Deliver the same approval again, exactly as the application sent it."""
+        if self.ledger is not None:
+            return await resume(self.runner, await self.ledger.get(pending.ticket_id))
+        return await self._run(pending.user_id, pending.session_id, self._seed_approval(pending))
+
+    async def payouts(self, pending: Pending) -> int:
+        if self.ledger is not None:
+            return len(await self.ledger.payouts(session_id=pending.session_id))
+        assert self.bank is not None
+        return self.bank.payouts[pending.session_id]
+
+    async def flow(self, n: int) -> tuple[Pending, FlowTimes]:
+        started = time.perf_counter()
+        pending = await self.request(f"employee-{n}")
+        requested = time.perf_counter()
+        await self.approve(pending)
+        return pending, FlowTimes(requested - started, time.perf_counter() - requested)
+
+    async def close(self) -> None:
+        service = self.runner.session_service
+        if isinstance(service, DatabaseSessionService):
+            await service.db_engine.dispose()
+        await ledger_module.close_ledgers()
+
+    def _seed_approval(self, pending: Pending) -> types.Content:
+        response = types.FunctionResponse(
+            id=pending.call.id, name=pending.call.name, response={**pending.response, "status": "approved"}
+        )
+        return types.Content(role="user", parts=[types.Part(function_response=response)])
+
+    async def _run(self, user_id: str, session_id: str, message: types.Content) -> list[Event]:
+        return [
+            event
+            async for event in self.runner.run_async(user_id=user_id, session_id=session_id, new_message=message)
+        ]
+
+
+def _response(events: list[Event], call_id: str | None) -> dict[str, Any]:
+    for event in events:
+        for response in event.get_function_responses():
+            if response.id == call_id:
+                return dict(response.response or {})
+    return {}
+
+
+def open_ours(store: str, url: str | None) -> System:
+    """This project on `store`; `url` is the SQLite file or PostgreSQL database (None for memory)."""
+    if store == "memory":
+        ledger_url = MEMORY_LEDGER_URL
+        runner = Runner(app=app, session_service=InMemorySessionService())
+    else:
+        assert url is not None
+        ledger_url = url
+        runner = make_runner(url)
+    system = System(
+        OURS, store, runner, metered(runner),
+        ledger=ledger_module.get_ledger(ledger_url), ledger_url=ledger_url,
+    )
+    system.activate()
+    return system
+
+
+def open_seed(store: str, url: str | None) -> System:
+    """The baseline on ADK's stock session service for `store`."""
+    bank = Bank()
+    runner = seed_runner(bank, stock_session_service(store, url))
+    return System(SEED, store, runner, metered(runner), bank=bank)
+
+
+def open_system(name: str, store: str, url: str | None) -> System:
+    return (open_ours if name == OURS else open_seed)(store, url)

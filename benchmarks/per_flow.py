@@ -1,0 +1,102 @@
+"""One flow at a time on each store: latency, model calls, request bytes, duplicates.
+
+All configurations are open together and take turns: each repeat runs a batch
+of flows in a row on every configuration before the next repeat starts, so a
+burst of noise on this shared machine lands on all of them alike. A batch's
+figure is its mean flow time; a configuration's figure is the median of its
+batches. After the timed repeats, one more flow per configuration is approved
+a second time (the same FunctionResponse, resent) to count what a duplicate
+approval costs.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from .flows import OURS, SEED, Pending, System, open_system
+from .stores import Stores
+
+
+async def measure_per_flow(
+    stores: Stores, *, repeats: int, flows_per_repeat: int, warmup_flows: int
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    systems: list[System] = []
+    for name in (OURS, SEED):
+        for store in stores.kinds:
+            systems.append(open_system(name, store, await stores.fresh(store)))
+    batches: dict[int, list[tuple[float, float, float]]] = {i: [] for i in range(len(systems))}
+    flows: dict[int, list[Pending]] = {i: [] for i in range(len(systems))}
+    counter = 0
+    try:
+        for repeat in range(repeats + 1):
+            size = warmup_flows if repeat == 0 else flows_per_repeat
+            for i, system in enumerate(systems):
+                system.activate()
+                times = []
+                for _ in range(size):
+                    counter += 1
+                    pending, took = await system.flow(counter)
+                    flows[i].append(pending)
+                    times.append(took)
+                if repeat:
+                    batches[i].append((
+                        statistics.fmean(t.total_s for t in times),
+                        statistics.fmean(t.request_s for t in times),
+                        statistics.fmean(t.approve_s for t in times),
+                    ))
+        rows, per_system_cost = [], []
+        for i, system in enumerate(systems):
+            system.activate()
+            payouts = [await system.payouts(p) for p in flows[i]]
+            if payouts != [1] * len(payouts):
+                raise RuntimeError(f"{system.name}/{system.store}: payouts per flow {set(payouts)}, expected 1")
+            calls, sent = system.meter.total_calls, system.meter.total_bytes
+            duplicate = await _duplicate_cost(system, counter + 1 + i)
+            rows.append({
+                "system": system.name,
+                "store": system.store,
+                "flow_s": statistics.median(b[0] for b in batches[i]),
+                "request_s": statistics.median(b[1] for b in batches[i]),
+                "approve_s": statistics.median(b[2] for b in batches[i]),
+                "repeats": repeats,
+                "flows_timed": repeats * flows_per_repeat,
+            })
+            per_system_cost.append({
+                "system": system.name,
+                "store": system.store,
+                "flows": len(flows[i]),
+                "model_calls_per_payout": calls / sum(payouts),
+                "request_bytes_per_payout": sent / sum(payouts),
+                **duplicate,
+            })
+    finally:
+        for system in systems:
+            await system.close()
+    for row in rows:
+        memory = next(r["flow_s"] for r in rows if r["system"] == row["system"] and r["store"] == "memory")
+        row["x_memory"] = row["flow_s"] / memory
+    return rows, _cost_summary(per_system_cost)
+
+
+async def _duplicate_cost(system: System, n: int) -> dict[str, int]:
+    pending, _times = await system.flow(n)
+    calls, payouts = system.meter.calls[pending.session_id], await system.payouts(pending)
+    await system.duplicate(pending)
+    return {
+        "duplicate_extra_model_calls": system.meter.calls[pending.session_id] - calls,
+        "duplicate_extra_payouts": await system.payouts(pending) - payouts,
+    }
+
+
+def _cost_summary(per_store: list[dict[str, Any]]) -> dict[str, Any]:
+    summary: dict[str, Any] = {"per_store": per_store}
+    for name in (OURS, SEED):
+        rows = [r for r in per_store if r["system"] == name]
+        summary[name] = {
+            "model_calls_per_payout": max(r["model_calls_per_payout"] for r in rows),
+            "request_bytes_per_payout": statistics.median(r["request_bytes_per_payout"] for r in rows),
+            "duplicate_extra_model_calls": max(r["duplicate_extra_model_calls"] for r in rows),
+            "duplicate_extra_payouts": max(r["duplicate_extra_payouts"] for r in rows),
+        }
+    return summary

@@ -1,0 +1,261 @@
+"""Turning the measurements into benchmarks/results.md, results.json and docs/performance.png."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+STORE_LABELS = {"memory": "in-memory", "sqlite": "SQLite file", "postgres": "PostgreSQL"}
+SEED_SERVICES = {
+    "memory": "InMemorySessionService",
+    "sqlite": "SqliteSessionService",
+    "postgres": "DatabaseSessionService",
+}
+OUR_STORAGE = {
+    "memory": "InMemorySessionService + ledger on in-memory SQLite",
+    "sqlite": "DatabaseSessionService + ledger, one SQLite file",
+    "postgres": "DatabaseSessionService + ledger, one PostgreSQL database",
+}
+
+
+def storage(system: str, store: str) -> str:
+    return OUR_STORAGE[store] if system == "ours" else SEED_SERVICES[store]
+
+
+def write_json(results: dict[str, Any], path: Path) -> None:
+    path.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.1f}"
+
+
+def _mark(met: bool | None) -> str:
+    return {True: "met", False: "**missed**", None: "not measured"}[met]
+
+
+def markdown(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Measured {results['date']} on {m['cores']} cores ({m['cpu']}), {m['memory_gb']} GB, "
+        f"{m['os']}; Python {m['python']}, google-adk {m['google_adk']}, SQLAlchemy {m['sqlalchemy']}, "
+        f"SQLite {m['sqlite']}, PostgreSQL {m['postgresql']}. Model: the offline model "
+        "(`offline-expense-model`), so only framework and storage costs are measured. "
+        f"Each figure is a median over repeated runs (repeats in brackets); ratios compare "
+        f"figures from this one run. Whole run: {results['run_seconds']:.0f} s.",
+        "",
+        "`ours` is this project as shipped (the App with its ApprovalGuard, sessions in "
+        "DatabaseSessionService, the ledger beside them); `seed` is the seed's pattern: a plain "
+        "LongRunningFunctionTool agent on the same model, tools that just answer pending/paid, "
+        "no ledger, no guard, on ADK's stock session services. Our in-memory configuration is "
+        "InMemorySessionService with the ledger on an in-memory SQLite database "
+        "(`sqlite+aiosqlite://`).",
+        "",
+        "## Targets",
+        "",
+        "| Target | Measured | Result |",
+        "| --- | --- | --- |",
+    ]
+    for target in results["targets"]:
+        lines.append(f"| {target['target']} | {target['measured']} | {_mark(target['met'])} |")
+
+    cost = results["cost"]
+    lines += [
+        "",
+        "## 1. Model calls and request bytes",
+        "",
+        "| System | Model calls per approved payout | Request bytes per approved payout "
+        "| Duplicate approval: extra model calls | Duplicate approval: extra payouts |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for system in ("ours", "seed"):
+        c = cost[system]
+        lines.append(
+            f"| {system} | {c['model_calls_per_payout']:.2f} | {c['request_bytes_per_payout']:,.0f} "
+            f"| {c['duplicate_extra_model_calls']} | {c['duplicate_extra_payouts']} |"
+        )
+    lines += [
+        "",
+        "Counted by a plugin's `before_model_callback` over every flow of section 2; a request's "
+        "bytes are its contents, system instruction and tool declarations as JSON. The duplicate "
+        "is the same approval FunctionResponse sent a second time after the flow, on every store "
+        "(the figure is the largest seen).",
+        "",
+        "## 2. One flow at a time (request + approval + payout)",
+        "",
+        "| System | Store | Storage | ms per flow | request ms | approval + payout ms | x in-memory |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in results["per_flow"]:
+        lines.append(
+            f"| {row['system']} | {STORE_LABELS[row['store']]} | {storage(row['system'], row['store'])} "
+            f"| {_ms(row['flow_s'])} ({row['repeats']}) | {_ms(row['request_s'])} | {_ms(row['approve_s'])} "
+            f"| {row['x_memory']:.2f} |"
+        )
+    lines += [
+        "",
+        f"Each repeat runs {results['config']['flows_per_repeat']} flows in a row after "
+        f"{results['config']['warmup_flows']} warm-up flows; the configurations take turns, "
+        "repeat by repeat, so noise on this shared machine hits them alike.",
+        "",
+        "### Where one flow's time goes",
+        "",
+        "| System | Store | ms per flow | session store ms (calls) | ledger ms (calls) "
+        "| runner, plugins, tools, model ms |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in results["breakdown"]:
+        lines.append(
+            f"| {row['system']} | {STORE_LABELS[row['store']]} | {_ms(row['flow_s'])} "
+            f"| {_ms(row['session_store_s'])} ({row['session_store_calls']:.0f}) "
+            f"| {_ms(row['ledger_s'])} ({row['ledger_calls']:.0f}) | {_ms(row['rest_s'])} |"
+        )
+    lines += [
+        "",
+        f"{results['breakdown'][0]['flows']} flows in a row per configuration, with the session "
+        "service's and the ledger's methods timed (one pass, after the warm-up).",
+        "",
+        "## 3. Concurrent flows",
+        "",
+        "| System | Store | Flows at once | Wall s | Flows/s | CPU ms per flow | Errors "
+        "| Double payouts | Peak RSS MB |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in results["concurrency"]:
+        errors = str(row["errors"])
+        if row["error_kinds"]:
+            errors += " (" + "; ".join(f"{n}x {k[:70]}" for k, n in row["error_kinds"].items()) + ")"
+        lines.append(
+            f"| {row['system']} | {STORE_LABELS[row['store']]} ({storage(row['system'], row['store']).split(' ')[0]}) "
+            f"| {row['flows']:,} | {row['wall_s']:.1f} ({row['repeats']}) | {row['flows_per_s']:.1f} "
+            f"| {row['cpu_ms_per_flow']:.0f} | {errors} | {row['double_payouts']} | {row['peak_rss_mb']:.0f} |"
+        )
+    lines += [
+        "",
+        "Each run is a fresh process on a fresh database, with all flows launched at once on one "
+        "event loop (asyncio.gather), after one warm-up flow that creates the tables. Flows/s counts "
+        "completed flows only; an error is a flow that raised or ended without exactly one payout. "
+        "CPU ms per flow is the process's CPU time (all its threads) while the flows ran, divided "
+        "by the flows.",
+        "",
+        "## 4. Approver inbox with many pending tickets",
+        "",
+        "| Store | Pending tickets | Inbox query ms (first page + count) |",
+        "| --- | --- | --- |",
+    ]
+    for row in results["inbox"]:
+        lines.append(f"| {STORE_LABELS[row['store']]} | {row['pending']:,} | {_ms(row['median_s'])} |")
+    lines += [
+        "",
+        "## 5. Resuming one ticket with many pending",
+        "",
+        "| Store | Pending tickets | Approve + resume + payout ms |",
+        "| --- | --- | --- |",
+    ]
+    for row in results["resume"]:
+        lines.append(f"| {STORE_LABELS[row['store']]} | {row['pending']:,} | {_ms(row['median_s'])} |")
+    lines += [
+        "",
+        "The backlog is real rows: one genuine pending request, copied by SQL (ticket, audit row, "
+        "session and its events) with new keys, then ANALYZE / VACUUM ANALYZE.",
+        "",
+        "## 6. `python main.py`, cold",
+        "",
+        "| Wall s | Fastest run s | Import main only s | Peak RSS MB | Runs |",
+        "| --- | --- | --- | --- | --- |",
+        f"| {results['demo']['wall_s']:.2f} | {results['demo']['fastest_wall_s']:.2f} "
+        f"| {results['demo']['import_wall_s']:.2f} | {results['demo']['peak_rss_mb']:.0f} "
+        f"| {results['demo']['runs']:.0f} |",
+        "",
+        "A new interpreter in an empty directory each time (new SQLite store), timed around the "
+        "process; peak RSS is the child's own. \"Import main only\" is `python -c \"import main\"`, "
+        "cold, the same way.",
+        "",
+    ]
+    if results.get("notes"):
+        lines += ["## Notes", ""] + [f"- {note}" for note in results["notes"]] + [""]
+    return "\n".join(lines)
+
+
+def chart(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"ours": "#1a73e8", "seed": "#9aa0a6"}
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
+    m = results["machine"]
+    fig.suptitle(
+        f"Approval flow: this project (ours) vs the seed's pattern - offline model, "
+        f"{m['cores']} cores, Python {m['python']}, ADK {m['google_adk']}",
+        fontsize=11,
+    )
+
+    ax = axes[0][0]
+    stores = [s for s in ("memory", "sqlite", "postgres") if any(r["store"] == s for r in results["per_flow"])]
+    for offset, system in ((-0.2, "ours"), (0.2, "seed")):
+        values = [
+            next((r["flow_s"] * 1000 for r in results["per_flow"] if r["system"] == system and r["store"] == s), 0)
+            for s in stores
+        ]
+        bars = ax.bar([i + offset for i in range(len(stores))], values, 0.4, label=system, color=colors[system])
+        ax.bar_label(bars, fmt="%.0f", fontsize=8)
+    ours_memory = next(
+        r["flow_s"] * 1000 for r in results["per_flow"] if r["system"] == "ours" and r["store"] == "memory"
+    )
+    ax.axhline(2 * ours_memory, color="#d93025", linestyle="--", linewidth=1, label="target: 2x ours in-memory")
+    ax.set_xticks(range(len(stores)), [STORE_LABELS[s] for s in stores])
+    ax.set_ylabel("ms per flow (median)")
+    ax.set_title("1. One flow: request + approval + payout", fontsize=10)
+    ax.legend(fontsize=8)
+
+    ax = axes[0][1]
+    rows = results["concurrency"]
+    labels = [f"{r['system']}\n{STORE_LABELS[r['store']]}\n{r['flows']:,}" for r in rows]
+    bars = ax.bar(range(len(rows)), [r["flows_per_s"] for r in rows],
+                  color=[colors[r["system"]] for r in rows])
+    for bar, r in zip(bars, rows, strict=True):
+        note = f"{r['flows_per_s']:.0f}/s" + (f"\n{r['errors']} err" if r["errors"] else "")
+        ax.annotate(note, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
+                    va="bottom", fontsize=7, color="#d93025" if r["errors"] else "black")
+    ax.axhline(50, color="#d93025", linestyle="--", linewidth=1, label="target: 50 flows/s (SQLite, 1,000)")
+    ax.set_xticks(range(len(rows)), labels, fontsize=7)
+    ax.set_ylabel("completed flows per second")
+    ax.set_title("2. Concurrent flows (errors in red)", fontsize=10)
+    ax.legend(fontsize=8)
+
+    ax = axes[1][0]
+    for store in ("sqlite", "postgres"):
+        points = [r for r in results["inbox"] if r["store"] == store]
+        if points:
+            ax.plot([r["pending"] for r in points], [r["median_s"] * 1000 for r in points], marker="o",
+                    label=STORE_LABELS[store])
+    ax.axhline(20, color="#d93025", linestyle="--", linewidth=1, label="target: 20 ms")
+    ax.set_xscale("log")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("pending tickets")
+    ax.set_ylabel("ms (median)")
+    ax.set_title("3. Approver inbox: first page + count", fontsize=10)
+    ax.legend(fontsize=8)
+
+    ax = axes[1][1]
+    resume = results["resume"]
+    labels = [f"{STORE_LABELS[r['store']]}\n{r['pending']:,} pending" for r in resume]
+    bars = ax.bar(range(len(resume)), [r["median_s"] * 1000 for r in resume], color=colors["ours"])
+    ax.bar_label(bars, fmt="%.0f ms", fontsize=8)
+    ax.set_xticks(range(len(resume)), labels, fontsize=8)
+    ax.set_ylabel("ms (median)")
+    demo = results["demo"]
+    ax.set_title(
+        f"4. Approve + resume one ticket  |  python main.py cold: {demo['wall_s']:.2f} s, "
+        f"{demo['peak_rss_mb']:.0f} MB", fontsize=10,
+    )
+
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,241 @@
+"""Benchmark the approval flow against the seed's pattern; write the results.
+
+Run with:
+    make bench                       # installs the bench extra, then this
+    python -m benchmarks.run         # full run, about 6-7 minutes on 2 cores
+    python -m benchmarks.run --quick # small sizes, about a minute; results not written
+
+Measures, in one run: model calls and request bytes per approved payout and
+what a duplicate approval costs (1); one flow at a time on in-memory, SQLite
+and PostgreSQL stores (2); 100 and 1,000 concurrent flows on each durable
+store (3); the approver inbox with 1k/10k/100k pending tickets (4); resuming
+one ticket with 100 vs 100k pending (5); and `python main.py` cold (6).
+Writes benchmarks/results.md, benchmarks/results.json and docs/performance.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .environment import configure, machine
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Sizes:
+    per_flow_repeats: int
+    flows_per_repeat: int
+    warmup_flows: int
+    # (system, store, flows at once, repeats)
+    concurrency: list[tuple[str, str, int, int]]
+    inbox_sizes: list[int]
+    resume_sizes: list[int]
+    inbox_repeats: int
+    resume_repeats: int
+    demo_repeats: int
+    breakdown_flows: int
+
+
+FULL = Sizes(
+    per_flow_repeats=5,
+    flows_per_repeat=10,
+    warmup_flows=3,
+    # A 1,000-flow run takes 80-100 s here, so it runs once; 100-flow runs repeat.
+    concurrency=[
+        ("ours", "sqlite", 100, 3), ("seed", "sqlite", 100, 3),
+        ("ours", "sqlite", 1000, 1), ("seed", "sqlite", 1000, 1),
+        ("ours", "postgres", 100, 3), ("seed", "postgres", 100, 3),
+        ("ours", "postgres", 1000, 1),
+        # ADK's runner with no storage to speak of: the framework's own ceiling here.
+        ("seed", "memory", 1000, 1),
+    ],
+    inbox_sizes=[1_000, 10_000, 100_000],
+    resume_sizes=[100, 100_000],
+    inbox_repeats=25,
+    resume_repeats=7,
+    demo_repeats=7,
+    breakdown_flows=10,
+)
+
+QUICK = Sizes(
+    per_flow_repeats=2,
+    flows_per_repeat=3,
+    warmup_flows=1,
+    concurrency=[("ours", "sqlite", 5, 1), ("seed", "sqlite", 5, 1),
+                 ("ours", "postgres", 5, 1), ("seed", "postgres", 5, 1), ("seed", "memory", 5, 1)],
+    inbox_sizes=[100],
+    resume_sizes=[10, 100],
+    inbox_repeats=3,
+    resume_repeats=2,
+    demo_repeats=1,
+    breakdown_flows=2,
+)
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target of the issue, with what was measured and whether it is met."""
+    cost = results["cost"]
+    per_flow = {(r["system"], r["store"]): r for r in results["per_flow"]}
+    out: list[dict[str, Any]] = []
+
+    def add(target: str, measured: str, met: bool | None) -> None:
+        out.append({"target": target, "measured": measured, "met": met})
+
+    ours, seed = cost["ours"], cost["seed"]
+    add("Model calls per approved payout <= baseline",
+        f"ours {ours['model_calls_per_payout']:.2f}, seed {seed['model_calls_per_payout']:.2f}",
+        ours["model_calls_per_payout"] <= seed["model_calls_per_payout"])
+    add("Duplicate approval: 0 extra model calls, 0 extra payouts",
+        f"ours {ours['duplicate_extra_model_calls']} calls / {ours['duplicate_extra_payouts']} payouts; "
+        f"seed {seed['duplicate_extra_model_calls']} calls / {seed['duplicate_extra_payouts']} payouts",
+        ours["duplicate_extra_model_calls"] == 0 and ours["duplicate_extra_payouts"] == 0)
+    memory = per_flow[("ours", "memory")]["flow_s"]
+    for store in ("sqlite", "postgres"):
+        row = per_flow.get(("ours", store))
+        add(f"{'SQLite' if store == 'sqlite' else 'PostgreSQL'} flow <= 2x the in-memory flow",
+            f"{row['flow_s'] * 1000:.1f} ms vs {memory * 1000:.1f} ms = {row['x_memory']:.2f}x"
+            if row else "PostgreSQL not available",
+            row["x_memory"] <= 2 if row else None)
+    big = next((r for r in results["concurrency"]
+                if r["system"] == "ours" and r["store"] == "sqlite" and r["flows"] == 1000), None)
+    if big:
+        add("1,000 concurrent flows on SQLite: 0 errors, 0 double payouts",
+            f"{big['errors']} errors, {big['double_payouts']} double payouts",
+            big["errors"] == 0 and big["double_payouts"] == 0)
+        add("1,000 concurrent flows on SQLite: >= 50 flows/s", f"{big['flows_per_s']:.1f} flows/s",
+            big["flows_per_s"] >= 50)
+    for store in ("sqlite", "postgres"):
+        rows = [r for r in results["inbox"] if r["store"] == store]
+        if rows:
+            top = max(rows, key=lambda r: r["pending"])
+            add(f"Inbox query < 20 ms at {top['pending']:,} pending ({store})",
+                f"{top['median_s'] * 1000:.1f} ms", top["median_s"] < 0.020)
+        rows = sorted((r for r in results["resume"] if r["store"] == store), key=lambda r: r["pending"])
+        if len(rows) >= 2:
+            ratio = rows[-1]["median_s"] / rows[0]["median_s"]
+            add(f"Resume at {rows[-1]['pending']:,} pending <= 1.5x at {rows[0]['pending']:,} ({store})",
+                f"{rows[-1]['median_s'] * 1000:.1f} ms vs {rows[0]['median_s'] * 1000:.1f} ms = {ratio:.2f}x",
+                ratio <= 1.5)
+    demo = results["demo"]
+    add("python main.py < 2.5 s wall, cold", f"{demo['wall_s']:.2f} s, {demo['peak_rss_mb']:.0f} MB peak RSS",
+        demo["wall_s"] < 2.5)
+    return out
+
+
+def explain(results: dict[str, Any]) -> list[str]:
+    """What bounds the figures behind the harder targets, from this run's own numbers."""
+    notes = []
+    breakdown = {(r["system"], r["store"]): r for r in results["breakdown"]}
+    per_flow = {(r["system"], r["store"]): r for r in results["per_flow"]}
+    memory = breakdown[("ours", "memory")]
+    for store in ("sqlite", "postgres"):
+        durable, seed = breakdown.get(("ours", store)), per_flow.get(("seed", store))
+        if durable is None or seed is None:
+            continue
+        notes.append(
+            f"One flow on {'SQLite' if store == 'sqlite' else 'PostgreSQL'}: ADK's DatabaseSessionService "
+            f"took {durable['session_store_s'] * 1000:.1f} ms ({durable['session_store_calls']:.0f} calls) "
+            f"of the {durable['flow_s'] * 1000:.1f} ms flow, against "
+            f"{memory['session_store_s'] * 1000:.1f} ms for InMemorySessionService; the ledger took "
+            f"{durable['ledger_s'] * 1000:.1f} ms here and {memory['ledger_s'] * 1000:.1f} ms in memory. "
+            f"The seed's pattern on ADK's stock store is {seed['x_memory']:.1f}x its in-memory flow."
+        )
+    by = {(r["system"], r["store"], r["flows"]): r for r in results["concurrency"]}
+    big, bare = by.get(("ours", "sqlite", 1000)), by.get(("seed", "memory", 1000))
+    if big and bare:
+        notes.append(
+            f"1,000 flows at once on SQLite used {big['cpu_ms_per_flow']:.0f} ms of CPU per flow in one "
+            f"process (one event loop; ADK, SQLAlchemy and aiosqlite's threads share one GIL), so one "
+            f"process tops out near {1000 / big['cpu_ms_per_flow']:.0f} flows/s and the machine's "
+            f"{results['machine']['cores']} cores near "
+            f"{results['machine']['cores'] * 1000 / big['cpu_ms_per_flow']:.0f}, however many processes. "
+            "ADK's runner "
+            f"with no durable storage (seed, in-memory) ran {bare['flows_per_s']:.0f} flows/s at "
+            f"{bare['cpu_ms_per_flow']:.0f} ms of CPU per flow."
+        )
+    demo = results["demo"]
+    notes.append(
+        f"python main.py: importing main alone took {demo['import_wall_s']:.2f} s of the "
+        f"{demo['wall_s']:.2f} s (median; fastest run {demo['fastest_wall_s']:.2f} s)."
+    )
+    return notes
+
+
+def run(sizes: Sizes, *, with_postgres: bool) -> dict[str, Any]:
+    from .breakdown import measure_breakdown
+    from .concurrency import measure_concurrency
+    from .demo import measure_demo
+    from .per_flow import measure_per_flow
+    from .scale import measure_scale
+    from .stores import stores
+
+    started = time.perf_counter()
+    results: dict[str, Any] = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "machine": machine(),
+        "config": asdict(sizes),
+        "notes": [],
+    }
+    with stores(with_postgres) as found:
+        if found.postgres_error:
+            results["notes"].append(f"PostgreSQL figures not measured: {found.postgres_error}")
+        step("one flow at a time, model calls, duplicates")
+        results["per_flow"], results["cost"] = asyncio.run(measure_per_flow(
+            found, repeats=sizes.per_flow_repeats, flows_per_repeat=sizes.flows_per_repeat,
+            warmup_flows=sizes.warmup_flows,
+        ))
+        step("where one flow's time goes")
+        results["breakdown"] = asyncio.run(measure_breakdown(
+            found, flows=sizes.breakdown_flows, warmup_flows=sizes.warmup_flows,
+        ))
+        step("concurrent flows (a fresh process per run)")
+        results["concurrency"] = measure_concurrency(found, sizes.concurrency)
+        step("inbox and resume with a backlog")
+        results["inbox"], results["resume"] = asyncio.run(measure_scale(
+            found, inbox_sizes=sizes.inbox_sizes, resume_sizes=sizes.resume_sizes,
+            inbox_repeats=sizes.inbox_repeats, resume_repeats=sizes.resume_repeats,
+        ))
+    step("python main.py, cold")
+    results["demo"] = measure_demo(sizes.demo_repeats)
+    results["run_seconds"] = time.perf_counter() - started
+    results["targets"] = targets(results)
+    results["notes"] += explain(results)
+    return results
+
+
+def step(what: str) -> None:
+    print(f"[bench] {datetime.now():%H:%M:%S} {what}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Benchmark the approval flow against the seed's pattern.")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes; print, do not write results")
+    parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL figures")
+    args = parser.parse_args(argv)
+    configure()
+    from .report import chart, markdown, write_json
+
+    results = run(QUICK if args.quick else FULL, with_postgres=not args.no_postgres)
+    text = markdown(results)
+    if args.quick:
+        print(text)
+        return 0
+    here = Path(__file__).resolve().parent
+    write_json(results, here / "results.json")
+    (here / "results.md").write_text(text)
+    chart(results, ROOT / "docs" / "performance.png")
+    print(text)
+    print(f"[bench] wrote benchmarks/results.md, benchmarks/results.json, docs/performance.png "
+          f"in {results['run_seconds']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

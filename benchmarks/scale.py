@@ -1,0 +1,185 @@
+"""The approver's inbox and a single resume, with many tickets pending.
+
+The store is filled the fast way: one real request leaves a pending ticket,
+then SQL copies that ticket (with its audit row, its session and the
+session's events) until the wanted number of tickets is pending, all in one
+INSERT ... SELECT per table. Each copy gets its own ticket, call and session
+id, so every index holds as many distinct keys as a real backlog would. The
+store is then ANALYZEd (on PostgreSQL: VACUUM ANALYZE), as autovacuum would
+do by itself after a bulk load.
+
+- inbox: `ledger.list_tickets(PENDING)` (the first page, oldest first) plus
+  `ledger.count(PENDING)`, what the inbox page and `python main.py inbox` run.
+- resume: a fresh request is made (not timed), then the approver's
+  `decide_and_resume` is timed: the ledger decision, the guard's checks, the
+  agent's resume and the payout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from typing import Any
+
+from google.adk.sessions.schemas.v1 import Base as AdkBase
+from sqlalchemy import text
+
+from long_running_agent.ledger import PENDING, Base
+
+from .flows import OURS, System, open_system
+from .stores import Stores
+
+# Columns that must differ per copy (keys), per table; the rest are copied as is.
+_UNIQUE = {
+    "approval_tickets": {"id", "session_id", "call_id"},
+    "approval_audit": {"ticket_id"},
+    "sessions": {"id"},
+    "events": {"id", "session_id"},
+}
+# Which template row each table copies: (column, attribute of the template).
+_TEMPLATE = {
+    "approval_tickets": ("id", "ticket_id"),
+    "approval_audit": ("ticket_id", "ticket_id"),
+    "sessions": ("id", "session_id"),
+    "events": ("session_id", "session_id"),
+}
+
+
+class Backlog:
+    """Grows the number of pending tickets in one store by copying a template."""
+
+    def __init__(self, system: System) -> None:
+        assert system.ledger is not None, "the backlog is this project's ledger"
+        self.system = system
+        self.engine = system.ledger.engine
+        self.template: dict[str, str] = {}
+        self.copies = 0
+
+    async def grow_to(self, pending: int) -> float:
+        """Make `pending` tickets pending; returns the seconds it took."""
+        started = time.perf_counter()
+        if not self.template:
+            request = await self.system.request("backlog-requester")
+            self.template = {"ticket_id": request.ticket_id, "session_id": request.session_id}
+        wanted = pending - 1 - self.copies
+        if wanted > 0:
+            async with self.engine.begin() as conn:
+                for table in _UNIQUE:
+                    await conn.execute(text(self._copy_sql(table)), {
+                        "first": self.copies + 1,
+                        "last": self.copies + wanted,
+                        "template": self.template[_TEMPLATE[table][1]],
+                    })
+            self.copies += wanted
+            await self._analyze()
+        return time.perf_counter() - started
+
+    def _copy_sql(self, table: str) -> str:
+        columns = [c for c in _columns(table) if not (table == "approval_audit" and c == "id")]
+        selected = ", ".join(
+            f"{c} || '-' || CAST(n.i AS TEXT)" if c in _UNIQUE[table] else c for c in columns
+        )
+        key = _TEMPLATE[table][0]
+        if self.engine.dialect.name == "sqlite":
+            numbers = (
+                "WITH RECURSIVE n(i) AS (SELECT :first UNION ALL SELECT i + 1 FROM n WHERE i < :last) "
+            )
+            source = f"FROM {table}, n"
+        else:
+            numbers = ""
+            source = f"FROM {table}, generate_series(CAST(:first AS INTEGER), CAST(:last AS INTEGER)) AS n(i)"
+        return (
+            f"{numbers}INSERT INTO {table} ({', '.join(columns)}) "
+            f"SELECT {selected} {source} WHERE {table}.{key} = :template"
+        )
+
+    async def _analyze(self) -> None:
+        if self.engine.dialect.name == "sqlite":
+            async with self.engine.begin() as conn:
+                await conn.execute(text("ANALYZE"))
+            return
+        # The throwaway server runs with synchronous_commit=off, so VACUUM can
+        # mark the new pages all-visible (what index-only scans need) only once
+        # the WAL has been flushed, a moment later; autovacuum would get there
+        # by itself.
+        async with self.engine.connect() as conn:
+            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            for _attempt in range(20):
+                await conn.execute(text("VACUUM ANALYZE"))
+                visible, pages = (await conn.execute(text(
+                    "SELECT relallvisible, relpages FROM pg_class WHERE relname = 'approval_tickets'"
+                ))).one()
+                if visible >= pages:
+                    return
+                await asyncio.sleep(0.25)
+
+    async def pending(self) -> int:
+        assert self.system.ledger is not None
+        return await self.system.ledger.count(PENDING)
+
+
+def _columns(table: str) -> list[str]:
+    metadata = Base.metadata if table in Base.metadata.tables else AdkBase.metadata
+    return [c.name for c in metadata.tables[table].columns]
+
+
+async def time_inbox(system: System, repeats: int) -> dict[str, float]:
+    """Median seconds of the inbox query (first page + count), after two warm-ups."""
+    ledger = system.ledger
+    assert ledger is not None
+    samples = []
+    for n in range(repeats + 2):
+        started = time.perf_counter()
+        page = await ledger.list_tickets(PENDING)
+        total = await ledger.count(PENDING)
+        elapsed = time.perf_counter() - started
+        if n >= 2:
+            samples.append(elapsed)
+        assert page and total >= len(page)
+    return {"median_s": statistics.median(samples), "pending": float(total)}
+
+
+async def time_resume(system: System, repeats: int) -> dict[str, float]:
+    """Median seconds of approving one fresh ticket and resuming its conversation."""
+    samples = []
+    for n in range(repeats + 1):
+        pending = await system.request(f"scale-requester-{n}")
+        started = time.perf_counter()
+        await system.approve(pending)
+        elapsed = time.perf_counter() - started
+        if n >= 1:
+            samples.append(elapsed)
+        assert await system.payouts(pending) == 1
+    return {"median_s": statistics.median(samples)}
+
+
+async def measure_scale(
+    stores: Stores,
+    *,
+    inbox_sizes: list[int],
+    resume_sizes: list[int],
+    inbox_repeats: int,
+    resume_repeats: int,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Inbox and resume timings per durable store, growing one backlog through the sizes."""
+    inbox, resume = [], []
+    for store in ("sqlite", "postgres"):
+        if not stores.has(store):
+            continue
+        system = open_system(OURS, store, await stores.fresh(store))
+        try:
+            backlog = Backlog(system)
+            for size in sorted(set(inbox_sizes) | set(resume_sizes)):
+                fill_s = await backlog.grow_to(size)
+                pending = await backlog.pending()
+                if size in inbox_sizes:
+                    timed = await time_inbox(system, inbox_repeats)
+                    inbox.append({"store": store, "pending": pending, "fill_s": fill_s,
+                                  "repeats": inbox_repeats, "median_s": timed["median_s"]})
+                if size in resume_sizes:
+                    resume.append({"store": store, "pending": pending, "repeats": resume_repeats,
+                                   **await time_resume(system, resume_repeats)})
+        finally:
+            await system.close()
+    return inbox, resume
