@@ -55,6 +55,11 @@ def parse_purpose(purpose: object) -> str:
     return cleaned
 
 
+def parse_request(purpose: object, amount: object, settings: Settings) -> tuple[str, Decimal]:
+    """The purpose and amount of a request, checked; raises PolicyError."""
+    return parse_purpose(purpose), parse_amount(amount, settings)
+
+
 def needs_approval(amount: Decimal, settings: Settings) -> bool:
     return amount > settings.approval_threshold
 

@@ -14,7 +14,7 @@ from typing import Any
 from google.adk.tools import ToolContext
 
 from . import ledger as ledger_module
-from .policy import PolicyError, needs_approval, parse_amount, parse_purpose, to_cents
+from .policy import PolicyError, needs_approval, parse_request, to_cents
 from .settings import load_settings
 
 
@@ -36,8 +36,7 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
     """
     settings = load_settings()
     try:
-        clean_purpose = parse_purpose(purpose)
-        clean_amount = parse_amount(amount, settings)
+        clean_purpose, clean_amount = parse_request(purpose, amount, settings)
     except PolicyError as error:
         return {"status": "error", "error": str(error)}
     if not needs_approval(clean_amount, settings):
@@ -76,8 +75,7 @@ async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> d
     """
     settings = load_settings()
     try:
-        clean_purpose = parse_purpose(purpose)
-        clean_amount = parse_amount(amount, settings)
+        clean_purpose, clean_amount = parse_request(purpose, amount, settings)
     except PolicyError as error:
         return {"status": "error", "error": str(error)}
     ledger = ledger_module.get_ledger(settings.database_url)

@@ -13,14 +13,11 @@ from long_running_agent.runtime import make_runner
 
 from .conversation import Conversation, calls, function_response, pending_calls, responses, texts
 from .scripted_model import RecordedOfflineModel, ScriptedModel, call, runner_with, text
+from .test_flow import request_large
 
 
 async def pending_request(url: str, model=None):
-    runner = runner_with(model, url) if model else make_runner(url)
-    chat = await Conversation(runner).start()
-    events = await chat.say("Please reimburse $250 for the team lunch")
-    [pending_call] = pending_calls(events)
-    [ticket] = responses(events, "ask_for_approval")
+    _runner, chat, _events, pending_call, ticket = await request_large(url, model)
     return chat, pending_call, ticket["ticket_id"]
 
 
