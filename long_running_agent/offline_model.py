@@ -164,6 +164,12 @@ def _answer_user(contents: list[types.Content], text: str, request: LlmRequest) 
     if found is None:
         if _EXPENSE_WORDS.search(text) or purpose:
             return _text("How much was it? Give the amount in US dollars, e.g. $250.")
+        if waiting := _waiting_ticket(contents):
+            return _text(
+                f"Ticket {waiting.get('ticket_id')} for {_money(waiting.get('amount'))} "
+                f"({waiting.get('purpose')}) is still waiting for an approver; "
+                "I will pay it once it is approved."
+            )
         return _text(
             "I handle expense reimbursements. Tell me what you spent and how much, e.g. "
             f"'Reimburse $45 for a taxi' (paid at once, up to {_money(threshold)}) or "
@@ -176,6 +182,17 @@ def _answer_user(contents: list[types.Content], text: str, request: LlmRequest) 
     if tool not in tools:
         return _text(f"I cannot do that here: the {tool} tool is not available.")
     return _call(tool, purpose, amount)
+
+
+def _waiting_ticket(contents: list[types.Content]) -> dict[str, Any] | None:
+    """The latest approval ticket in the conversation, if it is still pending."""
+    for content in reversed(contents):
+        for part in content.parts or []:
+            response = part.function_response
+            if response and response.name == "ask_for_approval":
+                payload = dict(response.response or {})
+                return payload if payload.get("status") == "pending" else None
+    return None
 
 
 def _user_texts(contents: list[types.Content]) -> list[str]:

@@ -72,6 +72,15 @@ def test_incomplete_or_unrelated_requests_get_a_question_or_help(text, expected)
     assert part.function_call is None and expected in part.text
 
 
+def test_a_question_while_a_ticket_waits_gets_its_status():
+    contents = approval_response("pending")[:3] + [
+        types.Content(role="model", parts=[types.Part(text="Ticket T-1 is waiting.")]), user("Any news?")]
+    part = decide(request(*contents))
+    assert part.function_call is None and "T-1 for $250.00 (team lunch) is still waiting" in part.text
+    decided = approval_response("rejected")[:3] + [user("Any news?")]
+    assert "I handle expense reimbursements" in decide(request(*decided)).text
+
+
 def test_purpose_given_earlier_is_remembered():
     contents = [user("Please reimburse the team lunch"),
                 types.Content(role="model", parts=[types.Part(text="How much was it?")]), user("$250")]
