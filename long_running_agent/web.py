@@ -291,13 +291,16 @@ def add_inbox(app: FastAPI, resumer: Runner) -> None:
             "recent_decisions": [ticket_json(t) for t in await ledger.recent_decisions(limit=10)],
         }
 
+    async def find(ledger: Ledger, ticket_id: str) -> Ticket:
+        try:
+            return await ledger.get(ticket_id)
+        except LedgerError as error:
+            raise await _ledger_error(ledger, error, ticket_id) from None
+
     @app.get("/api/approvals/{ticket_id}")
     async def show_approval(ticket_id: str, _approver: str = Depends(current_approver)) -> dict[str, Any]:
         ledger = get_ledger(load_settings().database_url)
-        try:
-            ticket = await ledger.get(ticket_id)
-        except LedgerError as error:
-            raise await _ledger_error(ledger, error, ticket_id) from None
+        ticket = await find(ledger, ticket_id)
         return {
             "ticket": ticket_json(ticket),
             "audit": [audit_json(e) for e in await ledger.audit(ticket_id)],
@@ -359,10 +362,7 @@ def add_inbox(app: FastAPI, resumer: Runner) -> None:
     async def redeliver(ticket_id: str, _approver: str = Depends(current_approver)) -> dict[str, Any]:
         """Deliver a recorded decision whose resume failed or whose process died."""
         ledger = get_ledger(load_settings().database_url)
-        try:
-            ticket = await ledger.get(ticket_id)
-        except LedgerError as error:
-            raise await _ledger_error(ledger, error, ticket_id) from None
+        ticket = await find(ledger, ticket_id)
         if ticket.status == PENDING:
             raise ApiError(409, "still_pending", f"Ticket {ticket_id} is still pending; there is nothing to deliver.",
                            f"Approve or reject it: POST /api/approvals/{ticket_id}/approve or /reject.")
