@@ -141,23 +141,11 @@ def markdown(results: dict[str, Any]) -> str:
         "CPU ms per flow is the process's CPU time (all its threads) while the flows ran, divided "
         "by the flows.",
         "",
-        "## 4. Approver inbox with many pending tickets",
+        *_by_backlog("4. Approver inbox with many pending tickets",
+                     "Inbox query ms (first page + count)", results["inbox"]),
         "",
-        "| Store | Pending tickets | Inbox query ms (first page + count) |",
-        "| --- | --- | --- |",
-    ]
-    for row in results["inbox"]:
-        lines.append(f"| {STORE_LABELS[row['store']]} | {row['pending']:,} | {_ms(row['median_s'])} |")
-    lines += [
-        "",
-        "## 5. Resuming one ticket with many pending",
-        "",
-        "| Store | Pending tickets | Approve + resume + payout ms |",
-        "| --- | --- | --- |",
-    ]
-    for row in results["resume"]:
-        lines.append(f"| {STORE_LABELS[row['store']]} | {row['pending']:,} | {_ms(row['median_s'])} |")
-    lines += [
+        *_by_backlog("5. Resuming one ticket with many pending",
+                     "Approve + resume + payout ms", results["resume"]),
         "",
         "The backlog is real rows: one genuine pending request, copied by SQL (ticket, audit row, "
         "session and its events) with new keys, then ANALYZE / VACUUM ANALYZE.",
@@ -178,6 +166,13 @@ def markdown(results: dict[str, Any]) -> str:
     if results.get("notes"):
         lines += ["## Notes", ""] + [f"- {note}" for note in results["notes"]] + [""]
     return "\n".join(lines)
+
+
+def _by_backlog(title: str, measure: str, rows: list[dict[str, Any]]) -> list[str]:
+    """A section with one median per store and number of pending tickets."""
+    return [f"## {title}", "", f"| Store | Pending tickets | {measure} |", "| --- | --- | --- |"] + [
+        f"| {STORE_LABELS[row['store']]} | {row['pending']:,} | {_ms(row['median_s'])} |" for row in rows
+    ]
 
 
 def chart(results: dict[str, Any], path: Path) -> None:
