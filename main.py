@@ -20,20 +20,22 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Coroutine
 from datetime import UTC, datetime
+from typing import Any
 
 from google.adk.events import Event
 from google.adk.runners import Runner
 from google.genai import types
 
 import long_running_agent  # noqa: F401  (loads .env before settings are read)
-from long_running_agent.approvals import decide_and_resume, resume
-from long_running_agent.guard import REFUSAL_PREFIX
+from long_running_agent.approvals import Delivery, Outcome, decide_and_deliver, deliver, deliver_due
+from long_running_agent.conversations import describe
 from long_running_agent.ledger import Ledger, LedgerError, get_ledger
 from long_running_agent.model_choice import choose_model
 from long_running_agent.policy import from_cents
-from long_running_agent.runtime import make_runner
-from long_running_agent.settings import SettingsError, load_settings
+from long_running_agent.runtime import close_runtime, make_runner
+from long_running_agent.settings import Settings, SettingsError, load_settings
 
 REQUESTER = "alice"
 APPROVER = "bob"
@@ -169,6 +171,15 @@ def _age(created: datetime) -> str:
     return f"{minutes // 1440}d" if minutes >= 1440 else f"{minutes // 60}h" if minutes >= 60 else f"{minutes}m"
 
 
+async def catch_up(settings: Settings) -> None:
+    """Expire overdue tickets and deliver what is owed, as any approver command does first."""
+    for delivery in await deliver_due(
+        get_ledger(settings.database_url), app_database_url=settings.database_url, actor="approver CLI"
+    ):
+        if delivery.delivered:
+            print(f"(delivered the {delivery.ticket.status} decision on {delivery.ticket.id} to its conversation)")
+
+
 async def cmd_request(args: argparse.Namespace) -> int:
     settings = load_settings()
     runner = make_runner(settings.database_url)
@@ -187,9 +198,9 @@ async def cmd_request(args: argparse.Namespace) -> int:
 
 
 async def cmd_inbox(_args: argparse.Namespace) -> int:
-    ledger = get_ledger(load_settings().database_url)
-    await ledger.expire_due()
-    tickets = await ledger.list_tickets()
+    settings = load_settings()
+    await catch_up(settings)
+    tickets = await get_ledger(settings.database_url).list_tickets()
     if not tickets:
         print("No pending tickets.")
         return 0
@@ -200,44 +211,73 @@ async def cmd_inbox(_args: argparse.Namespace) -> int:
     return 0
 
 
+def report(delivery: Delivery) -> int:
+    """Tell the approver what became of the delivery; the exit status says the same."""
+    ticket = delivery.ticket
+    for event in delivery.events:
+        show_event(event)
+    decided = f"Ticket {ticket.id} is {ticket.status}" + (f" by {ticket.decided_by}" if ticket.decided_by else "")
+    if delivery.outcome is Outcome.DELIVERED:
+        print(f"\n{decided}; the decision reached the conversation ({delivery.where}).")
+        return 0
+    if delivery.outcome is Outcome.ALREADY_DELIVERED:
+        print(f"{decided}, and the decision already reached the conversation; nothing to do.\n"
+              f"History: python main.py show {ticket.id}")
+        return 0
+    if delivery.outcome is Outcome.STILL_PENDING:
+        print(f"error: ticket {ticket.id} is still pending; approve or reject it first.", file=sys.stderr)
+        return 1
+    fix = {
+        Outcome.UNREACHABLE: "It reaches the chat when the requester next writes there.",
+        Outcome.CONVERSATION_MISSING: "The conversation was deleted; nobody can be told in it.",
+        Outcome.BUSY: f"Another run is using the conversation; retry: python main.py resume {ticket.id}",
+        Outcome.FAILED: f"Fix the cause, then deliver it: python main.py resume {ticket.id}",
+    }[delivery.outcome]
+    print(f"\n{decided} (recorded in the ledger), but the decision has not reached the conversation:\n"
+          f"  why:    {delivery.detail}\n"
+          f"  where:  {delivery.where}\n"
+          f"  next:   {fix}", file=sys.stderr)
+    return 3
+
+
 async def cmd_decide(args: argparse.Namespace) -> int:
     settings = load_settings()
-    ticket, _events = await decide_and_resume(
-        make_runner(settings.database_url), get_ledger(settings.database_url), args.ticket,
-        approver=args.approver, approve=args.command == "approve", reason=args.reason,
+    await catch_up(settings)
+    delivery = await decide_and_deliver(
+        get_ledger(settings.database_url), args.ticket, approver=args.approver,
+        approve=args.command == "approve", reason=args.reason, app_database_url=settings.database_url,
     )
-    for event in _events:
-        show_event(event)
-    payouts = await get_ledger(settings.database_url).payouts(ticket_id=ticket.id)
-    print(f"\nTicket {ticket.id} {ticket.status} by {ticket.decided_by}; "
-          f"payouts for it: {len(payouts)}")
-    return 0
+    status = report(delivery)
+    payouts = await get_ledger(settings.database_url).payouts(ticket_id=delivery.ticket.id)
+    print(f"Payouts for {delivery.ticket.id}: {len(payouts)}")
+    return status
 
 
 async def cmd_resume(args: argparse.Namespace) -> int:
-    """Deliver a decision again, e.g. after the process that made it died."""
+    """Deliver a recorded decision, e.g. after the process that made it died."""
     settings = load_settings()
-    ticket = await get_ledger(settings.database_url).get(args.ticket)
-    if ticket.status == "pending":
-        print(f"error: ticket {ticket.id} is still pending; approve or reject it first.", file=sys.stderr)
-        return 1
-    events = await resume(make_runner(settings.database_url), ticket)
-    for event in events:
-        show_event(event)
-    refused = any(REFUSAL_PREFIX in (p.text or "") for e in events if e.content for p in e.content.parts or [])
-    return 1 if refused else 0
+    return report(await deliver(
+        get_ledger(settings.database_url), args.ticket,
+        app_database_url=settings.database_url, actor="approver CLI",
+    ))
 
 
 async def cmd_show(args: argparse.Namespace) -> int:
-    ledger = get_ledger(load_settings().database_url)
+    settings = load_settings()
+    await catch_up(settings)
+    ledger = get_ledger(settings.database_url)
     ticket = await ledger.get(args.ticket)
     print(json.dumps(ticket.as_response(), indent=2))
+    print(f"\nConversation: {ticket.user_id} / {ticket.session_id} in {describe(ticket.session_store)}")
+    if ticket.status != "pending":
+        print("Delivered: " + (f"{ticket.delivered_at:%Y-%m-%d %H:%M:%S}" if ticket.delivered_at
+                                else f"not yet ({ticket.delivery_error or 'not attempted'})"))
     print("\nHistory:")
     for entry in await ledger.audit(ticket.id):
-        print(f"  {entry.at:%Y-%m-%d %H:%M:%S}  {entry.action:<9} by {entry.actor}"
+        print(f"  {entry.at:%Y-%m-%d %H:%M:%S}  {entry.action:<11} by {entry.actor}"
               + (f": {entry.detail}" if entry.detail else ""))
     for payout in await ledger.payouts(ticket_id=ticket.id):
-        print(f"\nPaid: {payout.id} ${from_cents(payout.amount_cents):,} at {payout.paid_at:%Y-%m-%d %H:%M:%S}")
+        print(f"\nPaid: {payout.id} {payout.amount_text} at {payout.paid_at:%Y-%m-%d %H:%M:%S}")
     return 0
 
 
@@ -272,10 +312,22 @@ def main(argv: list[str] | None = None) -> int:
     command = {"request": cmd_request, "inbox": cmd_inbox, "approve": cmd_decide,
                "reject": cmd_decide, "resume": cmd_resume, "show": cmd_show}.get(args.command, demo)
     try:
-        return asyncio.run(command(args))
+        return asyncio.run(closing(command(args)))
     except (LedgerError, SettingsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except Exception as error:  # a database or model outage: one line, no traceback
+        if VERBOSE:
+            raise
+        print(f"error: {type(error).__name__}: {error}\n(run again with --verbose for details)", file=sys.stderr)
+        return 1
+
+
+async def closing(command: Coroutine[Any, Any, int]) -> int:
+    try:
+        return await command
+    finally:
+        await close_runtime()
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ A `System` is one agent on one store. Both systems run the same steps:
 approver's decision is delivered as the FunctionResponse for that call, and
 the agent pays), and `duplicate` (the same approval delivered a second time).
 
-This project's system is the app as shipped: `make_runner(url)` (the `App`
+This project's system is the app as shipped: `build_app()` (the `App`
 with its ApprovalGuard plugin, sessions in `DatabaseSessionService`) and the
 ledger at the same URL. On the in-memory store it runs with ADK's
 InMemorySessionService and the ledger on an in-memory SQLite database
@@ -28,9 +28,10 @@ from google.adk.sessions import DatabaseSessionService, InMemorySessionService
 from google.genai import types
 
 from long_running_agent import ledger as ledger_module
-from long_running_agent.agent import app
-from long_running_agent.approvals import decide_and_resume, resume
-from long_running_agent.runtime import make_runner
+from long_running_agent.agent import build_app
+from long_running_agent.approvals import decide_and_deliver
+from long_running_agent.guard import decision_message
+from long_running_agent.runtime import new_session_service
 
 from .baseline import Bank, seed_runner, stock_session_service
 from .metering import ModelMeter, metered
@@ -93,16 +94,18 @@ class System:
 
     async def approve(self, pending: Pending) -> list[Event]:
         if self.ledger is not None:
-            _ticket, events = await decide_and_resume(
-                self.runner, self.ledger, pending.ticket_id, approver=APPROVER, approve=True
+            delivery = await decide_and_deliver(
+                self.ledger, pending.ticket_id, approver=APPROVER, approve=True,
+                app_database_url=self.ledger_url, app=self.runner.app,
             )
-            return events
+            return delivery.events
         return await self._run(pending.user_id, pending.session_id, self._seed_approval(pending))
 
     async def duplicate(self, pending: Pending) -> list[Event]:
         """Deliver the same approval again, exactly as the application sent it."""
         if self.ledger is not None:
-            return await resume(self.runner, await self.ledger.get(pending.ticket_id))
+            ticket = await self.ledger.get(pending.ticket_id)
+            return await self._run(pending.user_id, pending.session_id, decision_message(ticket))
         return await self._run(pending.user_id, pending.session_id, self._seed_approval(pending))
 
     async def payouts(self, pending: Pending) -> int:
@@ -147,15 +150,17 @@ def _response(events: list[Event], call_id: str | None) -> dict[str, Any]:
 
 def open_ours(store: str, url: str | None) -> System:
     """This project on `store`; `url` is the SQLite file or PostgreSQL database (None for memory)."""
+    meter = ModelMeter()
+    app = build_app(plugins=[meter])
     if store == "memory":
         ledger_url = MEMORY_LEDGER_URL
         runner = Runner(app=app, session_service=InMemorySessionService())
     else:
         assert url is not None
         ledger_url = url
-        runner = make_runner(url)
+        runner = Runner(app=app, session_service=new_session_service(url))
     system = System(
-        OURS, store, runner, metered(runner),
+        OURS, store, runner, meter,
         ledger=ledger_module.get_ledger(ledger_url), ledger_url=ledger_url,
     )
     system.activate()

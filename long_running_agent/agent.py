@@ -6,9 +6,13 @@ guard plugin); code that wants only the agent imports `root_agent`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from google.adk.agents import LlmAgent
 from google.adk.agents.readonly_context import ReadonlyContext
 from google.adk.apps import App
+from google.adk.models import BaseLlm
+from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools import LongRunningFunctionTool
 
 from . import offline_model  # noqa: F401  (registers the offline model name)
@@ -41,4 +45,12 @@ root_agent = LlmAgent(
     before_model_callback=merge_consecutive_model_turns,
 )
 
-app = App(name="long_running_agent", root_agent=root_agent, plugins=[ApprovalGuard()])
+
+def build_app(*, model: str | BaseLlm | None = None, plugins: Sequence[BasePlugin] = ()) -> App:
+    """The app every surface runs: the agent plus the approval guard (and any extra plugins)."""
+    agent = root_agent if model is None else root_agent.clone(update={"model": model})
+    # App.name must equal the folder name: adk run files sessions under it.
+    return App(name="long_running_agent", root_agent=agent, plugins=[ApprovalGuard(), *plugins])
+
+
+app = build_app()

@@ -1,61 +1,158 @@
-"""Deciding a ticket and resuming its conversation: ledger first, then the agent.
+"""Deciding a ticket and delivering the decision to its conversation.
 
-Used by the approver CLI (`python main.py approve|reject`) and the inbox
-server. The FunctionResponse is rebuilt from the ledger's stored call id and
-name, so a decision made days later, in another process, resumes the right
-call in the right session.
+Used by the approver CLI (`python main.py approve|reject|resume`) and the
+inbox server. The ledger is written first; then the decision is delivered:
+the FunctionResponse is rebuilt from the ledger's stored call id and name and
+sent to the conversation in the store where it lives (conversations.py), so a
+decision made days later, in another process, resumes the right call.
+
+Delivering returns a `Delivery` that says what happened, so each surface can
+tell its own reader.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import StrEnum
+
+from google.adk.apps import App
 from google.adk.events import Event
-from google.adk.runners import Runner
-from google.genai import types
 
-from .ledger import Ledger, Ticket, TicketExpired
+from .conversations import Unreachable, describe, open_store
+from .guard import decision_message, held_conversations
+from .ledger import PENDING, Ledger, Ticket, TicketExpired
+from .locks import DEFAULT_WAIT, Conversation, ConversationBusy
+from .runtime import runner_for
+
+logger = logging.getLogger(__name__)
 
 
-def decision_message(ticket: Ticket) -> types.Content:
-    """The updated FunctionResponse for `ticket`: same id and name as the original call."""
-    return types.Content(
-        role="user",
-        parts=[
-            types.Part(
-                function_response=types.FunctionResponse(
-                    id=ticket.call_id, name=ticket.call_name, response=ticket.as_response()
-                )
+class Outcome(StrEnum):
+    DELIVERED = "delivered"
+    ALREADY_DELIVERED = "already_delivered"
+    STILL_PENDING = "still_pending"
+    UNREACHABLE = "unreachable"
+    CONVERSATION_MISSING = "conversation_missing"
+    BUSY = "busy"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What became of one attempt to deliver a ticket's decision."""
+
+    ticket: Ticket
+    outcome: Outcome
+    detail: str = ""
+    where: str = ""
+    events: list[Event] = field(default_factory=list)
+    retry_after: timedelta | None = None
+
+    @property
+    def delivered(self) -> bool:
+        return self.outcome is Outcome.DELIVERED
+
+
+async def deliver(
+    ledger: Ledger, ticket_id: str, *, app_database_url: str, actor: str,
+    wait: timedelta = DEFAULT_WAIT, app: App | None = None,
+) -> Delivery:
+    """Send the ledger's decision on `ticket_id` to its conversation, once.
+
+    `app` is the agent app to run (default: the one this package ships).
+    """
+    ticket = await ledger.get(ticket_id)
+    if ticket.status == PENDING:
+        return Delivery(ticket, Outcome.STILL_PENDING)
+    if ticket.delivered_at:
+        return Delivery(ticket, Outcome.ALREADY_DELIVERED)
+    where = describe(ticket.session_store)
+    try:
+        store = open_store(ticket.session_store, app_database_url)
+    except Unreachable as unreachable:
+        await ledger.mark_undelivered(ticket.id, actor=actor, error=str(unreachable))
+        return Delivery(ticket, Outcome.UNREACHABLE, unreachable.why, where)
+    conversation = Conversation(ticket.app_name, ticket.user_id, ticket.session_id)
+    try:
+        async with ledger.locks.hold(conversation, purpose=f"delivering {ticket.id}", wait=wait):
+            # Checked again under the lock: another process may have delivered it.
+            ticket = await ledger.get(ticket_id)
+            if ticket.delivered_at:
+                return Delivery(ticket, Outcome.ALREADY_DELIVERED)
+            session = await store.get_session(
+                app_name=ticket.app_name, user_id=ticket.user_id, session_id=ticket.session_id
             )
-        ],
-    )
+            if session is None:
+                why = f"conversation {ticket.session_id} of {ticket.user_id} is not in {where}"
+                await ledger.mark_undelivered(ticket.id, actor=actor, error=why)
+                return Delivery(ticket, Outcome.CONVERSATION_MISSING, why, where)
+            token = held_conversations.set(held_conversations.get() | {conversation})
+            try:
+                events = [
+                    event
+                    async for event in runner_for(store, app).run_async(
+                        user_id=ticket.user_id, session_id=ticket.session_id,
+                        new_message=decision_message(ticket),
+                    )
+                ]
+            finally:
+                held_conversations.reset(token)
+    except ConversationBusy as busy:
+        return Delivery(ticket, Outcome.BUSY, str(busy), where, retry_after=busy.retry_after)
+    except Exception as error:  # the model, the store or the network failed mid-run
+        logger.exception("Delivering %s failed", ticket_id)
+        return Delivery(ticket, Outcome.FAILED, f"{type(error).__name__}: {error}", where)
+    ticket = await ledger.get(ticket_id)
+    if ticket.delivered_at:
+        return Delivery(ticket, Outcome.DELIVERED, where=where, events=events)
+    why = ticket.delivery_error or "the agent did not accept it"
+    return Delivery(ticket, Outcome.FAILED, why, where, events=events)
 
 
-async def resume(runner: Runner, ticket: Ticket) -> list[Event]:
-    """Deliver the ledger's decision to the waiting agent and run it to the end."""
-    return [
-        event
-        async for event in runner.run_async(
-            user_id=ticket.user_id, session_id=ticket.session_id, new_message=decision_message(ticket)
-        )
-    ]
-
-
-async def decide_and_resume(
-    runner: Runner,
+async def decide_and_deliver(
     ledger: Ledger,
     ticket_id: str,
     *,
     approver: str,
     approve: bool,
     reason: str | None = None,
-) -> tuple[Ticket, list[Event]]:
-    """Record the decision, then resume the agent; raises LedgerError if refused.
+    app_database_url: str,
+    app: App | None = None,
+) -> Delivery:
+    """Record the decision, then deliver it; raises LedgerError if the decision is refused.
 
-    An expired ticket is refused, but its conversation is still resumed with
-    status "expired" so the requester learns what happened.
+    An expired ticket is refused, but its expiry is still delivered, so the
+    requester learns what happened.
     """
     try:
         ticket = await ledger.decide(ticket_id, approver=approver, approve=approve, reason=reason)
     except TicketExpired:
-        await resume(runner, await ledger.get(ticket_id))
+        await deliver(ledger, ticket_id, app_database_url=app_database_url, actor=approver, app=app)
         raise
-    return ticket, await resume(runner, ticket)
+    return await deliver(ledger, ticket.id, app_database_url=app_database_url, actor=approver, app=app)
+
+
+async def deliver_due(
+    ledger: Ledger, *, app_database_url: str, actor: str, grace: timedelta = timedelta(seconds=30)
+) -> list[Delivery]:
+    """Expire overdue tickets and deliver what their conversations are owed.
+
+    Delivers expiries, and decisions whose own delivery never finished (the
+    process that made them died) once `grace` has passed. A delivery that
+    failed with a reason is left to the requester's next message or to an
+    approver's `resume`, not retried in a loop.
+    """
+    await ledger.expire_due()
+    cutoff = ledger.now() - grace
+    deliveries = []
+    for ticket in await ledger.undelivered():
+        if ticket.delivery_error:
+            continue
+        if ticket.status != "expired" and ticket.decided_at and ticket.decided_at > cutoff:
+            continue  # its approver's own delivery is most likely still under way
+        deliveries.append(await deliver(
+            ledger, ticket.id, app_database_url=app_database_url, actor=actor, wait=timedelta(seconds=1)
+        ))
+    return deliveries

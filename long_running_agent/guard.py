@@ -2,50 +2,87 @@
 
 ADK resumes a long-running call for any FunctionResponse whose id matches, and
 re-runs the invocation when the same response arrives twice. This plugin,
-carried by the `App` to the CLI, `adk web` and `adk api_server` alike, makes
-the ledger the authority instead of the message:
+carried by the `App` to the CLI, `adk web`, `adk api_server` and `adk run`
+alike, makes the ledger the authority instead of the message:
 
 - a response whose ticket the ledger has decided (and not yet delivered) goes
   through, with its payload replaced by the ledger's own record;
 - anything else - a claim of a decision the ledger does not hold, a second
-  delivery, a call without a ticket - is refused: the message is replaced by a
-  note (a thought part, which ADK never sends to the model), and the run ends
-  before any model or tool call.
+  delivery, a call without a ticket - is refused: the message is replaced by
+  a record of what was sent (a thought, which ADK never sends to the model),
+  and the agent answers with a note instead of running.
 
-ADK offers no single hook for this: `on_user_message_callback` can replace the
-message but not stop the run, and `before_run_callback` can stop the run but
-by then the message is saved. The verdict travels from one to the other in
-the replaced message itself (`invocation_context.user_content`). Each decision
-is delivered once: a claim in the ledger when the delivery starts, confirmed
-in `after_run_callback`, released in `on_run_error_callback`.
+Every run first takes the conversation's lock (locks.py), so messages and
+deliveries on one conversation queue instead of failing on ADK's stale-session
+check, and a decision that reached the conversation is marked delivered by the
+run that delivered it. Before answering a text message, the guard delivers any
+decision the conversation is still owed (an expiry, or a decision made while
+its store could not be reached).
 """
 
 from __future__ import annotations
 
-import asyncio
-from datetime import timedelta
+import json
+import logging
+from contextvars import ContextVar, Token
+from dataclasses import dataclass, field
 from typing import Any
 
+from google.adk.agents.callback_context import CallbackContext
 from google.adk.agents.invocation_context import InvocationContext
+from google.adk.apps import App
+from google.adk.events import Event
 from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.runners import Runner
 from google.genai import types
 
 from . import ledger as ledger_module
 from .ledger import APPROVED, PENDING, REJECTED, LedgerError, Ticket
+from .locks import Conversation, HeldLock
 from .settings import load_settings
+
+logger = logging.getLogger(__name__)
 
 APPROVAL_TOOL = "ask_for_approval"
 REFUSAL_PREFIX = "Approval response not accepted: "
+# Marks the agent's refusal notes: people see them, the model is not shown
+# them again (turn_order.py leaves them out of its requests).
+NOTE_MARK = "approval_guard_note"
+
+# Conversations whose lock the current task holds (re-entrant: a delivery
+# made while answering a message, or by deliver(), takes it once).
+held_conversations: ContextVar[frozenset[Conversation]] = ContextVar("held_conversations", default=frozenset())
 
 
-# How long a started delivery holds its claim before a retry may take over,
-# and how long a concurrent duplicate waits for it to finish.
-DELIVERY_LEASE = timedelta(seconds=60)
-DUPLICATE_WAIT = timedelta(seconds=10)
+@dataclass
+class _Run:
+    invocation_id: str
+    conversation: Conversation
+    lock: HeldLock | None = None
+    held_token: Token[frozenset[Conversation]] | None = None
+    delivering: list[str] = field(default_factory=list)
+    note: str | None = None
+
+
+_current_run: ContextVar[_Run | None] = ContextVar("approval_guard_run", default=None)
 
 
 class Refused(Exception):
     """The response cannot resume the agent; the message says why."""
+
+
+def conversation_of(context: InvocationContext) -> Conversation:
+    return Conversation(context.session.app_name, context.session.user_id, context.session.id)
+
+
+def decision_message(ticket: Ticket) -> types.Content:
+    """The updated FunctionResponse for `ticket`: same id and name as the original call."""
+    return types.Content(
+        role="user",
+        parts=[types.Part(function_response=types.FunctionResponse(
+            id=ticket.call_id, name=ticket.call_name, response=ticket.as_response()
+        ))],
+    )
 
 
 def _stored_call(context: InvocationContext, call_id: str | None) -> types.FunctionCall | None:
@@ -60,8 +97,13 @@ def _claimed_status(response: types.FunctionResponse) -> str | None:
     payload: Any = response.response or {}
     status = payload.get("status") if isinstance(payload, dict) else None
     if status is None and isinstance(payload, dict):
-        status = payload.get("result")  # adk web wraps plain text as {"result": ...}
+        status = payload.get("result")  # adk web and adk run wrap plain text as {"result": ...}
     return str(status).strip().lower() if status is not None else None
+
+
+def _as_sent(responses: list[types.FunctionResponse]) -> str:
+    sent = "; ".join(f"{r.name}: {json.dumps(r.response, default=str)}" for r in responses)
+    return f"Answered {sent[:300]}"
 
 
 class ApprovalGuard(BasePlugin):
@@ -69,55 +111,133 @@ class ApprovalGuard(BasePlugin):
 
     def __init__(self) -> None:
         super().__init__(name="approval_guard")
-        # Deliveries in flight in this process, by run: ADK hands every
-        # callback of one run the same InvocationContext object.
-        self._deliveries: dict[int, list[str]] = {}
+
+    # --- the run's start: lock, catch up, check ---------------------------------
 
     async def on_user_message_callback(
         self, *, invocation_context: InvocationContext, user_message: types.Content
     ) -> types.Content | None:
+        conversation = conversation_of(invocation_context)
+        run = _Run(invocation_context.invocation_id, conversation)
+        _current_run.set(run)
+        ledger = ledger_module.get_ledger(load_settings().database_url)
+        if conversation not in held_conversations.get():
+            run.lock = await ledger.locks.acquire(conversation, purpose="a message")
+            run.held_token = held_conversations.set(held_conversations.get() | {conversation})
+            await self._refresh(invocation_context)
+
         responses = [p.function_response for p in user_message.parts or [] if p.function_response]
         if not responses:
+            await self._deliver_owed(invocation_context, ledger, conversation)
             return None
         try:
-            parts = [await self._authoritative(invocation_context, r) for r in responses]
+            parts = [await self._authoritative(invocation_context, ledger, run, r) for r in responses]
         except Refused as refusal:
-            # One refused response refuses the whole message; give back any
-            # delivery claimed for the others in it.
-            ledger = ledger_module.get_ledger(load_settings().database_url)
-            for ticket_id in self._deliveries.pop(id(invocation_context), []):
-                await ledger.release_claim(ticket_id)
-            # Write the refusal on the latest copy of the session: a concurrent
-            # delivery may have added events since this run loaded it, and
-            # appending to a stale copy fails with ADK's StaleSessionError.
-            fresh = await invocation_context.session_service.get_session(
-                app_name=invocation_context.session.app_name,
-                user_id=invocation_context.session.user_id,
-                session_id=invocation_context.session.id,
-            )
-            if fresh is not None:
-                invocation_context.session = fresh
-            # A thought part is kept in the session (and shown by adk web) but
-            # never sent to the model, so the pending call stays open for the
-            # genuine decision.
-            return types.Content(
-                role="user", parts=[types.Part(text=REFUSAL_PREFIX + str(refusal), thought=True)]
-            )
+            run.delivering.clear()
+            run.note = REFUSAL_PREFIX + str(refusal)
+            return types.Content(role="user", parts=[types.Part(text=_as_sent(responses), thought=True)])
         return types.Content(role="user", parts=parts)
 
-    async def before_run_callback(
-        self, *, invocation_context: InvocationContext
+    async def before_agent_callback(
+        self, *, agent: Any, callback_context: CallbackContext
     ) -> types.Content | None:
-        message = invocation_context.user_content
-        parts = message.parts if message and message.parts else []
-        if len(parts) == 1 and parts[0].thought and (parts[0].text or "").startswith(REFUSAL_PREFIX):
-            # Also a thought: shown to people, kept out of later model requests
-            # (a visible "still pending" would contradict the real decision).
-            return types.Content(role="model", parts=[types.Part(text=parts[0].text, thought=True)])
+        run = _current_run.get()
+        if run is None or run.note is None or run.invocation_id != callback_context.invocation_id:
+            return None
+        # The agent answers with the note instead of running: authored by the
+        # agent, so the dev UI shows it as the agent's reply.
+        return types.Content(role="model", parts=[types.Part(text=run.note)])
+
+    async def on_event_callback(
+        self, *, invocation_context: InvocationContext, event: Event
+    ) -> Event | None:
+        run = _current_run.get()
+        if run is None or run.note is None or event.author == "user":
+            return None
+        parts = event.content.parts if event.content and event.content.parts else []
+        if any(part.text == run.note for part in parts):
+            return event.model_copy(update={"custom_metadata": {**(event.custom_metadata or {}), NOTE_MARK: True}})
         return None
 
+    # --- the run's end: record the delivery, free the conversation ---------------
+
+    async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
+        run = self._finish()
+        if run is None:
+            return
+        try:
+            ledger = ledger_module.get_ledger(load_settings().database_url)
+            for ticket_id in run.delivering:
+                await ledger.mark_delivered(ticket_id, actor="approval_guard")
+        finally:
+            await self._release(run)
+
+    async def on_run_error_callback(
+        self, *, invocation_context: InvocationContext, error: Exception
+    ) -> None:
+        run = self._finish()
+        if run is None:
+            return
+        try:
+            ledger = ledger_module.get_ledger(load_settings().database_url)
+            for ticket_id in run.delivering:
+                await ledger.mark_undelivered(
+                    ticket_id, actor="approval_guard", error=f"the run failed: {type(error).__name__}: {error}"
+                )
+        except Exception:
+            logger.warning("Could not record the failed delivery of %s", run.delivering, exc_info=True)
+        finally:
+            await self._release(run)
+
+    def _finish(self) -> _Run | None:
+        run = _current_run.get()
+        _current_run.set(None)
+        return run
+
+    async def _release(self, run: _Run) -> None:
+        if run.held_token is not None:
+            held_conversations.reset(run.held_token)
+        if run.lock is not None:
+            await run.lock.release()
+
+    # --- helpers -------------------------------------------------------------------
+
+    async def _refresh(self, context: InvocationContext) -> None:
+        # ADK loaded the session before this run waited for the lock; another
+        # run may have added events since, and appending to a stale copy fails.
+        fresh = await context.session_service.get_session(
+            app_name=context.session.app_name, user_id=context.session.user_id, session_id=context.session.id
+        )
+        if fresh is not None:
+            context.session = fresh
+
+    async def _deliver_owed(
+        self, context: InvocationContext, ledger: ledger_module.Ledger, conversation: Conversation
+    ) -> None:
+        """Deliver what this conversation is owed before answering its new message."""
+        await ledger.expire_due(conversation=conversation)
+        owed = await ledger.undelivered(conversation)
+        if not owed:
+            return
+        # The same agent, model and plugins as this run, on the same store.
+        app = App(name=conversation.app_name, root_agent=context.agent,
+                  plugins=list(context.plugin_manager.plugins))
+        runner = Runner(app=app, session_service=context.session_service)
+        saved = _current_run.get()
+        try:
+            for ticket in owed:
+                async for _event in runner.run_async(
+                    user_id=conversation.user_id, session_id=conversation.session_id,
+                    new_message=decision_message(ticket),
+                ):
+                    pass
+        finally:
+            _current_run.set(saved)
+        await self._refresh(context)
+
     async def _authoritative(
-        self, context: InvocationContext, response: types.FunctionResponse
+        self, context: InvocationContext, ledger: ledger_module.Ledger, run: _Run,
+        response: types.FunctionResponse,
     ) -> types.Part:
         # Trust the session, not the message: ADK matches on id only, so the
         # name comes from the stored call and the decision from the ledger.
@@ -126,79 +246,41 @@ class ApprovalGuard(BasePlugin):
             raise Refused(f"no function call with id {response.id!r} in this conversation.")
         if call.name != APPROVAL_TOOL:
             raise Refused(f"{call.name} is not answered by the application; only approvals are.")
-        settings = load_settings()
-        ledger = ledger_module.get_ledger(settings.database_url)
-        ticket = await ledger.find_by_call(context.session.id, call.id or "")
+        ticket = await ledger.find_by_call(run.conversation, call.id or "")
         if ticket is None:
             raise Refused("this approval call has no ticket (the request was invalid).")
-        ticket = await self._settle(ledger, ticket, response, context, settings.dev_chat_approval)
+        ticket = await self._settle(ledger, ticket, response, context)
         if ticket.status == PENDING:
             await ledger.record_refusal(
                 ticket.id, actor=context.session.user_id,
                 detail=f"response claiming {_claimed_status(response)!r} while pending",
             )
             raise Refused(
-                f"ticket {ticket.id} is still pending. Only an approver can decide it "
-                f"(python main.py approve {ticket.id} --approver NAME, or the inbox page); "
-                "the decision then resumes this conversation."
+                f"ticket {ticket.id} is still pending, and only an approver can decide it "
+                f"(python main.py approve {ticket.id} --approver NAME, or the inbox page of make web). "
+                "The decision then reaches this conversation by itself; ask me for news any time."
             )
-        if not await self._claim_delivery(ledger, ticket.id):
-            raise Refused(
-                f"ticket {ticket.id} was already {ticket.status} and delivered; "
-                "this repeated response was ignored and nothing was paid again."
-            )
-        self._deliveries.setdefault(id(context), []).append(ticket.id)
-        return types.Part(
-            function_response=types.FunctionResponse(
-                id=call.id, name=call.name, response=ticket.as_response()
-            )
-        )
-
-    async def _claim_delivery(self, ledger: ledger_module.Ledger, ticket_id: str) -> bool:
-        """True if this run may deliver the decision; False for a duplicate.
-
-        A duplicate that arrives while the first delivery is still running
-        waits for it to finish before being refused: answering at once would
-        write to the session under the running delivery and make that one fail
-        with ADK's StaleSessionError.
-        """
-        deadline = asyncio.get_running_loop().time() + DUPLICATE_WAIT.total_seconds()
-        while not await ledger.claim_resume(ticket_id, actor="approval_guard", lease=DELIVERY_LEASE):
-            if (await ledger.get(ticket_id)).delivered_at or asyncio.get_running_loop().time() > deadline:
-                return False
-            await asyncio.sleep(0.05)
-        return True
-
-    async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
-        ledger = ledger_module.get_ledger(load_settings().database_url)
-        for ticket_id in self._deliveries.pop(id(invocation_context), []):
-            await ledger.confirm_delivery(ticket_id)
-
-    async def on_run_error_callback(
-        self, *, invocation_context: InvocationContext, error: Exception
-    ) -> None:
-        ledger = ledger_module.get_ledger(load_settings().database_url)
-        for ticket_id in self._deliveries.pop(id(invocation_context), []):
-            await ledger.release_claim(ticket_id)
+        if ticket.delivered_at:
+            raise Refused(await _already_delivered(ledger, ticket))
+        run.delivering.append(ticket.id)
+        return types.Part(function_response=types.FunctionResponse(
+            id=call.id, name=call.name, response=ticket.as_response()
+        ))
 
     async def _settle(
-        self,
-        ledger: ledger_module.Ledger,
-        ticket: Ticket,
-        response: types.FunctionResponse,
+        self, ledger: ledger_module.Ledger, ticket: Ticket, response: types.FunctionResponse,
         context: InvocationContext,
-        dev_chat_approval: bool,
     ) -> Ticket:
         """Bring a pending ticket up to date: expire it, or (dev only) decide it from chat."""
         if ticket.status != PENDING:
             return ticket
-        if ticket.expires_at <= ledger_module.utc_now():
+        if ticket.expires_at <= ledger.now():
             try:
                 return await ledger.expire(ticket.id)
             except LedgerError:
                 return await ledger.get(ticket.id)
         claimed = _claimed_status(response)
-        if dev_chat_approval and claimed in (APPROVED, REJECTED):
+        if load_settings().dev_chat_approval and claimed in (APPROVED, REJECTED):
             # DEV_CHAT_APPROVAL: the chat answer box acts as an approver, and
             # the ledger records it as such. Never enable this in production.
             try:
@@ -212,3 +294,17 @@ class ApprovalGuard(BasePlugin):
             except LedgerError:
                 return await ledger.get(ticket.id)
         return ticket
+
+
+async def _already_delivered(ledger: ledger_module.Ledger, ticket: Ticket) -> str:
+    """What became of a delivered decision, for a repeated answer."""
+    by = f" by {ticket.decided_by}" if ticket.decided_by else ""
+    payouts = await ledger.payouts(ticket_id=ticket.id)
+    if payouts:
+        outcome = f"{payouts[0].amount_text} was paid (payout {payouts[0].id})"
+    else:
+        outcome = "nothing was paid"
+    return (
+        f"ticket {ticket.id} was already {ticket.status}{by}, and that decision reached this "
+        f"conversation: {outcome}. This repeated response was ignored."
+    )

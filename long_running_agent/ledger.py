@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     DateTime,
@@ -28,7 +28,6 @@ from sqlalchemy import (
     UniqueConstraint,
     event,
     func,
-    or_,
     select,
     update,
 )
@@ -38,6 +37,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from .policy import from_cents
+
+if TYPE_CHECKING:
+    from .locks import Conversation, ConversationLocks
 
 PENDING, APPROVED, REJECTED, EXPIRED, CANCELLED = (
     "pending", "approved", "rejected", "expired", "cancelled",
@@ -76,17 +78,19 @@ class TicketRow(Base):
     decided_by: Mapped[str | None] = mapped_column(String(128))
     decided_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     reason: Mapped[str | None] = mapped_column(String(500))
-    # A decision is delivered to the agent once. `resumed_at` is a claim taken
-    # when a delivery starts (a lease, so a delivery that crashed can be
-    # retried); `delivered_at` is set when that run finished. A duplicate
-    # FunctionResponse finds one of them set and is ignored.
-    resumed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Where the conversation lives (see conversations.py), so a decision made
+    # in any process reaches it.
+    session_store: Mapped[str] = mapped_column(String(1000), default="app")
+    # A decision reaches the conversation once: `delivered_at` is set by the
+    # run that delivered it, under the conversation's lock (locks.py). The
+    # last failed attempt, if any, says why it has not arrived yet.
     delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    delivery_error: Mapped[str | None] = mapped_column(String(500))
 
-    # Call ids are unique within a session only: Gemini may supply its own.
+    # Call ids are unique within a conversation only: Gemini may supply its own.
     __table_args__ = (
         Index("ix_approval_tickets_status_created", "status", "created_at"),
-        UniqueConstraint("session_id", "call_id"),
+        UniqueConstraint("app_name", "user_id", "session_id", "call_id"),
     )
 
 
@@ -97,6 +101,7 @@ class PayoutRow(Base):
     ticket_id: Mapped[str | None] = mapped_column(
         ForeignKey("approval_tickets.id"), unique=True
     )
+    app_name: Mapped[str] = mapped_column(String(128))
     call_id: Mapped[str] = mapped_column(String(128))
     user_id: Mapped[str] = mapped_column(String(128))
     session_id: Mapped[str] = mapped_column(String(128), index=True)
@@ -104,7 +109,8 @@ class PayoutRow(Base):
     amount_cents: Mapped[int] = mapped_column(Integer)
     paid_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
-    __table_args__ = (UniqueConstraint("session_id", "call_id"),)
+    # One payout per tool call in a conversation: a re-run of the same call reports it.
+    __table_args__ = (UniqueConstraint("app_name", "user_id", "session_id", "call_id"),)
 
 
 class AuditRow(Base):
@@ -133,8 +139,9 @@ class Ticket:
     decided_by: str | None
     decided_at: datetime | None
     reason: str | None
-    resumed_at: datetime | None
+    session_store: str
     delivered_at: datetime | None
+    delivery_error: str | None
 
     @classmethod
     def of(cls, row: TicketRow) -> Ticket:
@@ -144,7 +151,6 @@ class Ticket:
                 "created_at": _utc(row.created_at),
                 "expires_at": _utc(row.expires_at),
                 "decided_at": _utc(row.decided_at),
-                "resumed_at": _utc(row.resumed_at),
                 "delivered_at": _utc(row.delivered_at),
             }
         )
@@ -179,6 +185,7 @@ class Ticket:
 class Payout:
     id: str
     ticket_id: str | None
+    app_name: str
     call_id: str
     user_id: str
     session_id: str
@@ -192,6 +199,10 @@ class Payout:
             **{name: getattr(row, name) for name in cls.__dataclass_fields__}
             | {"paid_at": _utc(row.paid_at)}
         )
+
+    @property
+    def amount_text(self) -> str:
+        return f"${from_cents(self.amount_cents):,}"
 
     def as_response(self, *, already_paid: bool = False) -> dict[str, Any]:
         return {
@@ -236,6 +247,14 @@ class NotAllowed(LedgerError):
 
 class NotApproved(LedgerError):
     http_status = 409
+
+
+def _in(conversation: Conversation) -> Any:
+    return (
+        (TicketRow.app_name == conversation.app_name)
+        & (TicketRow.user_id == conversation.user_id)
+        & (TicketRow.session_id == conversation.session_id)
+    )
 
 
 def _new_id(prefix: str) -> str:
@@ -302,11 +321,26 @@ class Ledger:
         self._clock = clock
         self._schema_ready = False
         self._schema_lock = asyncio.Lock()
+        self._locks: ConversationLocks | None = None
 
-    async def _session(self) -> AsyncSession:
+    def now(self) -> datetime:
+        return self._clock()
+
+    @property
+    def locks(self) -> ConversationLocks:
+        from .locks import ConversationLocks
+
+        if self._locks is None:
+            self._locks = ConversationLocks(self)
+        return self._locks
+
+    async def db(self) -> AsyncSession:
+        """A database session, after making sure the tables exist."""
         if not self._schema_ready:
             async with self._schema_lock:
                 if not self._schema_ready:
+                    from . import locks  # noqa: F401  (its table is part of the schema)
+
                     async with self.engine.begin() as conn:
                         await conn.run_sync(Base.metadata.create_all)
                     self._schema_ready = True
@@ -328,6 +362,7 @@ class Ledger:
         purpose: str,
         amount_cents: int,
         ttl: timedelta,
+        session_store: str = "app",
     ) -> Ticket:
         now = self._clock()
         row = TicketRow(
@@ -342,15 +377,16 @@ class Ledger:
             status=PENDING,
             created_at=now,
             expires_at=now + ttl,
+            session_store=session_store,
         )
-        async with await self._session() as db, db.begin():
+        async with await self.db() as db, db.begin():
             db.add(row)
             db.add(AuditRow(ticket_id=row.id, at=now, actor=user_id, action="requested",
                             detail=f"${from_cents(amount_cents):,} for {purpose}"))
         return Ticket.of(row)
 
     async def get(self, ticket_id: str) -> Ticket:
-        async with await self._session() as db:
+        async with await self.db() as db:
             row = await db.get(TicketRow, ticket_id)
         if row is None:
             raise TicketNotFound(
@@ -358,24 +394,35 @@ class Ledger:
             )
         return Ticket.of(row)
 
-    async def find_by_call(self, session_id: str, call_id: str) -> Ticket | None:
-        async with await self._session() as db:
+    async def find_by_call(self, conversation: Conversation, call_id: str) -> Ticket | None:
+        """The ticket opened by call `call_id` in this very conversation (app, user and session)."""
+        async with await self.db() as db:
             row = await db.scalar(
-                select(TicketRow).where(TicketRow.session_id == session_id, TicketRow.call_id == call_id)
+                select(TicketRow).where(_in(conversation), TicketRow.call_id == call_id)
             )
         return Ticket.of(row) if row else None
+
+    async def undelivered(self, conversation: Conversation | None = None) -> list[Ticket]:
+        """Decided tickets whose decision has not reached their conversation, oldest first."""
+        query = select(TicketRow).where(
+            TicketRow.status.in_(DECIDED), TicketRow.delivered_at.is_(None)
+        ).order_by(TicketRow.decided_at)
+        if conversation is not None:
+            query = query.where(_in(conversation))
+        async with await self.db() as db:
+            return [Ticket.of(row) for row in await db.scalars(query)]
 
     async def list_tickets(self, status: str = PENDING, limit: int = 50) -> list[Ticket]:
         """Tickets in `status`, oldest first for pending, newest first otherwise."""
         order = TicketRow.created_at.asc() if status == PENDING else TicketRow.decided_at.desc()
-        async with await self._session() as db:
+        async with await self.db() as db:
             rows = await db.scalars(
                 select(TicketRow).where(TicketRow.status == status).order_by(order).limit(limit)
             )
             return [Ticket.of(row) for row in rows]
 
     async def recent_decisions(self, limit: int = 20) -> list[Ticket]:
-        async with await self._session() as db:
+        async with await self.db() as db:
             rows = await db.scalars(
                 select(TicketRow)
                 .where(TicketRow.status.in_(DECIDED))
@@ -385,7 +432,7 @@ class Ledger:
             return [Ticket.of(row) for row in rows]
 
     async def count(self, status: str = PENDING) -> int:
-        async with await self._session() as db:
+        async with await self.db() as db:
             total = await db.scalar(
                 select(func.count()).select_from(TicketRow).where(TicketRow.status == status)
             )
@@ -416,10 +463,7 @@ class Ledger:
                 f"{f' by {ticket.decided_by}' if ticket.decided_by else ''}; {hint}"
             )
         if ticket.user_id == approver and not allow_self_approval:
-            raise NotAllowed(
-                f"{approver} requested ticket {ticket_id} and cannot approve or reject it; "
-                "ask another approver."
-            )
+            raise NotAllowed(f"{approver} requested ticket {ticket_id} and cannot approve or reject it.")
         if ticket.expires_at <= self._clock():
             await self.expire(ticket_id)
             raise TicketExpired(
@@ -435,13 +479,14 @@ class Ledger:
     async def cancel(self, ticket_id: str, *, actor: str, reason: str | None = None) -> Ticket:
         return await self._transition(ticket_id, CANCELLED, actor=actor, reason=reason)
 
-    async def expire_due(self) -> list[str]:
+    async def expire_due(self, conversation: Conversation | None = None) -> list[str]:
         """Expire every pending ticket whose window has ended; returns their ids."""
         now = self._clock()
-        async with await self._session() as db:
-            due = list(await db.scalars(
-                select(TicketRow.id).where(TicketRow.status == PENDING, TicketRow.expires_at <= now)
-            ))
+        query = select(TicketRow.id).where(TicketRow.status == PENDING, TicketRow.expires_at <= now)
+        if conversation is not None:
+            query = query.where(_in(conversation))
+        async with await self.db() as db:
+            due = list(await db.scalars(query))
         expired = []
         for ticket_id in due:
             try:
@@ -455,7 +500,7 @@ class Ledger:
         self, ticket_id: str, status: str, *, actor: str, reason: str | None
     ) -> Ticket:
         now = self._clock()
-        async with await self._session() as db, db.begin():
+        async with await self.db() as db, db.begin():
             changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(TicketRow)
                 .where(TicketRow.id == ticket_id, TicketRow.status == PENDING)
@@ -472,54 +517,39 @@ class Ledger:
             db.add(AuditRow(ticket_id=ticket_id, at=now, actor=actor, action=status, detail=reason))
         return await self.get(ticket_id)
 
-    async def claim_resume(self, ticket_id: str, *, actor: str, lease: timedelta) -> bool:
-        """Claim the delivery of a decided ticket; True for one caller at a time.
-
-        The claim lapses after `lease` unless the delivery was confirmed with
-        `confirm_delivery`, so a run that died half-way can be retried.
-        """
+    async def mark_delivered(self, ticket_id: str, *, actor: str) -> bool:
+        """Record that the decision reached the conversation; False if it already had."""
         now = self._clock()
-        async with await self._session() as db, db.begin():
+        async with await self.db() as db, db.begin():
             changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(TicketRow)
-                .where(
-                    TicketRow.id == ticket_id,
-                    TicketRow.status.in_(DECIDED),
-                    TicketRow.delivered_at.is_(None),
-                    or_(TicketRow.resumed_at.is_(None), TicketRow.resumed_at < now - lease),
-                )
-                .values(resumed_at=now)
+                .where(TicketRow.id == ticket_id, TicketRow.delivered_at.is_(None))
+                .values(delivered_at=now, delivery_error=None)
             )
-            if changed.rowcount == 1:
-                db.add(AuditRow(ticket_id=ticket_id, at=now, actor=actor, action="resumed",
-                                detail="decision delivered to the agent"))
-                return True
-        return False
+            if changed.rowcount != 1:
+                return False
+            db.add(AuditRow(ticket_id=ticket_id, at=now, actor=actor, action="delivered",
+                            detail="the decision reached the conversation"))
+        return True
 
-    async def confirm_delivery(self, ticket_id: str) -> None:
-        async with await self._session() as db, db.begin():
+    async def mark_undelivered(self, ticket_id: str, *, actor: str, error: str) -> None:
+        """Record why a delivery did not happen, so people can see it and act."""
+        async with await self.db() as db, db.begin():
             await db.execute(
                 update(TicketRow)
                 .where(TicketRow.id == ticket_id, TicketRow.delivered_at.is_(None))
-                .values(delivered_at=self._clock())
+                .values(delivery_error=error[:500])
             )
-
-    async def release_claim(self, ticket_id: str) -> None:
-        """Give up an unconfirmed claim after a failed run, so a retry can deliver."""
-        async with await self._session() as db, db.begin():
-            await db.execute(
-                update(TicketRow)
-                .where(TicketRow.id == ticket_id, TicketRow.delivered_at.is_(None))
-                .values(resumed_at=None)
-            )
+            db.add(AuditRow(ticket_id=ticket_id, at=self._clock(), actor=actor,
+                            action="undelivered", detail=error[:500]))
 
     async def record_refusal(self, ticket_id: str, *, actor: str, detail: str) -> None:
-        async with await self._session() as db, db.begin():
+        async with await self.db() as db, db.begin():
             db.add(AuditRow(ticket_id=ticket_id, at=self._clock(), actor=actor,
                             action="refused", detail=detail[:500]))
 
     async def audit(self, ticket_id: str) -> list[AuditEntry]:
-        async with await self._session() as db:
+        async with await self.db() as db:
             rows = await db.scalars(
                 select(AuditRow).where(AuditRow.ticket_id == ticket_id).order_by(AuditRow.id)
             )
@@ -528,19 +558,19 @@ class Ledger:
     # --- payouts -----------------------------------------------------------
 
     async def pay_approved(
-        self, *, session_id: str, call_id: str, purpose: str, amount_cents: int
+        self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int
     ) -> tuple[Payout, bool]:
         """Pay the approved ticket of this session matching purpose and amount.
 
         Returns (payout, already_paid). Raises NotApproved when no approved
         ticket matches: whatever the conversation says, no ticket, no money.
         """
-        async with await self._session() as db:
+        async with await self.db() as db:
             candidates = (await db.execute(
                 select(TicketRow, PayoutRow.id)
                 .outerjoin(PayoutRow, PayoutRow.ticket_id == TicketRow.id)
                 .where(
-                    TicketRow.session_id == session_id,
+                    _in(conversation),
                     TicketRow.amount_cents == amount_cents,
                     TicketRow.status == APPROVED,
                 )
@@ -558,22 +588,24 @@ class Ledger:
                 "approves the ticket from ask_for_approval."
             )
         return await self._insert_payout(
-            ticket_id=ticket.id, call_id=call_id, user_id=ticket.user_id,
-            session_id=session_id, purpose=ticket.purpose, amount_cents=amount_cents,
+            ticket_id=ticket.id, app_name=conversation.app_name, call_id=call_id,
+            user_id=conversation.user_id, session_id=conversation.session_id,
+            purpose=ticket.purpose, amount_cents=amount_cents,
         )
 
     async def pay_small(
-        self, *, user_id: str, session_id: str, call_id: str, purpose: str, amount_cents: int
+        self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int
     ) -> tuple[Payout, bool]:
         return await self._insert_payout(
-            ticket_id=None, call_id=call_id, user_id=user_id,
-            session_id=session_id, purpose=purpose, amount_cents=amount_cents,
+            ticket_id=None, app_name=conversation.app_name, call_id=call_id,
+            user_id=conversation.user_id, session_id=conversation.session_id,
+            purpose=purpose, amount_cents=amount_cents,
         )
 
     async def _insert_payout(self, **fields: Any) -> tuple[Payout, bool]:
         row = PayoutRow(id=_new_id("P"), paid_at=self._clock(), **fields)
         try:
-            async with await self._session() as db, db.begin():
+            async with await self.db() as db, db.begin():
                 db.add(row)
                 if fields["ticket_id"]:
                     db.add(AuditRow(ticket_id=fields["ticket_id"], at=row.paid_at,
@@ -582,11 +614,12 @@ class Ledger:
         except IntegrityError:
             # Someone paid this ticket (or ran this call) first: report that
             # payout instead of making a second one.
-            async with await self._session() as db:
+            async with await self.db() as db:
                 key = (
                     PayoutRow.ticket_id == fields["ticket_id"]
                     if fields["ticket_id"]
-                    else (PayoutRow.session_id == fields["session_id"]) & (PayoutRow.call_id == fields["call_id"])
+                    else (PayoutRow.app_name == fields["app_name"]) & (PayoutRow.user_id == fields["user_id"])
+                    & (PayoutRow.session_id == fields["session_id"]) & (PayoutRow.call_id == fields["call_id"])
                 )
                 existing = await db.scalar(select(PayoutRow).where(key))
             if existing is None:
@@ -599,7 +632,7 @@ class Ledger:
             query = query.where(PayoutRow.session_id == session_id)
         if ticket_id is not None:
             query = query.where(PayoutRow.ticket_id == ticket_id)
-        async with await self._session() as db:
+        async with await self.db() as db:
             return [Payout.of(row) for row in await db.scalars(query)]
 
 

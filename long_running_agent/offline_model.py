@@ -164,12 +164,8 @@ def _answer_user(contents: list[types.Content], text: str, request: LlmRequest) 
     if found is None:
         if _EXPENSE_WORDS.search(text) or purpose:
             return _text("How much was it? Give the amount in US dollars, e.g. $250.")
-        if waiting := _waiting_ticket(contents):
-            return _text(
-                f"Ticket {waiting.get('ticket_id')} for {_money(waiting.get('amount'))} "
-                f"({waiting.get('purpose')}) is still waiting for an approver; "
-                "I will pay it once it is approved."
-            )
+        if news := _latest_news(contents):
+            return _text(news)
         return _text(
             "I handle expense reimbursements. Tell me what you spent and how much, e.g. "
             f"'Reimburse $45 for a taxi' (paid at once, up to {_money(threshold)}) or "
@@ -184,14 +180,26 @@ def _answer_user(contents: list[types.Content], text: str, request: LlmRequest) 
     return _call(tool, purpose, amount)
 
 
-def _waiting_ticket(contents: list[types.Content]) -> dict[str, Any] | None:
-    """The latest approval ticket in the conversation, if it is still pending."""
+def _latest_news(contents: list[types.Content]) -> str | None:
+    """The state of the latest approval in the conversation, for "any news?".
+
+    A decision may have been delivered by another process since the user
+    last wrote (`adk run` does not show it until they do).
+    """
     for content in reversed(contents):
         for part in content.parts or []:
             response = part.function_response
+            payload = dict(response.response or {}) if response else {}
+            if response and response.name == "reimburse" and payload.get("status") == "paid":
+                return f"Latest news: {_after_payout(payload).text}"
             if response and response.name == "ask_for_approval":
-                payload = dict(response.response or {})
-                return payload if payload.get("status") == "pending" else None
+                ticket, status = payload.get("ticket_id"), payload.get("status")
+                if status == "pending":
+                    return (f"Ticket {ticket} for {_money(payload.get('amount'))} ({payload.get('purpose')}) "
+                            "is still waiting for an approver; I will pay it once it is approved.")
+                if status in ("rejected", "expired"):
+                    return f"Latest news: {_after_approval(payload, {}, set()).text}"
+                return None
     return None
 
 

@@ -10,8 +10,12 @@ import os
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
+from pathlib import Path
 
-DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///.data/expenses.db"
+# The project folder (the one holding this package), so that `python main.py`,
+# `make web` and plain `adk web` started from anywhere share one ledger.
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+DEFAULT_DATABASE_URL = f"sqlite+aiosqlite:///{PROJECT_DIR / '.data' / 'expenses.db'}"
 
 
 class SettingsError(ValueError):
@@ -26,6 +30,7 @@ class Settings:
     approval_ttl: timedelta
     dev_chat_approval: bool
     approvers: dict[str, str]
+    sweep_interval: timedelta
 
 
 def _decimal(name: str, default: str) -> Decimal:
@@ -61,4 +66,5 @@ def load_settings() -> Settings:
         approval_ttl=timedelta(hours=float(hours)),
         dev_chat_approval=os.getenv("DEV_CHAT_APPROVAL", "").lower() in {"1", "true", "yes"},
         approvers=_approvers(os.getenv("APPROVERS", "")),
+        sweep_interval=timedelta(seconds=float(_decimal("EXPIRY_SWEEP_SECONDS", "30"))),
     )

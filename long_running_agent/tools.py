@@ -14,6 +14,8 @@ from typing import Any
 from google.adk.tools import ToolContext
 
 from . import ledger as ledger_module
+from .conversations import locate
+from .locks import Conversation
 from .policy import PolicyError, needs_approval, parse_request, to_cents
 from .settings import load_settings
 
@@ -45,15 +47,21 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
             "error": f"${clean_amount:,} is within the ${settings.approval_threshold:,} limit "
             "and needs no approval; call reimburse directly.",
         }
+    session = tool_context.session
+    store = await locate(
+        tool_context.get_invocation_context().session_service,
+        app_name=session.app_name, app_database_url=settings.database_url,
+    )
     ticket = await ledger_module.get_ledger(settings.database_url).open_ticket(
-        app_name=tool_context.session.app_name,
-        user_id=tool_context.session.user_id,
-        session_id=tool_context.session.id,
+        app_name=session.app_name,
+        user_id=session.user_id,
+        session_id=session.id,
         call_id=tool_context.function_call_id or "",
         call_name="ask_for_approval",
         purpose=clean_purpose,
         amount_cents=to_cents(clean_amount),
         ttl=settings.approval_ttl,
+        session_store=store,
     )
     return ticket.as_response()
 
@@ -80,16 +88,17 @@ async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> d
         return {"status": "error", "error": str(error)}
     ledger = ledger_module.get_ledger(settings.database_url)
     session = tool_context.session
+    conversation = Conversation(session.app_name, session.user_id, session.id)
     call_id = tool_context.function_call_id or ""
     try:
         if needs_approval(clean_amount, settings):
             payout, already_paid = await ledger.pay_approved(
-                session_id=session.id, call_id=call_id,
+                conversation=conversation, call_id=call_id,
                 purpose=clean_purpose, amount_cents=to_cents(clean_amount),
             )
         else:
             payout, already_paid = await ledger.pay_small(
-                user_id=session.user_id, session_id=session.id, call_id=call_id,
+                conversation=conversation, call_id=call_id,
                 purpose=clean_purpose, amount_cents=to_cents(clean_amount),
             )
     except ledger_module.LedgerError as error:

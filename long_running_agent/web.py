@@ -23,6 +23,8 @@ tokens from APPROVERS; a missing token is 401, an unknown one 403):
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import hmac
 import logging
 import socket
@@ -45,15 +47,13 @@ from google.adk.cli.fast_api import get_fast_api_app
 from google.adk.cli.service_registry import get_service_registry
 from google.adk.cli.utils.agent_loader import AgentLoader
 from google.adk.events import Event
-from google.adk.runners import Runner
 from google.adk.sessions import DatabaseSessionService
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .agent import app as agent_app
-from .approvals import decide_and_resume, resume
-from .guard import REFUSAL_PREFIX
+from . import runtime
+from .approvals import Delivery, Outcome, decide_and_deliver, deliver, deliver_due
 from .ledger import (
-    PENDING,
     AlreadyDecided,
     AuditEntry,
     Ledger,
@@ -63,13 +63,11 @@ from .ledger import (
     Ticket,
     TicketExpired,
     TicketNotFound,
-    close_ledgers,
     get_ledger,
     utc_now,
 )
 from .model_choice import choose_model
 from .policy import from_cents
-from .runtime import session_service
 from .settings import SettingsError, load_settings
 
 logger = logging.getLogger(__name__)
@@ -91,14 +89,67 @@ _RESUME_ERRORS = (
 class ApiError(Exception):
     """An answer of the approvals API that is not a success, as a JSON body."""
 
-    def __init__(self, status: int, error: str, message: str, fix: str) -> None:
+    def __init__(
+        self, status: int, error: str, message: str, fix: str, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.error, self.message, self.fix = status, error, message, fix
+        self.headers = dict(headers or {})
+        if status == 401:
+            self.headers["WWW-Authenticate"] = "Bearer"
+
+    def body(self) -> dict[str, str]:
+        return {"error": self.error, "message": self.message, "fix": self.fix}
 
     def response(self) -> JSONResponse:
-        body = {"error": self.error, "message": self.message, "fix": self.fix}
-        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
-        return JSONResponse(body, status_code=self.status, headers=headers)
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers or None)
+
+
+class JsonErrors:
+    """Answer any unexpected error with JSON `{error, message, fix}`, never a plain-text 500.
+
+    Starlette's outermost handler answers "Internal Server Error" as text and
+    re-raises, which makes uvicorn drop the keep-alive connection. This one
+    sits inside it, answers JSON, and lets the connection live. A stream that
+    already started (an SSE run) can only be ended.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as error:
+            logger.exception("Unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            if started:
+                with contextlib.suppress(Exception):
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+            answer = unexpected_error(error)
+            await answer.response()(scope, receive, send)
+
+
+def unexpected_error(error: Exception) -> ApiError:
+    return ApiError(
+        500, "internal_error",
+        f"The server failed while answering: {type(error).__name__}. Nothing was changed by this answer "
+        "unless GET /api/approvals/{id} shows it.",
+        "Try again; if it persists, the server log has the details.",
+    )
+
+
 
 
 _LEDGER_FIXES: dict[type[LedgerError], tuple[str, str]] = {
@@ -106,7 +157,7 @@ _LEDGER_FIXES: dict[type[LedgerError], tuple[str, str]] = {
     AlreadyDecided: ("already_decided", "Nothing to do: the first decision stands. "
                      "GET /api/approvals/{id} shows its history."),
     TicketExpired: ("ticket_expired", "Nothing to do: the requester was told it expired and has to ask again."),
-    NotAllowed: ("not_allowed", "Ask another approver to decide this ticket."),
+    NotAllowed: ("not_allowed", "Another approver has to decide it."),
 }
 UNDELIVERED_FIX = (
     "The decision is recorded but has not reached the conversation yet; deliver it with "
@@ -119,6 +170,36 @@ async def _ledger_error(ledger: Ledger, error: LedgerError, ticket_id: str) -> A
     if isinstance(error, AlreadyDecided) and not (await ledger.get(ticket_id)).delivered_at:
         fix = UNDELIVERED_FIX
     return ApiError(error.http_status, code, str(error), fix.replace("{id}", ticket_id))
+
+
+# What a delivery that did not happen means for a client: (status, error, fix).
+_DELIVERY_ERRORS: dict[Outcome, tuple[int, str, str]] = {
+    Outcome.STILL_PENDING: (409, "still_pending",
+                            "Approve or reject it first: POST /api/approvals/{id}/approve or /reject."),
+    Outcome.ALREADY_DELIVERED: (409, "already_delivered",
+                                "Nothing to do. GET /api/approvals/{id} shows its history."),
+    Outcome.BUSY: (409, "conversation_busy",
+                   "Another run is using the conversation; retry POST /api/approvals/{id}/resume shortly."),
+    Outcome.UNREACHABLE: (502, "conversation_unreachable",
+                          "It reaches the conversation when the requester next writes there."),
+    Outcome.CONVERSATION_MISSING: (410, "conversation_missing",
+                                   "The conversation was deleted; nobody can be told in it."),
+    Outcome.FAILED: (502, "delivery_failed",
+                     "Fix the cause (see the server log), then POST /api/approvals/{id}/resume."),
+}
+
+
+def delivery_error(delivery: Delivery) -> ApiError:
+    status, code, fix = _DELIVERY_ERRORS[delivery.outcome]
+    ticket = delivery.ticket
+    message = {
+        Outcome.STILL_PENDING: f"Ticket {ticket.id} is still pending; there is nothing to deliver.",
+        Outcome.ALREADY_DELIVERED: f"Ticket {ticket.id} was already {ticket.status}, and the decision "
+                                   "reached its conversation.",
+    }.get(delivery.outcome, f"Ticket {ticket.id} is {ticket.status} in the ledger, but the decision has not "
+                            f"reached its conversation: {delivery.detail}. Looked in {delivery.where}.")
+    headers = {"Retry-After": str(int(delivery.retry_after.total_seconds()))} if delivery.retry_after else None
+    return ApiError(status, code, message, fix.replace("{id}", ticket.id), headers=headers)
 
 
 class Decision(BaseModel):
@@ -201,26 +282,42 @@ def agent_reply(events: list[Event]) -> str | None:
 # --- the app ----------------------------------------------------------------------
 
 
+async def _sweep_forever(database_url: str, interval: float) -> None:
+    """Expire overdue tickets and deliver what conversations are owed, every `interval` seconds.
+
+    Safe with several replicas: each delivery takes the conversation's lock
+    and checks the ledger again under it, so each decision arrives once.
+    """
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await deliver_due(get_ledger(database_url), app_database_url=database_url, actor="expiry sweep")
+        except Exception:
+            logger.warning("The expiry sweep failed; it runs again in %s s", interval, exc_info=True)
+
+
 def create_app(*, host: str = "127.0.0.1", port: int = 8000) -> FastAPI:
     """ADK's dev UI and API for this package, plus the approver inbox and its API."""
-    database_url = load_settings().database_url
+    settings = load_settings()
+    database_url = settings.database_url
     # One tuned session service (WAL and a busy timeout on SQLite, shared with
-    # the ledger's file) for ADK's routes and for resuming after a decision.
+    # the ledger's file) for ADK's routes and for delivering decisions.
     # ADK looks the URL's scheme up in its service registry - the documented
     # hook for custom session services - before building its own.
-    sessions = session_service(database_url)
+    sessions = runtime.new_session_service(database_url)
 
     def shared_sessions(uri: str, **kwargs: Any) -> DatabaseSessionService:
         return sessions
 
     get_service_registry().register_session_service(urlparse(database_url).scheme, shared_sessions)
-    resumer = Runner(app=agent_app, session_service=sessions)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        runtime.adopt_session_service(database_url, sessions)
+        sweeper = asyncio.create_task(_sweep_forever(database_url, settings.sweep_interval.total_seconds()))
         yield
-        await resumer.close()
-        await close_ledgers()
+        sweeper.cancel()
+        await runtime.close_runtime()
 
     app = get_fast_api_app(
         agents_dir=str(PACKAGE_DIR.parent),
@@ -237,11 +334,12 @@ def create_app(*, host: str = "127.0.0.1", port: int = 8000) -> FastAPI:
         bind_host=host,
         lifespan=lifespan,
     )
-    add_inbox(app, resumer)
+    app.add_middleware(JsonErrors)
+    add_inbox(app, database_url)
     return app
 
 
-def add_inbox(app: FastAPI, resumer: Runner) -> None:
+def add_inbox(app: FastAPI, database_url: str) -> None:
     """Mount the inbox page and the approvals API on ADK's app."""
 
     @app.exception_handler(ApiError)
@@ -268,7 +366,7 @@ def add_inbox(app: FastAPI, resumer: Runner) -> None:
         # ADK's /run lets these escape as a plain-text 500; they are the
         # caller's mistake, so say which and how to answer a pending call.
         if request.url.path != "/run" or not str(error).startswith(_RESUME_ERRORS):
-            raise error
+            return unexpected_error(error).response()
         return ApiError(
             400, "invalid_function_response", str(error),
             "Answer only a pending call, with its id: the event whose longRunningToolIds lists it "
@@ -283,7 +381,7 @@ def add_inbox(app: FastAPI, resumer: Runner) -> None:
 
     @app.get("/api/approvals")
     async def list_approvals(approver: str = Depends(current_approver)) -> dict[str, Any]:
-        ledger = get_ledger(load_settings().database_url)
+        ledger = get_ledger(database_url)
         await ledger.expire_due()
         return {
             "approver": approver,
@@ -299,7 +397,7 @@ def add_inbox(app: FastAPI, resumer: Runner) -> None:
 
     @app.get("/api/approvals/{ticket_id}")
     async def show_approval(ticket_id: str, _approver: str = Depends(current_approver)) -> dict[str, Any]:
-        ledger = get_ledger(load_settings().database_url)
+        ledger = get_ledger(database_url)
         ticket = await find(ledger, ticket_id)
         return {
             "ticket": ticket_json(ticket),
@@ -307,49 +405,43 @@ def add_inbox(app: FastAPI, resumer: Runner) -> None:
             "payouts": [payout_json(p) for p in await ledger.payouts(ticket_id=ticket_id)],
         }
 
-    async def outcome(ledger: Ledger, ticket_id: str, events: list[Event]) -> dict[str, Any]:
+    async def outcome(ledger: Ledger, delivery: Delivery) -> dict[str, Any]:
+        ticket_id = delivery.ticket.id
         return {
             "ticket": ticket_json(await ledger.get(ticket_id)),
             "payouts": [payout_json(p) for p in await ledger.payouts(ticket_id=ticket_id)],
-            "agent_reply": agent_reply(events),
+            "agent_reply": agent_reply(delivery.events),
+            "delivery": delivery.outcome.value,
         }
 
-    async def decide(ticket_id: str, approver: str, approve: bool, reason: str | None) -> dict[str, Any]:
-        ledger = get_ledger(load_settings().database_url)
+    async def decide(ticket_id: str, approver: str, approve: bool, reason: str | None) -> JSONResponse:
+        ledger = get_ledger(database_url)
         try:
             # The ledger first (a conditional UPDATE: one decision wins), then
             # the conversation, resumed with the stored call id and name.
-            _ticket, events = await decide_and_resume(
-                resumer, ledger, ticket_id, approver=approver, approve=approve, reason=reason
+            delivery = await decide_and_deliver(
+                ledger, ticket_id, approver=approver, approve=approve, reason=reason,
+                app_database_url=database_url,
             )
         except LedgerError as error:
             raise await _ledger_error(ledger, error, ticket_id) from None
-        except Exception as error:
-            # The model or the session store failed after the ledger may have
-            # recorded the decision: say which, so nobody decides twice.
-            ticket = await ledger.get(ticket_id)
-            if ticket.status == PENDING:
-                raise
-            logger.exception("Resuming the conversation of %s failed", ticket_id)
-            raise ApiError(
-                502, "resume_failed",
-                f"Ticket {ticket_id} is {ticket.status} in the ledger, but resuming its conversation "
-                f"failed: {type(error).__name__}: {error}",
-                UNDELIVERED_FIX.replace("{id}", ticket_id),
-            ) from None
-        return await outcome(ledger, ticket_id, events)
+        body = await outcome(ledger, delivery)
+        if delivery.delivered:
+            return JSONResponse(body)
+        # Recorded, not delivered: 202, with what stands in the way and the fix.
+        return JSONResponse(body | {"delivery_error": delivery_error(delivery).body()}, status_code=202)
 
     @app.post("/api/approvals/{ticket_id}/approve")
     async def approve(
         ticket_id: str, body: Decision | None = None, approver: str = Depends(current_approver)
-    ) -> dict[str, Any]:
+    ) -> JSONResponse:
         reason = body.reason.strip() if body and body.reason else None
         return await decide(ticket_id, approver, True, reason or None)
 
     @app.post("/api/approvals/{ticket_id}/reject")
     async def reject(
         ticket_id: str, body: Decision | None = None, approver: str = Depends(current_approver)
-    ) -> dict[str, Any]:
+    ) -> JSONResponse:
         reason = (body.reason or "").strip() if body else ""
         if not reason:
             raise ApiError(
@@ -359,23 +451,14 @@ def add_inbox(app: FastAPI, resumer: Runner) -> None:
         return await decide(ticket_id, approver, False, reason)
 
     @app.post("/api/approvals/{ticket_id}/resume")
-    async def redeliver(ticket_id: str, _approver: str = Depends(current_approver)) -> dict[str, Any]:
-        """Deliver a recorded decision whose resume failed or whose process died."""
-        ledger = get_ledger(load_settings().database_url)
-        ticket = await find(ledger, ticket_id)
-        if ticket.status == PENDING:
-            raise ApiError(409, "still_pending", f"Ticket {ticket_id} is still pending; there is nothing to deliver.",
-                           f"Approve or reject it: POST /api/approvals/{ticket_id}/approve or /reject.")
-        if ticket.delivered_at:
-            raise ApiError(409, "already_delivered", f"Ticket {ticket_id} was already {ticket.status} and delivered.",
-                           f"Nothing to do. GET /api/approvals/{ticket_id} shows its history.")
-        # The guard delivers a decision once, whoever asks and however often.
-        events = await resume(resumer, ticket)
-        if any((part.text or "").startswith(REFUSAL_PREFIX)
-               for event in events if event.content for part in event.content.parts or []):
-            raise ApiError(409, "already_delivered", f"Ticket {ticket_id} was delivered meanwhile.",
-                           f"Nothing to do. GET /api/approvals/{ticket_id} shows its history.")
-        return await outcome(ledger, ticket_id, events)
+    async def redeliver(ticket_id: str, approver: str = Depends(current_approver)) -> dict[str, Any]:
+        """Deliver a recorded decision whose delivery failed or whose process died."""
+        ledger = get_ledger(database_url)
+        await find(ledger, ticket_id)
+        delivery = await deliver(ledger, ticket_id, app_database_url=database_url, actor=approver)
+        if not delivery.delivered:
+            raise delivery_error(delivery)
+        return await outcome(ledger, delivery)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,7 @@ ORIGINAL_GEMINI_KEY = os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI
 os.environ["AGENT_MODEL"] = "offline-expense-model"
 
 import long_running_agent  # noqa: E402,F401  (loads .env; cleared below)
-from long_running_agent.ledger import close_ledgers  # noqa: E402
+from long_running_agent.runtime import close_runtime  # noqa: E402
 
 from .postgres_server import PostgresUnavailable, postgres_server  # noqa: E402
 
@@ -78,4 +78,4 @@ def db_url(request, tmp_path, monkeypatch) -> str:
 @pytest.fixture(autouse=True)
 async def _dispose_ledgers():
     yield
-    await close_ledgers()
+    await close_runtime()

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
-from google.adk.apps import App
 from google.adk.models import BaseLlm, LlmRequest, LlmResponse
 from google.adk.runners import Runner
 from google.genai import types
 from pydantic import Field
 
-from long_running_agent.agent import root_agent
-from long_running_agent.guard import ApprovalGuard
+from long_running_agent.agent import build_app
 from long_running_agent.offline_model import OfflineExpenseModel
 from long_running_agent.runtime import session_service
 
@@ -55,6 +53,4 @@ def text(value: str) -> types.Part:
 
 def runner_with(model: BaseLlm, database_url: str) -> Runner:
     """The app exactly as shipped (agent, tools, guard), with `model` swapped in."""
-    agent = root_agent.clone(update={"model": model})
-    app = App(name="long_running_agent", root_agent=agent, plugins=[ApprovalGuard()])
-    return Runner(app=app, session_service=session_service(database_url))
+    return Runner(app=build_app(model=model), session_service=session_service(database_url))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from long_running_agent.approvals import decide_and_resume
+from long_running_agent.approvals import Outcome, decide_and_deliver
 from long_running_agent.ledger import EXPIRED, TicketExpired, get_ledger
 from long_running_agent.runtime import make_runner
 
@@ -93,15 +93,15 @@ async def test_small_amount_is_paid_without_approval(db_url):
 
 async def test_approval_from_a_new_runner_resumes_the_stored_call(db_url):
     _runner, chat, _events, call, pending = await request_large(db_url)
-    # A different runner with its own engine: what a second process has.
-    fresh = make_runner(db_url)
 
-    ticket, events = await decide_and_resume(
-        fresh, get_ledger(db_url), pending["ticket_id"], approver="bob", approve=True
+    delivery = await decide_and_deliver(
+        get_ledger(db_url), pending["ticket_id"], approver="bob", approve=True, app_database_url=db_url
     )
 
+    ticket = delivery.ticket
+    assert delivery.outcome is Outcome.DELIVERED
     assert (ticket.call_id, ticket.call_name) == (call.id, call.name)
-    assert responses(events, "reimburse")[0]["status"] == "paid"
+    assert responses(delivery.events, "reimburse")[0]["status"] == "paid"
     assert len(await get_ledger(db_url).payouts(ticket_id=ticket.id)) == 1
 
 
@@ -113,7 +113,7 @@ async def test_expired_ticket_cannot_be_approved_and_the_agent_is_told(db_url, m
     await asyncio.sleep(0.1)
     ledger = get_ledger(db_url)
     try:
-        await decide_and_resume(runner, ledger, pending["ticket_id"], approver="bob", approve=True)
+        await decide_and_deliver(ledger, pending["ticket_id"], approver="bob", approve=True, app_database_url=db_url)
         raise AssertionError("approving an expired ticket must fail")
     except TicketExpired as error:
         assert "expired" in str(error)

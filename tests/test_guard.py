@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import math
+import subprocess
+from datetime import timedelta
 
 import pytest
 from google.genai import types
 
 from long_running_agent.ledger import AlreadyDecided, NotAllowed, get_ledger
+from long_running_agent.locks import NAMESPACE
 from long_running_agent.runtime import make_runner
 
 from .conversation import Conversation, calls, function_response, pending_calls, responses, texts
@@ -228,22 +231,29 @@ async def test_delivery_that_failed_midway_can_be_retried(sqlite_url):
     assert len(await get_ledger(sqlite_url).payouts(ticket_id=ticket_id)) == 1
 
 
-async def test_an_abandoned_delivery_claim_lapses_after_its_lease(sqlite_url, monkeypatch):
-    from datetime import timedelta
-
-    from long_running_agent import guard
+async def test_a_conversation_held_by_a_dead_process_is_taken_over_at_once(sqlite_url):
+    from long_running_agent.locks import ConversationLockRow
 
     chat, pending_call, ticket_id = await pending_request(sqlite_url)
     ledger = get_ledger(sqlite_url)
     decision = await ledger.decide(ticket_id, approver="bob", approve=True)
-    # A process claimed the delivery and died before confirming it.
-    assert await ledger.claim_resume(ticket_id, actor="crashed", lease=timedelta(seconds=60))
-    monkeypatch.setattr(guard, "DUPLICATE_WAIT", timedelta(seconds=0))
-    refused = await chat.answer(pending_call, decision.as_response())
-    assert calls(refused, "reimburse") == []
+    # A process of this machine took the conversation to deliver, then died
+    # (its lease still runs for a minute).
+    dead = _exited_pid()
+    async with await ledger.db() as db, db.begin():
+        db.add(ConversationLockRow(
+            app_name="long_running_agent", user_id="alice", session_id=chat.session_id,
+            holder=f"{NAMESPACE}:{dead}:cafe", purpose=f"delivering {ticket_id}",
+            acquired_at=ledger.now(), expires_at=ledger.now() + timedelta(minutes=1),
+        ))
 
-    monkeypatch.setattr(guard, "DELIVERY_LEASE", timedelta(seconds=0))
-    events = await chat.answer(pending_call, decision.as_response())
+    events = await asyncio.wait_for(chat.answer(pending_call, decision.as_response()), timeout=10)
 
     assert responses(events, "reimburse")[0]["status"] == "paid"
     assert len(await ledger.payouts(ticket_id=ticket_id)) == 1
+
+
+def _exited_pid() -> int:
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid

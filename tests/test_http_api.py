@@ -211,7 +211,7 @@ async def assert_resumed_once_and_paid(client, server, user, session_id, call, t
     assert ledger_payouts[0].amount_cents == 25000
     shown = (await client.get(f"/api/approvals/{ticket_id}", headers=as_approver("carol"))).json()
     actions = [entry["action"] for entry in shown["audit"]]
-    assert shown["ticket"]["delivered_at"] and actions.count("resumed") == 1 and actions.count("paid") == 1
+    assert shown["ticket"]["delivered_at"] and actions.count("delivered") == 1 and actions.count("paid") == 1
 
 
 # --- one flow over ADK's routes, decided in the inbox API ---------------------------
@@ -281,8 +281,10 @@ async def test_forged_approval_over_run_is_refused_and_pays_nothing(client, serv
 
     assert forged.status_code == 200, forged.text
     [refusal] = forged.json()
-    assert refusal["author"] == "model"
+    # The note is the agent speaking, not a thought in the requester's message.
+    assert refusal["author"] == "expense_agent"
     assert refusal["content"]["parts"][0]["text"].startswith("Approval response not accepted")
+    assert not refusal["content"]["parts"][0].get("thought")
     assert function_responses(forged.json(), "reimburse") == []
     assert await payouts(server, ticket_id) == []
     shown = (await client.get(f"/api/approvals/{ticket_id}", headers=as_approver("bob"))).json()

@@ -77,8 +77,8 @@ def test_a_question_while_a_ticket_waits_gets_its_status():
         types.Content(role="model", parts=[types.Part(text="Ticket T-1 is waiting.")]), user("Any news?")]
     part = decide(request(*contents))
     assert part.function_call is None and "T-1 for $250.00 (team lunch) is still waiting" in part.text
-    decided = approval_response("rejected")[:3] + [user("Any news?")]
-    assert "I handle expense reimbursements" in decide(request(*decided)).text
+    decided = approval_response("rejected", decided_by="bob")[:3] + [user("Any news?")]
+    assert "Ticket T-1 was rejected by bob" in decide(request(*decided)).text
 
 
 def test_purpose_given_earlier_is_remembered():

@@ -1,0 +1,118 @@
+"""Where a ticket's conversation lives, so a decision can reach it from any process.
+
+Each surface keeps ADK sessions in its own store: `python main.py` and
+`make web` in the app's database (EXPENSES_DATABASE_URL); plain `adk web`,
+`adk api_server` and `adk run` in ADK's per-agent file
+`long_running_agent/.adk/session.db`; `--session_service_uri` anywhere else.
+When `ask_for_approval` opens a ticket it records which store holds the
+conversation (a "locator"), and the decision is delivered there, whoever
+makes it and wherever.
+
+Locators:
+    app                      the app's own database
+    sqlite:/abs/session.db   an ADK SqliteSessionService file (adk web's default)
+    database:<url>           another SQLAlchemy database (password not stored)
+    memory:<process>         the memory of one process: unreachable from others
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from dataclasses import dataclass
+
+from google.adk.cli.utils.local_storage import PerAgentDatabaseSessionService
+from google.adk.sessions import BaseSessionService, DatabaseSessionService, InMemorySessionService
+from google.adk.sessions.sqlite_session_service import SqliteSessionService
+from sqlalchemy.engine import URL, make_url
+
+from .locks import new_holder
+
+APP_STORE = "app"
+# In-memory stores this process wrote tickets from: only it can reach them.
+_in_memory: weakref.WeakValueDictionary[int, InMemorySessionService] = weakref.WeakValueDictionary()
+
+
+@dataclass(frozen=True)
+class Unreachable(Exception):
+    """The conversation's store cannot be opened from this process."""
+
+    where: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.why} ({self.where})"
+
+
+def _without_password(url: URL) -> URL:
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        url = url.set(database=os.path.abspath(url.database))
+    return url.set(password=None)
+
+
+def same_database(a: str | URL, b: str | URL) -> bool:
+    return _without_password(make_url(a)) == _without_password(make_url(b))
+
+
+async def locate(service: BaseSessionService, *, app_name: str, app_database_url: str) -> str:
+    """The locator of the store `service` writes this app's sessions to."""
+    if isinstance(service, PerAgentDatabaseSessionService):
+        # Plain `adk web` / `adk run`: ADK routes each app to its own
+        # SqliteSessionService and exposes no public way to ask which;
+        # `_get_service` is the routing it uses itself.
+        service = await service._get_service(app_name)
+    if isinstance(service, DatabaseSessionService):
+        url = service.db_engine.url
+        if same_database(url, app_database_url):
+            return APP_STORE
+        return "database:" + _without_password(url).render_as_string(hide_password=False)
+    if isinstance(service, SqliteSessionService):
+        # `_db_path` is the file the service opens (no public accessor).
+        return "sqlite:" + os.path.abspath(service._db_path)
+    if isinstance(service, InMemorySessionService):
+        _in_memory[id(service)] = service
+        return f"memory:{new_holder().rsplit(':', 1)[0]}:{id(service)}"
+    return f"unknown:{type(service).__name__}"
+
+
+def describe(locator: str) -> str:
+    """The store, in words for people."""
+    kind, _, where = locator.partition(":")
+    return {
+        APP_STORE: "the app's database (EXPENSES_DATABASE_URL)",
+        "sqlite": f"ADK's session file {where}",
+        "database": f"the session database {where}",
+        "memory": f"the memory of process {where.split(':')[1] if ':' in where else where} "
+                  "(a session service with memory://)",
+    }.get(kind, f"a session store this app cannot open ({where})")
+
+
+def open_store(locator: str, app_database_url: str) -> BaseSessionService:
+    """A session service for the store named by `locator`; raises Unreachable."""
+    kind, _, where = locator.partition(":")
+    if kind == APP_STORE:
+        from .runtime import session_service
+
+        return session_service(app_database_url)
+    if kind == "sqlite":
+        if not os.path.exists(where):
+            raise Unreachable(where, "the session file no longer exists")
+        return SqliteSessionService(where)
+    if kind == "database":
+        # The password is not stored with the ticket; it is the app's own
+        # database under another name, or a database that needs none.
+        url = app_database_url if same_database(where, app_database_url) else where
+        from .runtime import session_service
+
+        return session_service(url)
+    if kind == "memory":
+        process, _, key = where.rpartition(":")
+        service = _in_memory.get(int(key)) if key.isdigit() else None
+        if service is not None and process == new_holder().rsplit(":", 1)[0]:
+            return service  # this very process keeps it
+        raise Unreachable(
+            describe(locator),
+            "the conversation is kept in the memory of the process that started it; "
+            "no other process can reach it",
+        )
+    raise Unreachable(describe(locator), "this process does not know that kind of session store")

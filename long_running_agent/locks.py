@@ -1,0 +1,256 @@
+"""One run at a time per conversation, across processes and replicas.
+
+ADK appends events to a session with an optimistic check: two runs on one
+conversation at once (a chat message beside an approval, or two copies of
+one approval) make the later writer fail with `StaleSessionError`. So every
+run of this app first takes the conversation's lock, a row in the ledger's
+database, and others queue for it.
+
+A lock is a lease: its holder renews it while the run goes on and removes it
+at the end. A holder that died stops renewing, and its lease lapses; on the
+same machine a dead holder is noticed at once, by its process id, so a
+delivery interrupted by `kill -9` can be retried immediately.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import DateTime, String, delete, select, update
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .ledger import Base, _utc
+
+if TYPE_CHECKING:
+    from .ledger import Ledger
+
+logger = logging.getLogger(__name__)
+
+LEASE = timedelta(seconds=15)
+DEFAULT_WAIT = timedelta(seconds=60)
+
+
+def _namespace() -> str:
+    # Process ids are only comparable inside one pid namespace on one boot:
+    # two containers may share a host name and a pid.
+    try:
+        boot = open("/proc/sys/kernel/random/boot_id").read().strip()[:8]
+        pid_ns = os.stat("/proc/self/ns/pid").st_ino
+        return f"{socket.gethostname()}/{boot}/{pid_ns}"
+    except OSError:
+        return f"{socket.gethostname()}/{uuid.uuid4().hex[:8]}"
+
+
+NAMESPACE = _namespace()
+
+
+def new_holder() -> str:
+    return f"{NAMESPACE}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def holder_is_dead(holder: str) -> bool:
+    """True when `holder` is a process of this machine that no longer runs."""
+    namespace, _, rest = holder.partition(":")
+    pid_text = rest.partition(":")[0]
+    if namespace != NAMESPACE or not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+class ConversationLockRow(Base):
+    __tablename__ = "conversation_locks"
+    app_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(200))
+    purpose: Mapped[str] = mapped_column(String(200))
+    acquired_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """Where a conversation is, as ADK names it: app, user and session."""
+
+    app_name: str
+    user_id: str
+    session_id: str
+
+    def where(self) -> Any:
+        return (
+            (ConversationLockRow.app_name == self.app_name)
+            & (ConversationLockRow.user_id == self.user_id)
+            & (ConversationLockRow.session_id == self.session_id)
+        )
+
+
+@dataclass(frozen=True)
+class LockState:
+    holder: str
+    purpose: str
+    acquired_at: datetime
+    expires_at: datetime
+    dead: bool
+
+
+class ConversationBusy(Exception):
+    """The conversation stayed locked by another live run for the whole wait."""
+
+    def __init__(self, conversation: Conversation, state: LockState | None, waited: timedelta) -> None:
+        self.conversation, self.state, self.waited = conversation, state, waited
+        self.retry_after = LEASE
+        super().__init__(
+            f"conversation {conversation.session_id} is busy"
+            + (f" ({state.purpose})" if state else "")
+            + f"; waited {waited.total_seconds():.0f} s"
+        )
+
+
+class HeldLock:
+    """A lock this process holds; renewed in the background until released."""
+
+    def __init__(self, locks: ConversationLocks, conversation: Conversation, holder: str) -> None:
+        self.locks, self.conversation, self.holder = locks, conversation, holder
+        self._owner = asyncio.current_task()
+        self._released = asyncio.Event()
+        self._renewer = asyncio.create_task(self._renew())
+
+    async def _renew(self) -> None:
+        interval = LEASE.total_seconds() / 3
+        while not self._released.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._released.wait(), timeout=interval)
+            if self._released.is_set():
+                return
+            if self._owner is not None and self._owner.done():
+                # The run that took the lock was cancelled without releasing
+                # it (a client that hung up): free the conversation now.
+                await self.release()
+                return
+            try:
+                if not await self.locks._renew(self.conversation, self.holder):
+                    logger.warning("Lost the lock on conversation %s", self.conversation.session_id)
+                    return
+            except Exception:  # the database is unreachable: the lease will lapse
+                logger.warning("Could not renew the lock on %s", self.conversation.session_id, exc_info=True)
+
+    async def release(self) -> None:
+        if self._released.is_set():
+            return
+        self._released.set()
+        try:
+            await self.locks._release(self.conversation, self.holder)
+        except Exception:
+            logger.warning("Could not release the lock on %s; it lapses in %s s",
+                           self.conversation.session_id, LEASE.total_seconds(), exc_info=True)
+
+
+class ConversationLocks:
+    """Leases on conversations, kept in the ledger's database."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    async def acquire(
+        self, conversation: Conversation, *, purpose: str, wait: timedelta = DEFAULT_WAIT
+    ) -> HeldLock:
+        """Wait until `conversation` is free, take it, and keep it until released."""
+        holder = new_holder()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait.total_seconds()
+        pause = 0.02
+        while True:
+            if await self._try(conversation, holder, purpose):
+                return HeldLock(self, conversation, holder)
+            state = await self.state(conversation)
+            if state is not None and state.dead and await self._take_from(conversation, state.holder, holder, purpose):
+                logger.info("Took over conversation %s from a stopped process", conversation.session_id)
+                return HeldLock(self, conversation, holder)
+            if loop.time() >= deadline:
+                raise ConversationBusy(conversation, state, wait)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+    @contextlib.asynccontextmanager
+    async def hold(
+        self, conversation: Conversation, *, purpose: str, wait: timedelta = DEFAULT_WAIT
+    ) -> AsyncIterator[HeldLock]:
+        held = await self.acquire(conversation, purpose=purpose, wait=wait)
+        try:
+            yield held
+        finally:
+            await held.release()
+
+    async def state(self, conversation: Conversation) -> LockState | None:
+        async with await self.ledger.db() as db:
+            row = await db.scalar(select(ConversationLockRow).where(conversation.where()))
+        if row is None:
+            return None
+        return LockState(
+            holder=row.holder, purpose=row.purpose,
+            acquired_at=_utc(row.acquired_at), expires_at=_utc(row.expires_at),  # type: ignore[arg-type]
+            dead=holder_is_dead(row.holder) or _utc(row.expires_at) <= self.ledger.now(),  # type: ignore[operator]
+        )
+
+    async def _try(self, conversation: Conversation, holder: str, purpose: str) -> bool:
+        now = self.ledger.now()
+        try:
+            async with await self.ledger.db() as db, db.begin():
+                db.add(ConversationLockRow(
+                    app_name=conversation.app_name, user_id=conversation.user_id,
+                    session_id=conversation.session_id, holder=holder, purpose=purpose,
+                    acquired_at=now, expires_at=now + LEASE,
+                ))
+            return True
+        except IntegrityError:
+            pass
+        # Taken: take it over only if its lease has lapsed.
+        async with await self.ledger.db() as db, db.begin():
+            changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
+                update(ConversationLockRow)
+                .where(conversation.where(), ConversationLockRow.expires_at <= now)
+                .values(holder=holder, purpose=purpose, acquired_at=now, expires_at=now + LEASE)
+            )
+        return changed.rowcount == 1
+
+    async def _take_from(self, conversation: Conversation, dead: str, holder: str, purpose: str) -> bool:
+        now = self.ledger.now()
+        async with await self.ledger.db() as db, db.begin():
+            changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
+                update(ConversationLockRow)
+                .where(conversation.where(), ConversationLockRow.holder == dead)
+                .values(holder=holder, purpose=purpose, acquired_at=now, expires_at=now + LEASE)
+            )
+        return changed.rowcount == 1
+
+    async def _renew(self, conversation: Conversation, holder: str) -> bool:
+        async with await self.ledger.db() as db, db.begin():
+            changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
+                update(ConversationLockRow)
+                .where(conversation.where(), ConversationLockRow.holder == holder)
+                .values(expires_at=self.ledger.now() + LEASE)
+            )
+        return changed.rowcount == 1
+
+    async def _release(self, conversation: Conversation, holder: str) -> None:
+        async with await self.ledger.db() as db, db.begin():
+            await db.execute(
+                delete(ConversationLockRow).where(conversation.where(), ConversationLockRow.holder == holder)
+            )
