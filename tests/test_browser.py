@@ -25,8 +25,11 @@ CHROMIUM_ARGS = [
 ]
 TICKET = re.compile(r"Ticket (T-[0-9a-f]+) is waiting for an approver")
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
-                                "(apt-get install chromium; .ci/run does)")
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="needs Debian's chromium at /usr/bin/chromium; install it with: "
+           "apt-get install -y --no-install-recommends chromium",
+)
 
 
 @pytest.fixture(scope="module")
