@@ -16,10 +16,10 @@ import pytest
 ORIGINAL_GEMINI_KEY = os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY")
 os.environ["AGENT_MODEL"] = "offline-expense-model"
 
+from support.postgres import new_postgres_database, postgres_server  # noqa: E402
+
 import long_running_agent  # noqa: E402,F401  (loads .env; cleared below)
 from long_running_agent.runtime import close_runtime  # noqa: E402
-
-from .support.postgres import new_postgres_database, postgres_server  # noqa: E402
 
 for _name in (
     "GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_ENTERPRISE",

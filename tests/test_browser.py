@@ -15,8 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from playwright.async_api import BrowserContext, Page, Route, async_playwright, expect
-
-from .test_http_api import TOKENS, WebServer, web_server
+from support.servers import TOKENS, WebServer, web_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -3,36 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
+
+from support.processes import request_ticket, run, start
 
 from long_running_agent.ledger import get_ledger
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def run(*args: str, url: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"EXPENSES_DATABASE_URL": url, "AGENT_MODEL": "offline-expense-model"}
-    return subprocess.run(
-        [sys.executable, "main.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
-def start(*args: str, url: str) -> subprocess.Popen[str]:
-    env = os.environ | {"EXPENSES_DATABASE_URL": url, "AGENT_MODEL": "offline-expense-model"}
-    return subprocess.Popen([sys.executable, "main.py", *args], cwd=ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
-def request_ticket(url: str, text: str = "Please reimburse $250 for the team lunch") -> str:
-    result = run("request", text, "--user", "alice", url=url)
-    assert result.returncode == 0, result.stderr
-    match = re.search(r"Ticket (T-[0-9a-f]+) is pending", result.stdout)
-    assert match, result.stdout
-    return match.group(1)
 
 
 def test_demo_shows_the_whole_flow_and_exits_zero(sqlite_url):

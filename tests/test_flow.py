@@ -4,21 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from support.conversation import Conversation, calls, pending_calls, request_large, responses, texts
+from support.models import RecordedOfflineModel
+
 from long_running_agent.approvals import Outcome, decide_and_deliver
 from long_running_agent.ledger import EXPIRED, TicketExpired, get_ledger
 from long_running_agent.runtime import make_runner
-
-from .conversation import Conversation, calls, pending_calls, responses, texts
-from .scripted_model import RecordedOfflineModel, runner_with
-
-
-async def request_large(db_url: str, model=None):
-    runner = runner_with(model, db_url) if model else make_runner(db_url)
-    chat = await Conversation(runner).start()
-    events = await chat.say("Please reimburse $250 for the team lunch")
-    [call] = pending_calls(events)
-    [pending] = responses(events, "ask_for_approval")
-    return runner, chat, events, call, pending
 
 
 async def test_large_amount_waits_for_approval_then_pays_once(db_url):

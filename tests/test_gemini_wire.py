@@ -29,14 +29,13 @@ from google.adk.events import Event
 from google.adk.models.google_llm import Gemini
 from google.adk.runners import Runner
 from google.genai import errors, types
+from support.conversation import Conversation, calls, function_response, pending_calls, responses, texts
+from support.fake_gemini import FakeGemini, Reply, call, text
 
 from long_running_agent import ledger as ledger_module
 from long_running_agent.agent import root_agent
 from long_running_agent.guard import REFUSAL_PREFIX, ApprovalGuard
 from long_running_agent.runtime import session_service
-
-from .conversation import Conversation, calls, function_response, pending_calls, responses, texts
-from .fake_gemini import FakeGemini, Reply, call, text
 
 MODEL = "gemini-3.5-flash"
 API_KEY = "test-key-not-a-real-one"

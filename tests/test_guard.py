@@ -9,19 +9,20 @@ from datetime import timedelta
 
 import pytest
 from google.genai import types
+from support.conversation import (
+    Conversation,
+    calls,
+    function_response,
+    pending_calls,
+    pending_request,
+    responses,
+    texts,
+)
+from support.models import RecordedOfflineModel, ScriptedModel, call, runner_with, text
 
 from long_running_agent.ledger import AlreadyDecided, NotAllowed, get_ledger
 from long_running_agent.locks import NAMESPACE
 from long_running_agent.runtime import make_runner
-
-from .conversation import Conversation, calls, function_response, pending_calls, responses, texts
-from .scripted_model import RecordedOfflineModel, ScriptedModel, call, runner_with, text
-from .test_flow import request_large
-
-
-async def pending_request(url: str, model=None):
-    _runner, chat, _events, pending_call, ticket = await request_large(url, model)
-    return chat, pending_call, ticket["ticket_id"]
 
 
 async def assert_still_usable(chat: Conversation, url: str, ticket_id: str) -> None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 from google.adk.models import LlmRequest
 from google.genai import types
+from support.conversation import Conversation, pending_calls, texts
+from support.models import RecordedOfflineModel, runner_with
 
 from long_running_agent.offline_model import OFFLINE_MODEL_NAME, OfflineExpenseModel, decide, find_amount
-
-from .conversation import Conversation, pending_calls, texts
-from .scripted_model import RecordedOfflineModel, runner_with
 
 DECLARATIONS = types.Tool(function_declarations=[
     types.FunctionDeclaration(name="ask_for_approval"), types.FunctionDeclaration(name="reimburse"),

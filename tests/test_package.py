@@ -8,12 +8,11 @@ import pytest
 from google.adk.apps import App
 from google.adk.cli.utils.agent_loader import AgentLoader
 from google.adk.tools import LongRunningFunctionTool
+from support.processes import ROOT
 
 from long_running_agent.model_choice import GEMINI_DEFAULT, choose_model
 from long_running_agent.policy import PolicyError, parse_amount, parse_purpose
 from long_running_agent.settings import SettingsError, load_settings
-
-from .test_cli import ROOT
 
 
 def test_adk_loader_finds_the_app_with_its_guard_like_adk_web():

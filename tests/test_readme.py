@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from .test_cli import ROOT, run
+from support.processes import ROOT, run
 
 README = (ROOT / "README.md").read_text()
 EXCERPTS = re.findall(r"<!-- code: (\S+) -->\n```python\n(.*?)```", README, re.S)

@@ -24,14 +24,13 @@ from google.adk.apps import App
 from google.adk.models.google_llm import Gemini
 from google.adk.runners import Runner
 from google.genai import types
+from support.conversation import Conversation, calls, pending_calls, responses
 
 from long_running_agent import ledger as ledger_module
 from long_running_agent.agent import root_agent
 from long_running_agent.guard import ApprovalGuard
 from long_running_agent.model_choice import GEMINI_DEFAULT
 from long_running_agent.runtime import session_service
-
-from ..conversation import Conversation, calls, pending_calls, responses
 
 
 def _live_key() -> str | None:

@@ -8,6 +8,8 @@ from google.adk.events import Event
 from google.adk.runners import Runner
 from google.genai import types
 
+from long_running_agent.runtime import make_runner
+
 
 def function_response(call_id: str | None, name: str | None, response: dict[str, Any]) -> types.Content:
     return types.Content(
@@ -59,3 +61,22 @@ class Conversation:
     async def answer(self, call: types.FunctionCall, response: dict[str, Any]) -> list[Event]:
         """The seed's crucial step: an updated FunctionResponse, same id and name, role user."""
         return await self.send(function_response(call.id, call.name, response))
+
+
+async def request_large(
+    db_url: str, model: Any = None
+) -> tuple[Runner, Conversation, list[Event], types.FunctionCall, dict[str, Any]]:
+    """Ask for $250 (above the limit) in a new conversation: the call waits for an approver."""
+    from .models import runner_with
+
+    runner = runner_with(model, db_url) if model else make_runner(db_url)
+    chat = await Conversation(runner).start()
+    events = await chat.say("Please reimburse $250 for the team lunch")
+    [call] = pending_calls(events)
+    [pending] = responses(events, "ask_for_approval")
+    return runner, chat, events, call, pending
+
+
+async def pending_request(url: str, model: Any = None) -> tuple[Conversation, types.FunctionCall, str]:
+    _runner, chat, _events, pending_call, ticket = await request_large(url, model)
+    return chat, pending_call, ticket["ticket_id"]
