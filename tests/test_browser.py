@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 from playwright.async_api import BrowserContext, Page, Route, async_playwright, expect
+from support.project import fresh_project, main_py, plain_adk
 from support.servers import TOKENS, WebServer, web_server
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -37,11 +39,11 @@ def server(tmp_path_factory) -> Iterator[WebServer]:
         yield running
 
 
-@pytest.fixture
-async def context(server) -> AsyncIterator[BrowserContext]:
+@asynccontextmanager
+async def browser_on(base_url: str) -> AsyncIterator[BrowserContext]:
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        context = await browser.new_context(base_url=server.base_url, viewport={"width": 1280, "height": 800})
+        context = await browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 800})
         context.set_default_timeout(15_000)
 
         async def loopback_only(route: Route) -> None:
@@ -54,6 +56,12 @@ async def context(server) -> AsyncIterator[BrowserContext]:
         await context.route("**/*", loopback_only)
         yield context
         await browser.close()
+
+
+@pytest.fixture
+async def context(server) -> AsyncIterator[BrowserContext]:
+    async with browser_on(server.base_url) as context:
+        yield context
 
 
 async def ask_in_dev_ui(context: BrowserContext, text: str, user: str = "alice") -> tuple[Page, str]:
@@ -143,3 +151,28 @@ async def test_request_in_dev_ui_rejected_in_inbox_pays_nothing(context, server,
     await chat.screenshot(path=tmp_path / "2-chat-rejected.png")
     view = await ledger_view(server, ticket_id)
     assert view["ticket"]["status"] == "rejected" and view["payouts"] == []
+
+
+async def test_plain_adk_web_request_approved_by_main_py_shows_payout_after_reload(tmp_path):
+    """`adk web` exactly as ADK users start it: no flags (a port only), no .env."""
+    project, home = fresh_project(tmp_path), tmp_path / "home"
+    with plain_adk("web", project, home) as server:
+        async with browser_on(server.base_url) as context:
+            chat, ticket_id = await ask_in_dev_ui(context, "Please reimburse $250 for the team lunch")
+            # The requester answers the pending call themselves: the agent refuses, in its own voice.
+            await chat.locator("app-long-running-response input.response-input").fill("approved")
+            async with chat.expect_response(lambda r: r.url.endswith("/run_sse")):
+                await chat.locator("app-long-running-response button.send-button").click()
+            note = chat.get_by_text(re.compile(rf"Approval response not accepted: ticket {ticket_id} is still"))
+            await expect(note.first).to_be_visible()
+            await chat.screenshot(path=tmp_path / "1-plain-adk-web-pending.png")
+
+            approved = main_py(project, home, "approve", ticket_id, "--approver", "bob")
+            assert approved.returncode == 0, approved.stderr
+
+            await chat.reload()
+            await expect(chat.get_by_text(re.compile(r"\$250\.00 for team lunch was paid"))).to_be_visible()
+            await chat.screenshot(path=tmp_path / "2-plain-adk-web-paid.png")
+            # The note is in the agent's row, not in the requester's message.
+            note_row = chat.locator("app-event-row", has_text="Approval response not accepted").first
+            assert "THOUGHT" not in (await note_row.inner_text()).upper()

@@ -41,13 +41,19 @@ def free_port() -> int:
 
 
 @contextmanager
-def web_server(directory: Path) -> Iterator[WebServer]:
-    """Run `python -m long_running_agent.web` on a free loopback port until the block ends."""
+def web_server(
+    directory: Path, *, database_url: str | None = None, name: str = "server", **settings: str
+) -> Iterator[WebServer]:
+    """Run `python -m long_running_agent.web` on a free loopback port until the block ends.
+
+    `database_url` defaults to a SQLite file in `directory`; several servers
+    given the same one are replicas. `settings` are extra environment variables.
+    """
     home = directory / "home"
     (home / ".adk").mkdir(parents=True, exist_ok=True)
     # Answers the dev UI's telemetry question, so its consent dialog stays closed.
     (home / ".adk" / "config.json").write_text(json.dumps({"telemetry": False}))
-    database_url = f"sqlite+aiosqlite:///{directory}/expenses.db"
+    database_url = database_url or f"sqlite+aiosqlite:///{directory}/expenses.db"
     env = os.environ | {
         "HOME": str(home),
         "AGENT_MODEL": "offline-expense-model",
@@ -58,8 +64,8 @@ def web_server(directory: Path) -> Iterator[WebServer]:
         "GOOGLE_API_KEY": "",
         "GEMINI_API_KEY": "",
         "PYTHONUNBUFFERED": "1",
-    }
-    log = directory / "server.log"
+    } | settings
+    log = directory / f"{name}.log"
     for _attempt in range(3):
         port = free_port()
         with log.open("w") as out:

@@ -1,0 +1,96 @@
+"""A fresh copy of the project, run the way a new user runs it: plain `adk` commands, no flags.
+
+The copy lives in a temporary folder, so ADK's per-agent session file
+(`long_running_agent/.adk/session.db`) and the default ledger
+(`.data/expenses.db`) are created there and not in the working tree. Python
+imports the copied package, since ADK and `python main.py` put the project
+folder first on `sys.path`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from .processes import ROOT
+from .servers import free_port
+
+ADK = Path(sys.executable).with_name("adk")
+
+
+def fresh_project(directory: Path) -> Path:
+    """Copy the package and main.py into `directory`, as a clone would have them."""
+    project = directory / "project"
+    shutil.copytree(ROOT / "long_running_agent", project / "long_running_agent",
+                    ignore=shutil.ignore_patterns(".adk", "__pycache__", ".data"))
+    shutil.copy(ROOT / "main.py", project / "main.py")
+    return project
+
+
+def plain_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a user with no .env and no Gemini key."""
+    (home / ".adk").mkdir(parents=True, exist_ok=True)
+    # Answers the dev UI's telemetry question, so its consent dialog stays closed.
+    (home / ".adk" / "config.json").write_text(json.dumps({"telemetry": False}))
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"EXPENSES_DATABASE_URL", "AGENT_MODEL", "APPROVERS", "APPROVAL_TTL_HOURS"}}
+    return env | {"HOME": str(home), "PYTHONUNBUFFERED": "1"} | extra
+
+
+@dataclass
+class PlainServer:
+    base_url: str
+    project: Path
+    log: Path
+
+
+@contextmanager
+def plain_adk(command: str, project: Path, home: Path, *flags: str) -> Iterator[PlainServer]:
+    """`adk web` or `adk api_server`, started from the project folder with no flags but a port."""
+    log = project.parent / f"{command}.log"
+    port = free_port()
+    with log.open("w") as out:
+        process = subprocess.Popen([str(ADK), command, "--port", str(port), *flags], cwd=project,
+                                   env=plain_env(home), stdout=out, stderr=subprocess.STDOUT)
+    base_url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while process.poll() is None and time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base_url}/list-apps", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.1)
+    if process.poll() is not None:
+        raise AssertionError(f"adk {command} exited early:\n{log.read_text()[-3000:]}")
+    try:
+        yield PlainServer(base_url, project, log)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def main_py(project: Path, home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`python main.py ...` in the copied project, as its user runs it."""
+    return subprocess.run([sys.executable, "main.py", *args], cwd=project, env=plain_env(home, **env),
+                          capture_output=True, text=True, timeout=120)
+
+
+def ticket_in(text: str) -> str:
+    match = re.search(r"Ticket (T-[0-9a-f]+) is waiting for an approver", text)
+    assert match, text
+    return match.group(1)

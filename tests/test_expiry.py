@@ -1,0 +1,107 @@
+"""An expired ticket reaches its conversation by itself, once.
+
+While `make web` runs, its sweep expires overdue tickets and delivers the
+expiry; without a server, the requester's next message or any approver
+command does. Tickets are made overdue by moving their deadline into the
+past, not by waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from datetime import timedelta
+
+import httpx
+from sqlalchemy import update
+from support.conversation import request_large, texts
+from support.http import as_approver, function_responses, request_over_run
+from support.processes import request_ticket, run
+from support.servers import APP, web_server
+
+from long_running_agent.approvals import Outcome, deliver_due
+from long_running_agent.ledger import EXPIRED, TicketRow, get_ledger
+from long_running_agent.runtime import close_runtime
+
+
+async def make_overdue(url: str, ticket_id: str) -> None:
+    ledger = get_ledger(url)
+    async with await ledger.db() as db, db.begin():
+        await db.execute(update(TicketRow).where(TicketRow.id == ticket_id)
+                         .values(expires_at=ledger.now() - timedelta(minutes=1)))
+
+
+async def test_the_requesters_next_message_delivers_an_expiry_first(db_url):
+    _runner, chat, _events, _call, pending = await request_large(db_url)
+    await make_overdue(db_url, pending["ticket_id"])
+
+    reply = await chat.say("any news?")
+
+    ticket = await get_ledger(db_url).get(pending["ticket_id"])
+    assert ticket.status == EXPIRED and ticket.delivered_at is not None
+    assert "expired" in texts(reply)[-1]
+    actions = [e.action for e in await get_ledger(db_url).audit(ticket.id)]
+    assert actions == ["requested", "expired", "delivered"]
+
+
+async def test_the_sweep_delivers_expiries_and_stalled_decisions_but_not_fresh_ones(sqlite_url):
+    _r, _c, _e, _call, overdue = await request_large(sqlite_url)
+    _r, _c, _e, _call, fresh = await request_large(sqlite_url)
+    ledger = get_ledger(sqlite_url)
+    await make_overdue(sqlite_url, overdue["ticket_id"])
+    # Just decided: its approver's own delivery is presumably under way.
+    await ledger.decide(fresh["ticket_id"], approver="bob", approve=True)
+
+    deliveries = await deliver_due(ledger, app_database_url=sqlite_url, actor="sweep")
+
+    assert [(d.ticket.id, d.outcome) for d in deliveries] == [(overdue["ticket_id"], Outcome.DELIVERED)]
+    assert (await ledger.get(fresh["ticket_id"])).delivered_at is None
+    # Later, a decision whose delivery never happened (its process died) is delivered too.
+    later = await deliver_due(ledger, app_database_url=sqlite_url, actor="sweep", grace=timedelta(0))
+    assert [(d.ticket.id, d.outcome) for d in later] == [(fresh["ticket_id"], Outcome.DELIVERED)]
+    assert len(await ledger.payouts(ticket_id=fresh["ticket_id"])) == 1
+    assert await deliver_due(ledger, app_database_url=sqlite_url, actor="sweep", grace=timedelta(0)) == []
+
+
+def test_any_approver_command_delivers_an_expiry(sqlite_url):
+    ticket_id = request_ticket(sqlite_url)
+
+    async def overdue() -> None:
+        await make_overdue(sqlite_url, ticket_id)
+        await close_runtime()
+
+    asyncio.run(overdue())
+
+    inbox = run("inbox", url=sqlite_url)
+
+    assert inbox.returncode == 0, inbox.stderr
+    assert f"delivered the expired decision on {ticket_id}" in inbox.stdout
+    shown = run("show", ticket_id, url=sqlite_url)
+    assert re.search(r"^Delivered: \d{4}-", shown.stdout, re.M), shown.stdout
+
+
+async def test_make_web_delivers_an_expiry_by_itself_once_with_two_replicas(tmp_path):
+    database_url = f"sqlite+aiosqlite:///{tmp_path}/expenses.db"
+    quick = {"EXPIRY_SWEEP_SECONDS": "1"}
+    with web_server(tmp_path, database_url=database_url, name="a", **quick) as a, \
+            web_server(tmp_path, database_url=database_url, name="b", **quick) as b:
+        async with httpx.AsyncClient(base_url=a.base_url, timeout=60) as client:
+            session_id, call, ticket_id = await request_over_run(client)
+            await make_overdue(database_url, ticket_id)
+            await close_runtime()
+
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                shown = (await client.get(f"/api/approvals/{ticket_id}", headers=as_approver("bob"))).json()
+                if shown["ticket"]["delivered_at"]:
+                    break
+                await asyncio.sleep(0.5)
+            await asyncio.sleep(2.5)  # both sweeps have run again since
+            shown = (await client.get(f"/api/approvals/{ticket_id}", headers=as_approver("bob"))).json()
+            events = (await client.get(f"/apps/{APP}/users/alice/sessions/{session_id}")).json()["events"]
+    actions = [entry["action"] for entry in shown["audit"]]
+    assert actions == ["requested", "expired", "delivered"], (actions, a.log.read_text()[-2000:],
+                                                               b.log.read_text()[-2000:])
+    delivered = [r for author, r in function_responses(events, "ask_for_approval") if author == "user"]
+    assert [(r["id"], r["response"]["status"]) for r in delivered] == [(call["id"], "expired")]

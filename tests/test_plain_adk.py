@@ -1,0 +1,172 @@
+"""Plain `adk api_server` and `adk run`, with no flags, decided by `python main.py`.
+
+ADK's own commands keep sessions in `long_running_agent/.adk/session.db`;
+`main.py` and `make web` keep theirs in the app's database. Each ticket
+records which, and a decision made anywhere reaches the conversation there.
+Each test runs a fresh copy of the project with no .env (support/project.py).
+"""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from support.http import run_body, texts, user_text
+from support.processes import ROOT
+from support.project import ADK, fresh_project, main_py, plain_adk, plain_env, ticket_in
+from support.servers import APP, LUNCH
+
+# ADK's per-agent store, relative to the project folder.
+ADK_SESSIONS = Path("long_running_agent") / ".adk" / "session.db"
+
+
+def ask(server, user: str, session_id: str, text: str) -> list[dict]:
+    response = httpx.post(f"{server.base_url}/run", json=run_body(user, session_id, user_text(text)), timeout=60)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def new_session(server, user: str) -> str:
+    response = httpx.post(f"{server.base_url}/apps/{APP}/users/{user}/sessions", json={}, timeout=30)
+    assert response.status_code == 200, response.text
+    return response.json()["id"]
+
+
+def events_of(server, user: str, session_id: str) -> list[dict]:
+    response = httpx.get(f"{server.base_url}/apps/{APP}/users/{user}/sessions/{session_id}", timeout=30)
+    assert response.status_code == 200, response.text
+    return response.json()["events"]
+
+
+def payouts_in(events: list[dict]) -> list[dict]:
+    return [part["functionResponse"]["response"] for event in events
+            for part in (event.get("content") or {}).get("parts", [])
+            if part.get("functionResponse", {}).get("name") == "reimburse"]
+
+
+def test_ticket_from_plain_api_server_is_paid_by_main_py_approve(tmp_path):
+    project, home = fresh_project(tmp_path), tmp_path / "home"
+    with plain_adk("api_server", project, home) as server:
+        session_id = new_session(server, "alice")
+        ticket_id = ticket_in(" ".join(texts(ask(server, "alice", session_id, LUNCH))))
+
+        approved = main_py(project, home, "approve", ticket_id, "--approver", "bob")
+
+        assert approved.returncode == 0, approved.stderr
+        assert "Traceback" not in approved.stderr
+        assert str(project / ADK_SESSIONS) in approved.stdout  # said where the conversation was
+        # ADK's server reads the same file: the conversation shows the payout.
+        [paid] = payouts_in(events_of(server, "alice", session_id))
+        assert paid["status"] == "paid" and paid["ticket_id"] == ticket_id
+
+        # A second approval, or a re-delivery, changes nothing.
+        again = main_py(project, home, "resume", ticket_id)
+        assert again.returncode == 0 and "nothing to do" in again.stdout
+        assert len(payouts_in(events_of(server, "alice", session_id))) == 1
+    shown = main_py(project, home, "show", ticket_id)
+    assert shown.stdout.count(" paid ") == 1 and shown.stdout.count(" delivered ") == 1, shown.stdout
+
+
+def test_unreachable_conversation_gets_a_clear_message_then_delivers_on_the_next_message(tmp_path):
+    project, home = fresh_project(tmp_path), tmp_path / "home"
+    # Sessions kept in the server's memory: no other process can reach them.
+    with plain_adk("api_server", project, home, "--session_service_uri", "memory://") as server:
+        session_id = new_session(server, "alice")
+        ticket_id = ticket_in(" ".join(texts(ask(server, "alice", session_id, LUNCH))))
+
+        approved = main_py(project, home, "approve", ticket_id, "--approver", "bob")
+
+        assert approved.returncode == 3, (approved.stdout, approved.stderr)
+        assert "Traceback" not in approved.stderr + approved.stdout
+        assert f"Ticket {ticket_id} is approved by bob (recorded in the ledger)" in approved.stderr
+        assert "memory of process" in approved.stderr and "next writes" in approved.stderr
+        assert payouts_in(events_of(server, "alice", session_id)) == []
+
+        # The requester's next message: the recorded decision is delivered first.
+        ask(server, "alice", session_id, "any news?")
+
+        [paid] = payouts_in(events_of(server, "alice", session_id))
+        assert paid["status"] == "paid" and paid["ticket_id"] == ticket_id
+
+
+class Terminal:
+    """`adk run` driven through its stdin, as a person at a terminal would."""
+
+    def __init__(self, project: Path, home: Path) -> None:
+        self.process = subprocess.Popen([str(ADK), "run", "long_running_agent"], cwd=project,
+                                        env=plain_env(home), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True, bufsize=1)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+
+    def type(self, text: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(text + "\n")
+        self.process.stdin.flush()
+
+    def wait_for(self, needle: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            self.seen.append(line)
+            if needle in line:
+                return line
+        raise AssertionError(f"{needle!r} never appeared in:\n{''.join(self.seen)[-3000:]}")
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+def test_adk_run_refuses_the_typed_answer_and_hears_the_decision_made_elsewhere(tmp_path):
+    project, home = fresh_project(tmp_path), tmp_path / "home"
+    terminal = Terminal(project, home)
+    try:
+        terminal.type(LUNCH)
+        ticket_id = ticket_in(terminal.wait_for("is waiting for an approver"))
+        terminal.wait_for("[HITL] Waiting for input for ask_for_approval")
+        terminal.type("approved")  # ADK sends this as the call's answer; only an approver may decide
+        note = terminal.wait_for("not accepted")
+        assert f"python main.py approve {ticket_id}" in note
+
+        approved = main_py(project, home, "approve", ticket_id, "--approver", "bob")
+        assert approved.returncode == 0, approved.stderr
+
+        terminal.type("any news?")
+        news = terminal.wait_for("was paid")
+        assert "Latest news" in news and "$250.00" in news
+        terminal.type("exit")
+        terminal.process.wait(timeout=30)
+    finally:
+        terminal.close()
+    assert "Traceback" not in "".join(terminal.seen)
+
+
+@pytest.mark.parametrize("command", ["approve", "reject"])
+def test_main_py_decides_tickets_opened_by_main_py_request_in_a_fresh_clone(tmp_path, command):
+    project, home = fresh_project(tmp_path), tmp_path / "home"
+    requested = main_py(project, home, "request", LUNCH, "--user", "alice")
+    assert requested.returncode == 0, requested.stderr
+    ticket_id = ticket_in(requested.stdout)
+
+    decided = main_py(project, home, command, ticket_id, "--approver", "bob", "--reason", "as agreed")
+
+    assert decided.returncode == 0, decided.stderr
+    assert (project / ".data" / "expenses.db").exists()  # the default ledger sits in the project
+    assert not (ROOT / "long_running_agent" / ".data").exists()
+    assert f"Payouts for {ticket_id}: {1 if command == 'approve' else 0}" in decided.stdout
