@@ -4,7 +4,8 @@ It is not a language model: it reads the request ADK builds (the system
 instruction, the tool declarations and the conversation) and applies a few
 plain rules, the way a careful model would use these two tools. It is good
 enough to drive the tutorial, the tests and an `adk web` chat; set a Gemini
-key to talk to a real model (see README, "Switching to Gemini").
+key to talk to a real model (see README, "Switching to Gemini"). Amounts are
+read by `amounts_in_text`: one dollar amount, read for sure, or a question.
 """
 
 from __future__ import annotations
@@ -20,17 +21,11 @@ from google.adk.models._capabilities import LlmCapabilities
 from google.adk.models.registry import LLMRegistry
 from google.genai import types
 
+from .amounts_in_text import find_amount
+
 OFFLINE_MODEL_NAME = "offline-expense-model"
 DEFAULT_THRESHOLD = Decimal("100")
 
-_NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d{1,2})?|\d+(?:\.\d{1,2})?"
-_AMOUNT_PATTERNS = [
-    rf"(?P<sign>-)?\s*\$\s*(?P<n>{_NUMBER})",
-    rf"(?P<sign>-)?\b(?:USD|US\$)\s*(?P<n>{_NUMBER})",
-    rf"(?P<sign>-)?\b(?P<n>{_NUMBER})\s*(?:dollars?|usd|bucks)\b",
-    rf"\b(?:reimburse|pay|paid|spent|spend|cost|costs|of)\s+(?:me\s+)?(?P<sign>-)?(?P<n>{_NUMBER})\b",
-]
-_FOREIGN = re.compile(r"€|£|¥|\b(?:EUR|GBP|JPY|CHF|euros?|pounds?|yen)\b", re.IGNORECASE)
 _ARTICLE = r"(?:the\s+|a\s+|an\s+|my\s+|our\s+)?"
 _PURPOSES = [
     re.compile(rf"\b(?:for|on)\s+{_ARTICLE}(?P<p>.+)", re.IGNORECASE),
@@ -40,19 +35,11 @@ _EXPENSE_WORDS = re.compile(r"\b(reimburs\w*|expense\w*|spent|paid|refund|receip
 _THRESHOLD = re.compile(r"up to \$(?P<n>[\d,]+(?:\.\d+)?)", re.IGNORECASE)
 
 
-def find_amount(text: str) -> tuple[Decimal, tuple[int, int]] | None:
-    """The dollar amount in `text` and where it stands, or None."""
-    for pattern in _AMOUNT_PATTERNS:
-        match = re.search(pattern, text, re.IGNORECASE)
-        if match:
-            value = Decimal(match.group("n").replace(",", ""))
-            return (-value if match.group("sign") else value), match.span()
-    return None
-
-
 def find_purpose(text: str, amount_span: tuple[int, int] | None) -> str | None:
     if amount_span:
         text = text[: amount_span[0]] + " " + text[amount_span[1]:]
+    # One line, so a purpose written across a line break is read whole.
+    text = " ".join(text.split())
     for pattern in _PURPOSES:
         match = pattern.search(text)
         if match:
@@ -149,16 +136,15 @@ def _after_payout(response: dict[str, Any]) -> types.Part:
 def _answer_user(contents: list[types.Content], text: str, request: LlmRequest) -> types.Part:
     tools = _tool_names(request)
     threshold = _threshold(request)
-    if _FOREIGN.search(text) and not re.search(r"\$|\bUSD\b|dollar", text, re.I):
-        return _text(
-            "Sorry, I can only reimburse US dollars. Please give the amount in USD, e.g. $250."
-        )
     found = find_amount(text)
+    if isinstance(found, str):
+        return _text(found)
     purpose = find_purpose(text, found[1] if found else None)
     if found and not purpose:
-        # The purpose may have come in an earlier message ("reimburse lunch").
+        # The purpose may have come in an earlier message ("reimburse lunch"); one
+        # that named an amount too was another request, or was sent back as unclear.
         for earlier in reversed(_user_texts(contents)[:-1]):
-            purpose = find_purpose(earlier, None)
+            purpose = find_purpose(earlier, None) if find_amount(earlier) is None else None
             if purpose:
                 break
     if found is None:

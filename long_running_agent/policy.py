@@ -7,11 +7,13 @@ never decide whether a payout needs approval.
 from __future__ import annotations
 
 import math
-from decimal import Decimal, InvalidOperation
+import re
+from decimal import Decimal
 
 from .settings import Settings
 
 MAX_PURPOSE_LENGTH = 300
+_AMOUNT_TEXT = re.compile(r"-?\$?-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 
 
 class PolicyError(ValueError):
@@ -24,12 +26,16 @@ def parse_amount(amount: object, settings: Settings) -> Decimal:
         raise PolicyError(f"The amount must be a number of dollars, e.g. 250.00, not {amount!r}.")
     if isinstance(amount, float) and not math.isfinite(amount):
         raise PolicyError("The amount must be a finite number of dollars, e.g. 250.00.")
-    try:
-        value = Decimal(str(amount).strip().replace(",", "").lstrip("$"))
-    except InvalidOperation:
-        raise PolicyError(
-            f"The amount {amount!r} is not a number; give it in dollars, e.g. 250.00."
-        ) from None
+    if isinstance(amount, str):
+        # Decimal() would also take "1e2", "1_000" and "Infinity": text must look like money.
+        if not _AMOUNT_TEXT.fullmatch(amount.strip()):
+            raise PolicyError(
+                f"The amount {amount!r} is not a number of dollars and cents; "
+                "write it in plain digits, e.g. 1,250.00."
+            )
+        amount = amount.strip().replace(",", "").replace("$", "")
+    # str() of a float is its shortest form, so 100.009 stays 100.009 and is refused below.
+    value = Decimal(str(amount))
     if not value.is_finite():
         raise PolicyError("The amount must be a finite number of dollars, e.g. 250.00.")
     if value <= 0:
@@ -41,7 +47,10 @@ def parse_amount(amount: object, settings: Settings) -> Decimal:
         )
     cents = value.quantize(Decimal("0.01"))
     if cents != value:
-        raise PolicyError(f"The amount {value} has fractions of a cent; round it to cents.")
+        raise PolicyError(
+            f"The amount {value} has fractions of a cent; give it in dollars and cents, "
+            "with at most two decimals, e.g. 250.00."
+        )
     return cents
 
 

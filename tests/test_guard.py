@@ -173,6 +173,20 @@ async def test_tool_rejects_non_numeric_and_non_finite_amounts(sqlite_url, amoun
     assert await get_ledger(sqlite_url).payouts() == []
 
 
+@pytest.mark.parametrize("tool", ["reimburse", "ask_for_approval"])
+@pytest.mark.parametrize("amount", [100.009, 250.999, "100.009", "1e2", "1e309", "Infinity", math.inf])
+async def test_tools_refuse_fractions_of_a_cent_exponents_and_infinity_with_a_hint(sqlite_url, tool, amount):
+    model = ScriptedModel(script=[call(tool, purpose="printer toner", amount=amount), text("ok")])
+    chat = await Conversation(runner_with(model, sqlite_url)).start()
+
+    events = await chat.say("Reimburse printer toner")
+
+    [result] = responses(events, tool)
+    assert result["status"] == "error" and "e.g." in result["error"]
+    ledger = get_ledger(sqlite_url)
+    assert await ledger.payouts() == [] and await ledger.count() == 0
+
+
 async def test_concurrent_duplicate_approvals_pay_once(db_url):
     chat, pending_call, ticket_id = await pending_request(db_url)
     decision = await get_ledger(db_url).decide(ticket_id, approver="bob", approve=True)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import pytest
 from google.adk.models import LlmRequest
 from google.genai import types
-from support.conversation import Conversation, pending_calls, texts
+from support.conversation import Conversation, pending_calls, responses, texts
 from support.models import RecordedOfflineModel, runner_with
 
-from long_running_agent.offline_model import OFFLINE_MODEL_NAME, OfflineExpenseModel, decide, find_amount
+from long_running_agent.amounts_in_text import find_amount, find_money
+from long_running_agent.ledger import get_ledger
+from long_running_agent.offline_model import OFFLINE_MODEL_NAME, OfflineExpenseModel, decide
+from long_running_agent.runtime import make_runner
 
 DECLARATIONS = types.Tool(function_declarations=[
     types.FunctionDeclaration(name="ask_for_approval"), types.FunctionDeclaration(name="reimburse"),
@@ -121,6 +124,125 @@ def test_payout_results_are_confirmed_or_relayed(payload, expected):
 def test_amount_forms(text, amount):
     found = find_amount(text)
     assert (float(found[0]) if found else None) == amount
+
+
+# The amount protocol, in two tables: a message leads either to one call with
+# exactly the amount and purpose written, or to a question and no call at all.
+@pytest.mark.parametrize("text, tool, args", [
+    ("Reimburse $1.5k for the team offsite", "ask_for_approval", {"purpose": "team offsite", "amount": 1500.0}),
+    ("Reimburse $2K for the conference", "ask_for_approval", {"purpose": "conference", "amount": 2000.0}),
+    ("Reimburse $1.25k for the hotel", "ask_for_approval", {"purpose": "hotel", "amount": 1250.0}),
+    ("Reimburse $1,250.50 for the hotel", "ask_for_approval", {"purpose": "hotel", "amount": 1250.5}),
+    ("Reimburse $1 000 for the hotel", "ask_for_approval", {"purpose": "hotel", "amount": 1000.0}),
+    ("Reimburse $1\u00a0000 for the hotel", "ask_for_approval", {"purpose": "hotel", "amount": 1000.0}),
+    ("Reimburse $1\u2009000 for the hotel", "ask_for_approval", {"purpose": "hotel", "amount": 1000.0}),
+    ("Reimburse $1\u202f000 for the hotel", "ask_for_approval", {"purpose": "hotel", "amount": 1000.0}),
+    ("Reimburse 1 000 dollars for the hotel", "ask_for_approval", {"purpose": "hotel", "amount": 1000.0}),
+    ("Reimburse $42.5 for a taxi", "reimburse", {"purpose": "taxi", "amount": 42.5}),
+    ("Reimburse $250 for the team\nlunch with clients", "ask_for_approval",
+     {"purpose": "team lunch with clients", "amount": 250.0}),
+    ("Reimburse $250\nfor the team lunch", "ask_for_approval", {"purpose": "team lunch", "amount": 250.0}),
+    ("Reimburse $300 for the hotel, 2 nights", "ask_for_approval", {"purpose": "hotel, 2 nights", "amount": 300.0}),
+    ("Reimburse $250 for the team lunch on March 3", "ask_for_approval",
+     {"purpose": "team lunch on March 3", "amount": 250.0}),
+    ("Reimburse $250 for lunch on 3 March 2024", "ask_for_approval",
+     {"purpose": "lunch on 3 March 2024", "amount": 250.0}),
+    ("Reimburse $45 for a taxi on 2024-03-03 at 10:30", "reimburse",
+     {"purpose": "taxi on 2024-03-03 at 10:30", "amount": 45.0}),
+    ("Reimburse $90 for lunch with 4 colleagues", "reimburse", {"purpose": "lunch with 4 colleagues", "amount": 90.0}),
+    ("Reimburse $90 for lunch on 3/4 at 1pm", "reimburse", {"purpose": "lunch on 3/4 at 1pm", "amount": 90.0}),
+    ("Reimburse $300 for the hotel March 3-5, 2024", "ask_for_approval",
+     {"purpose": "hotel March 3-5, 2024", "amount": 300.0}),
+    ("Reimburse $20 for A4 paper, receipt #123", "reimburse", {"purpose": "A4 paper, receipt #123", "amount": 20.0}),
+    ("I spent 2 nights and $300 on the conference hotel", "ask_for_approval",
+     {"purpose": "conference hotel", "amount": 300.0}),
+])
+def test_an_amount_written_in_dollars_is_used_exactly(text, tool, args):
+    part = decide(request(user(text)))
+    assert part.function_call is not None, part.text
+    assert (part.function_call.name, part.function_call.args) == (tool, args)
+
+
+@pytest.mark.parametrize("text, question", [
+    ("Reimburse $100.009 for printer toner", "$100.009 has more than two decimals"),
+    ("Reimburse $250.999 for the team lunch", "$250.999 has more than two decimals"),
+    ("Reimburse $1.234567k for the hotel", "$1.234567k has more than two decimals"),
+    ("reimburse 100.009 for printer toner", "100.009 has more than two decimals"),
+    ("Reimburse $1e309 for the hotel", "cannot read $1e309"),
+    ("Reimburse $1e3 for the hotel", "cannot read $1e3"),
+    ("Reimburse 1e2 dollars for the hotel", "cannot read 1e2"),
+    ("Reimburse $12,50 for lunch", "cannot read $12,50"),
+    ("Reimburse $1'000 for the hotel", "cannot read $1'000"),
+    ("Reimburse $1 00 for the hotel", "more than one amount ($1, 00)"),
+    ("Reimburse $10-12 for lunch", "cannot read $10-12"),
+    ("Reimburse $.50 for a stamp", "cannot read $.50"),
+    ("Reimburse $1.5 k for the offsite", "Did you mean $1,500.00?"),
+    ("Reimburse $2 grand for the offsite", "Did you mean $2,000.00?"),
+    ("Reimburse $1.5m for the office", "Did you mean $1,500,000.00?"),
+    ("Reimburse $2M for the office", "Did you mean $2,000,000.00?"),
+    ("Reimburse $250 EUR for the hotel", "only reimburse US dollars"),
+    ("Reimburse €250 for the hotel", "only reimburse US dollars"),
+    ("Reimburse 250€ for the hotel", "only reimburse US dollars"),
+    ("Reimburse 250 euros for the hotel", "only reimburse US dollars"),
+    ("Reimburse £40 for a taxi", "only reimburse US dollars"),
+    ("Reimburse GBP 40 for a taxi", "only reimburse US dollars"),
+    ("I paid 40 pounds for a taxi", "only reimburse US dollars"),
+    ("Reimburse ¥5000 for dinner", "only reimburse US dollars"),
+    ("Reimburse 5000 JPY for dinner", "only reimburse US dollars"),
+    ("Reimburse CHF 90 for a train", "only reimburse US dollars"),
+    ("Reimburse C$250 for the hotel", "only reimburse US dollars"),
+    ("Reimburse 250 Canadian dollars for the hotel", "only reimburse US dollars"),
+    ("Reimburse 250 EUR ($270) for the hotel", "only reimburse US dollars"),
+    ("Reimburse $250 for the hotel, paid in euros", "only reimburse US dollars"),
+    ("Reimburse 250EUR for the hotel", "only reimburse US dollars"),
+    ("Reimburse $250/night for the hotel", "Is $250 the total"),
+    ("Reimburse $250 per night for the hotel", "Is $250 the total"),
+    ("Reimburse $250 x 2 tickets for the concert", "Is $250 the total"),
+    ("Reimburse 2 x $250 for concert tickets", "more than one amount (2, $250)"),
+    ("Reimburse $40 for a taxi, room 12 250 for the hotel", "more than one amount ($40, 12 250)"),
+    ("Reimburse $40 for a taxi and lunch250", "more than one amount ($40, lunch250)"),
+    ("Reimburse $250 for lunch and $40 for a taxi", "more than one amount ($250, $40)"),
+    ("Reimburse $250 for lunch and 40 for a taxi", "more than one amount ($250, 40)"),
+    ("Reimburse $250 for lunch\n$40 for a taxi", "more than one amount ($250, $40)"),
+    ("Reimburse $250 for the 2024 offsite", "more than one amount ($250, 2024)"),
+])
+def test_an_unclear_amount_gets_a_question_and_no_call(text, question):
+    part = decide(request(user(text)))
+    assert part.function_call is None
+    assert question in part.text
+
+
+@pytest.mark.parametrize("text, token", [
+    ("$100.009", "$100.009"), ("$1e309", "$1e309"), ("$1.5k", "$1.5k"), ("$1 000", "$1 000"),
+    ("-$50", "-$50"), ("USD 1,250.50", "1,250.50"), ("$10-12", "$10-12"),
+])
+def test_a_number_is_read_whole_never_a_prefix(text, token):
+    assert [m.text for m in find_money(text)] == [token]
+
+
+def test_dates_counts_and_labels_are_not_amounts():
+    text = "On March 3, 2024 at 10:30, 2 nights for 4 people, 10% off, room 12, flight #34, the 3rd, 2024-03-03"
+    assert find_money(text) == []
+
+
+def test_a_purpose_from_a_message_sent_back_for_its_amounts_is_not_reused():
+    contents = [user("Reimburse $250 for lunch and 40 for a taxi"),
+                types.Content(role="model", parts=[types.Part(text="Please send one expense at a time.")]),
+                user("$250")]
+    part = decide(request(*contents))
+    assert part.function_call is None and "What was the $250.00 for?" in part.text
+
+
+async def test_an_amount_with_fractions_of_a_cent_pays_nothing_and_opens_no_ticket(sqlite_url):
+    chat = await Conversation(make_runner(sqlite_url)).start()
+
+    events = await chat.say("Reimburse $100.009 for printer toner")
+
+    assert [c for e in events for c in e.get_function_calls()] == []
+    assert responses(events, "reimburse") == responses(events, "ask_for_approval") == []
+    assert "$100.009" in texts(events)[-1]
+    ledger = get_ledger(sqlite_url)
+    assert await ledger.payouts() == [] and await ledger.count() == 0
 
 
 async def test_reports_usage_metadata_and_reads_the_real_adk_request(sqlite_url):

@@ -63,6 +63,19 @@ def test_bad_amounts_are_refused_with_a_hint(value, message):
         parse_amount(value, SETTINGS)
 
 
+@pytest.mark.parametrize("value, message", [
+    (100.009, "100.009 has fractions of a cent"), ("100.009", "100.009 has fractions of a cent"),
+    (250.999, "250.999 has fractions of a cent"), (1e-7, "has fractions of a cent"),
+    ("1e2", "'1e2' is not a number of dollars and cents"), ("1e309", "'1e309' is not a number of dollars"),
+    ("Infinity", "not a number of dollars"), ("NaN", "not a number of dollars"),
+    ("1_000", "not a number of dollars"), ("1 000", "not a number of dollars"), ("250 EUR", "not a number of dollars"),
+])
+def test_more_than_two_decimals_and_exponents_are_refused_with_what_to_write(value, message):
+    with pytest.raises(PolicyError, match=message) as refusal:
+        parse_amount(value, SETTINGS)
+    assert "e.g." in str(refusal.value)
+
+
 def test_purpose_is_required_and_normalised():
     assert parse_purpose("  team   lunch ") == "team lunch"
     for bad in ("", "   ", None, "x" * 400):
