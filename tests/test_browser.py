@@ -153,6 +153,19 @@ async def test_request_in_dev_ui_rejected_in_inbox_pays_nothing(context, server,
     assert view["ticket"]["status"] == "rejected" and view["payouts"] == []
 
 
+
+async def test_an_approver_sees_no_decision_buttons_on_their_own_request(context):
+    _chat, ticket_id = await ask_in_dev_ui(context, "Please reimburse $300 for a keyboard", user="alice")
+
+    inbox = await open_inbox(context, "alice")  # alice is an approver too
+    row = inbox.locator(f'#pending tr[data-ticket="{ticket_id}"]')
+    await expect(row).to_contain_text("Your own request")
+    await expect(row.locator("button.approve")).to_have_count(0)
+    await expect(row.locator("button.reject")).to_have_count(0)
+
+    other = await open_inbox(context, "carol")
+    await expect(other.locator(f'#pending tr[data-ticket="{ticket_id}"] button.approve')).to_have_count(1)
+
 async def test_plain_adk_web_request_approved_by_main_py_shows_payout_after_reload(tmp_path):
     """`adk web` exactly as ADK users start it: no flags (a port only), no .env."""
     project, home = fresh_project(tmp_path), tmp_path / "home"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -252,3 +253,36 @@ async def test_inbox_page_is_served_without_external_assets(client):
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert 'id="token"' in page.text and "/api/approvals" in page.text
     assert "http://" not in page.text and "https://" not in page.text
+
+
+async def test_a_decision_whose_conversation_cannot_be_reached_answers_json_with_the_fix(client, server):
+    ledger = get_ledger(server.database_url)
+    # Opened under `adk web --session_service_uri memory://` in another process.
+    elsewhere = await ledger.open_ticket(
+        app_name=APP, user_id="dave", session_id="s-elsewhere", call_id="adk-1", call_name="ask_for_approval",
+        purpose="printer", amount_cents=25000, ttl=timedelta(hours=1),
+        session_store="memory:otherhost/0/1:4242:7",
+    )
+    # Opened here, but its conversation was deleted since.
+    gone = await ledger.open_ticket(
+        app_name=APP, user_id="dave", session_id="s-deleted", call_id="adk-2", call_name="ask_for_approval",
+        purpose="monitor", amount_cents=30000, ttl=timedelta(hours=1),
+    )
+
+    approved = await client.post(f"/api/approvals/{elsewhere.id}/approve", headers=as_approver("bob"))
+
+    # The decision is recorded (202), and the answer says what stands in the way.
+    assert approved.status_code == 202, approved.text
+    assert approved.json()["ticket"]["status"] == "approved"
+    problem = approved.json()["delivery_error"]
+    assert problem["error"] == "conversation_unreachable" and "memory of process" in problem["message"]
+    retried = await client.post(f"/api/approvals/{elsewhere.id}/resume", headers=as_approver("carol"))
+    assert_error(retried, 502, "conversation_unreachable")
+
+    await client.post(f"/api/approvals/{gone.id}/approve", headers=as_approver("bob"))
+    assert_error(await client.post(f"/api/approvals/{gone.id}/resume", headers=as_approver("bob")),
+                 410, "conversation_missing")
+    shown = (await client.get(f"/api/approvals/{gone.id}", headers=as_approver("bob"))).json()
+    assert shown["ticket"]["delivered_at"] is None
+    assert "undelivered" in [entry["action"] for entry in shown["audit"]]
+    assert await payouts(server, elsewhere.id) == [] and await payouts(server, gone.id) == []
