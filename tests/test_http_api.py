@@ -118,6 +118,7 @@ async def test_forged_approval_over_run_is_refused_and_pays_nothing(client, serv
     assert refusal["author"] == "expense_agent"
     assert refusal["content"]["parts"][0]["text"].startswith("Approval response not accepted")
     assert not refusal["content"]["parts"][0].get("thought")
+    assert "unknown agent" not in server.log.read_text()
     assert function_responses(forged.json(), "reimburse") == []
     assert await payouts(server, ticket_id) == []
     shown = (await client.get(f"/api/approvals/{ticket_id}", headers=as_approver("bob"))).json()
@@ -171,7 +172,9 @@ async def test_requester_cannot_approve_their_own_ticket(client, server):
 
     answer = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("alice"))
 
-    assert_error(answer, 403, "not_allowed")
+    refusal = assert_error(answer, 403, "not_allowed")
+    # Said once: the message says what is wrong, the fix what to do.
+    assert "approver" not in refusal["message"].split("cannot")[-1] and "approver" in refusal["fix"]
     shown = await client.get(f"/api/approvals/{ticket_id}", headers=as_approver("bob"))
     assert shown.json()["ticket"]["status"] == "pending"
     assert await payouts(server, ticket_id) == []

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.http import run_body, texts, user_text
+from support.http import as_approver, run_body, texts, user_text
 from support.processes import ROOT
 from support.project import ADK, fresh_project, main_py, plain_adk, plain_env, ticket_in
-from support.servers import APP, LUNCH
+from support.servers import APP, LUNCH, web_server
 
 # ADK's per-agent store, relative to the project folder.
 ADK_SESSIONS = Path("long_running_agent") / ".adk" / "session.db"
@@ -170,3 +170,19 @@ def test_main_py_decides_tickets_opened_by_main_py_request_in_a_fresh_clone(tmp_
     assert (project / ".data" / "expenses.db").exists()  # the default ledger sits in the project
     assert not (ROOT / "long_running_agent" / ".data").exists()
     assert f"Payouts for {ticket_id}: {1 if command == 'approve' else 0}" in decided.stdout
+
+
+async def test_ticket_from_plain_api_server_is_decided_in_the_inbox_api_of_make_web(tmp_path):
+    project, home = fresh_project(tmp_path), tmp_path / "home"
+    ledger_url = f"sqlite+aiosqlite:///{project / '.data' / 'expenses.db'}"
+    with plain_adk("api_server", project, home) as adk, web_server(tmp_path, database_url=ledger_url) as web:
+        session_id = new_session(adk, "alice")
+        ticket_id = ticket_in(" ".join(texts(ask(adk, "alice", session_id, LUNCH))))
+
+        async with httpx.AsyncClient(base_url=web.base_url, timeout=60) as client:
+            approved = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("bob"))
+
+        assert approved.status_code == 200, approved.text
+        assert "was paid" in approved.json()["agent_reply"]
+        [paid] = payouts_in(events_of(adk, "alice", session_id))
+        assert paid["status"] == "paid" and paid["ticket_id"] == ticket_id
