@@ -29,8 +29,10 @@ from google.adk.runners import Runner
 from google.genai import types
 
 import long_running_agent  # noqa: F401  (loads .env before settings are read)
+from long_running_agent import inputs
 from long_running_agent.approvals import Delivery, Outcome, decide_and_deliver, deliver, deliver_due
 from long_running_agent.conversations import describe
+from long_running_agent.inputs import printable
 from long_running_agent.ledger import Ledger, LedgerError, get_ledger
 from long_running_agent.model_choice import choose_model
 from long_running_agent.policy import from_cents
@@ -46,7 +48,7 @@ VERBOSE = False
 
 
 def say(label: str, text: str) -> None:
-    print(f"{label:<9}| {text}")
+    print(f"{label:<9}| {printable(text)}")
 
 
 def show_event(event: Event) -> None:
@@ -182,10 +184,11 @@ async def catch_up(settings: Settings) -> None:
 
 async def cmd_request(args: argparse.Namespace) -> int:
     settings = load_settings()
+    user = inputs.name(args.user, "user id")
     runner = make_runner(settings.database_url)
-    session = await runner.session_service.create_session(app_name=runner.app_name, user_id=args.user)
+    session = await runner.session_service.create_session(app_name=runner.app_name, user_id=user)
     say("user", args.text)
-    events = await send(runner, args.user, session.id, user_text(args.text))
+    events = await send(runner, user, session.id, user_text(args.text))
     call = find_pending_call(events)
     if call is None:
         return 0
@@ -206,8 +209,8 @@ async def cmd_inbox(_args: argparse.Namespace) -> int:
         return 0
     print(f"{'TICKET':<16} {'REQUESTER':<12} {'AMOUNT':>12}  {'AGE':>4}  PURPOSE")
     for t in tickets:
-        print(f"{t.id:<16} {t.user_id:<12} {'$' + format(from_cents(t.amount_cents), ','):>12}  "
-              f"{_age(t.created_at):>4}  {t.purpose}")
+        print(f"{t.id:<16} {printable(t.user_id):<12} {'$' + format(from_cents(t.amount_cents), ','):>12}  "
+              f"{_age(t.created_at):>4}  {printable(t.purpose)}")
     return 0
 
 
@@ -224,12 +227,17 @@ def report(delivery: Delivery) -> int:
         print(f"{decided}, and the decision already reached the conversation; nothing to do.\n"
               f"History: python main.py show {ticket.id}")
         return 0
+    if delivery.outcome is Outcome.SETTLED:
+        print(f"{decided}, settled by {ticket.settled_by} without its conversation; nothing to do.")
+        return 0
     if delivery.outcome is Outcome.STILL_PENDING:
         print(f"error: ticket {ticket.id} is still pending; approve or reject it first.", file=sys.stderr)
         return 1
     fix = {
-        Outcome.UNREACHABLE: "It reaches the chat when the requester next writes there.",
-        Outcome.CONVERSATION_MISSING: "The conversation was deleted; nobody can be told in it.",
+        Outcome.UNREACHABLE: "It reaches the chat when the requester next writes there. If that can never "
+                             f"happen: python main.py settle {ticket.id} --approver NAME",
+        Outcome.CONVERSATION_MISSING: "The conversation was deleted. Pay an approved ticket (or close a rejected "
+                                      f"one) without it: python main.py settle {ticket.id} --approver NAME",
         Outcome.BUSY: f"Another run is using the conversation; retry: python main.py resume {ticket.id}",
         Outcome.FAILED: f"Fix the cause, then deliver it: python main.py resume {ticket.id}",
     }[delivery.outcome]
@@ -262,20 +270,29 @@ async def cmd_resume(args: argparse.Namespace) -> int:
     ))
 
 
+async def cmd_settle(args: argparse.Namespace) -> int:
+    """Finish a decision that cannot reach its conversation: pay an approved ticket, close any other."""
+    settings = load_settings()
+    ticket, payout = await get_ledger(settings.database_url).settle(args.ticket, approver=args.approver)
+    done = f"paid {payout.amount_text} ({payout.id}) without the conversation" if payout else "closed"
+    print(f"Ticket {ticket.id} ({ticket.status}) settled by {ticket.settled_by}: {done}.")
+    return 0
+
+
 async def cmd_show(args: argparse.Namespace) -> int:
     settings = load_settings()
     await catch_up(settings)
     ledger = get_ledger(settings.database_url)
     ticket = await ledger.get(args.ticket)
-    print(json.dumps(ticket.as_response(), indent=2))
+    print(printable(json.dumps(ticket.as_response(), indent=2)))
     print(f"\nConversation: {ticket.user_id} / {ticket.session_id} in {describe(ticket.session_store)}")
     if ticket.status != "pending":
         print("Delivered: " + (f"{ticket.delivered_at:%Y-%m-%d %H:%M:%S}" if ticket.delivered_at
                                 else f"not yet ({ticket.delivery_error or 'not attempted'})"))
     print("\nHistory:")
     for entry in await ledger.audit(ticket.id):
-        print(f"  {entry.at:%Y-%m-%d %H:%M:%S}  {entry.action:<11} by {entry.actor}"
-              + (f": {entry.detail}" if entry.detail else ""))
+        print(f"  {entry.at:%Y-%m-%d %H:%M:%S}  {entry.action:<11} by {printable(entry.actor)}"
+              + (f": {printable(entry.detail)}" if entry.detail else ""))
     for payout in await ledger.payouts(ticket_id=ticket.id):
         print(f"\nPaid: {payout.id} {payout.amount_text} at {payout.paid_at:%Y-%m-%d %H:%M:%S}")
     return 0
@@ -300,6 +317,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         decide.add_argument("--reason", required=name == "reject", help="why (required to reject)")
     redo = commands.add_parser("resume", help="deliver a decided ticket again (after a crash)")
     redo.add_argument("ticket")
+    settle = commands.add_parser("settle", help="pay (or close) a decided ticket whose conversation is gone")
+    settle.add_argument("ticket")
+    settle.add_argument("--approver", required=True, help="who settles it")
     show = commands.add_parser("show", help="a ticket and its history")
     show.add_argument("ticket")
     return parser.parse_args(argv)
@@ -309,11 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     global VERBOSE
     args = parse_args(sys.argv[1:] if argv is None else argv)
     VERBOSE = args.verbose
-    command = {"request": cmd_request, "inbox": cmd_inbox, "approve": cmd_decide,
-               "reject": cmd_decide, "resume": cmd_resume, "show": cmd_show}.get(args.command, demo)
+    commands = {"request": cmd_request, "inbox": cmd_inbox, "approve": cmd_decide, "reject": cmd_decide,
+                "resume": cmd_resume, "settle": cmd_settle, "show": cmd_show}
+    command = commands.get(args.command, demo)
     try:
         return asyncio.run(closing(command(args)))
-    except (LedgerError, SettingsError) as error:
+    except (LedgerError, SettingsError, inputs.InputError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except Exception as error:  # a database or model outage: one line, no traceback

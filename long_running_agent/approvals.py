@@ -37,6 +37,7 @@ class Outcome(StrEnum):
     CONVERSATION_MISSING = "conversation_missing"
     BUSY = "busy"
     FAILED = "failed"
+    SETTLED = "settled"
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ async def deliver(
         return Delivery(ticket, Outcome.STILL_PENDING)
     if ticket.delivered_at:
         return Delivery(ticket, Outcome.ALREADY_DELIVERED)
+    if ticket.settled_at:
+        return Delivery(ticket, Outcome.SETTLED)
     where = describe(ticket.session_store)
     try:
         store = open_store(ticket.session_store, app_database_url)
@@ -81,6 +84,8 @@ async def deliver(
             ticket = await ledger.get(ticket_id)
             if ticket.delivered_at:
                 return Delivery(ticket, Outcome.ALREADY_DELIVERED)
+            if ticket.settled_at:
+                return Delivery(ticket, Outcome.SETTLED)
             session = await store.get_session(
                 app_name=ticket.app_name, user_id=ticket.user_id, session_id=ticket.session_id
             )

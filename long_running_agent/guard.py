@@ -37,6 +37,7 @@ from google.adk.runners import Runner
 from google.genai import types
 
 from . import ledger as ledger_module
+from .inputs import MAX_MESSAGE, InputError, is_canonical_name, printable
 from .ledger import APPROVED, PENDING, REJECTED, LedgerError, Ticket
 from .locks import Conversation, HeldLock
 from .settings import load_settings
@@ -101,6 +102,35 @@ def _claimed_status(response: types.FunctionResponse) -> str | None:
     return str(status).strip().lower() if status is not None else None
 
 
+def _unacceptable(context: InvocationContext, message: types.Content) -> tuple[str, types.Content] | None:
+    """A message this app does not take, as (the agent's note, what is stored instead)."""
+    user_id = context.session.user_id
+    if not is_canonical_name(user_id):
+        note = (
+            f"I can't take requests from the user id {printable(user_id)!r}: user ids here are plain lower-case "
+            "names (letters a-z, digits and . _ @ + -), so that nobody can look like somebody else. "
+            "Start a session with such an id, e.g. alice."
+        )
+        return note, _record_of(message)
+    size = sum(len(p.text or "") for p in message.parts or []) + sum(
+        len(json.dumps(p.function_response.response, default=str)) for p in message.parts or [] if p.function_response
+    )
+    if size > MAX_MESSAGE:
+        note = (f"Your message has {size:,} characters; I take at most {MAX_MESSAGE:,}. "
+                "Please send a shorter one: the purpose and the amount are enough.")
+        return note, types.Content(role="user", parts=[types.Part(
+            text=f"(a message of {size:,} characters, not stored)", thought=True)])
+    return None
+
+
+def _record_of(message: types.Content) -> types.Content:
+    """What was sent, as a thought: kept for people, never read by the model or ADK's resume."""
+    responses = [p.function_response for p in message.parts or [] if p.function_response]
+    if responses:
+        return types.Content(role="user", parts=[types.Part(text=_as_sent(responses), thought=True)])
+    return message
+
+
 def _as_sent(responses: list[types.FunctionResponse]) -> str:
     sent = "; ".join(f"{r.name}: {json.dumps(r.response, default=str)}" for r in responses)
     return f"Answered {sent[:300]}"
@@ -127,6 +157,10 @@ class ApprovalGuard(BasePlugin):
             await self._refresh(invocation_context)
 
         responses = [p.function_response for p in user_message.parts or [] if p.function_response]
+        if problem := _unacceptable(invocation_context, user_message):
+            note, kept = problem
+            run.note = note
+            return kept
         if not responses:
             await self._deliver_owed(invocation_context, ledger, conversation)
             return None
@@ -260,7 +294,7 @@ class ApprovalGuard(BasePlugin):
                 f"(python main.py approve {ticket.id} --approver NAME, or the inbox page of make web). "
                 "The decision then reaches this conversation by itself; ask me for news any time."
             )
-        if ticket.delivered_at:
+        if ticket.delivered_at or ticket.settled_at:
             raise Refused(await _already_delivered(ledger, ticket))
         run.delivering.append(ticket.id)
         return types.Part(function_response=types.FunctionResponse(
@@ -286,12 +320,12 @@ class ApprovalGuard(BasePlugin):
             try:
                 return await ledger.decide(
                     ticket.id,
-                    approver=f"{context.session.user_id} (chat, DEV_CHAT_APPROVAL)",
+                    approver=context.session.user_id,
                     approve=claimed == APPROVED,
                     reason="decided in the chat with DEV_CHAT_APPROVAL on",
-                    allow_self_approval=True,
+                    from_chat=True,
                 )
-            except LedgerError:
+            except (LedgerError, InputError):
                 return await ledger.get(ticket.id)
         return ticket
 
@@ -304,6 +338,9 @@ async def _already_delivered(ledger: ledger_module.Ledger, ticket: Ticket) -> st
         outcome = f"{payouts[0].amount_text} was paid (payout {payouts[0].id})"
     else:
         outcome = "nothing was paid"
+    if ticket.settled_at:
+        return (f"ticket {ticket.id} was {ticket.status}{by} and then settled by {ticket.settled_by} "
+                f"without this conversation: {outcome}. This response was ignored.")
     return (
         f"ticket {ticket.id} was already {ticket.status}{by}, and that decision reached this "
         f"conversation: {outcome}. This repeated response was ignored."

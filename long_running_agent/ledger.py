@@ -36,6 +36,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from . import inputs
 from .policy import from_cents
 
 if TYPE_CHECKING:
@@ -86,6 +87,10 @@ class TicketRow(Base):
     # last failed attempt, if any, says why it has not arrived yet.
     delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     delivery_error: Mapped[str | None] = mapped_column(String(500))
+    # A decision whose conversation is gone is settled by an approver instead:
+    # an approved one is paid without the agent, any other is closed.
+    settled_by: Mapped[str | None] = mapped_column(String(128))
+    settled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     # Call ids are unique within a conversation only: Gemini may supply its own.
     __table_args__ = (
@@ -142,6 +147,8 @@ class Ticket:
     session_store: str
     delivered_at: datetime | None
     delivery_error: str | None
+    settled_by: str | None
+    settled_at: datetime | None
 
     @classmethod
     def of(cls, row: TicketRow) -> Ticket:
@@ -152,6 +159,7 @@ class Ticket:
                 "expires_at": _utc(row.expires_at),
                 "decided_at": _utc(row.decided_at),
                 "delivered_at": _utc(row.delivered_at),
+                "settled_at": _utc(row.settled_at),
             }
         )
 
@@ -247,6 +255,30 @@ class NotAllowed(LedgerError):
 
 class NotApproved(LedgerError):
     http_status = 409
+
+
+class NotSettleable(LedgerError):
+    """Only a decided ticket whose delivery failed, and not yet settled, can be settled."""
+
+    http_status = 409
+
+    def __init__(self, ticket: Ticket) -> None:
+        self.ticket = ticket
+        state = (
+            "still pending" if ticket.status == PENDING
+            else "already delivered to its conversation" if ticket.delivered_at
+            else f"already settled by {ticket.settled_by}" if ticket.settled_at
+            else "not yet shown to be undeliverable (no delivery has failed)"
+        )
+        super().__init__(f"Ticket {ticket.id} is {state}; only a decision that cannot reach its "
+                         "conversation is settled.")
+
+
+def _same_person(user_id: str, name: str) -> bool:
+    try:
+        return inputs.name(user_id) == name
+    except inputs.InputError:
+        return False
 
 
 def _in(conversation: Conversation) -> Any:
@@ -346,6 +378,11 @@ class Ledger:
                     self._schema_ready = True
         return self._sessions()
 
+    async def ping(self) -> None:
+        """Reach the database (for /health): raises if it cannot be reached."""
+        async with self.engine.connect() as connection:
+            await connection.exec_driver_sql("SELECT 1")
+
     async def close(self) -> None:
         await self.engine.dispose()
 
@@ -405,7 +442,7 @@ class Ledger:
     async def undelivered(self, conversation: Conversation | None = None) -> list[Ticket]:
         """Decided tickets whose decision has not reached their conversation, oldest first."""
         query = select(TicketRow).where(
-            TicketRow.status.in_(DECIDED), TicketRow.delivered_at.is_(None)
+            TicketRow.status.in_(DECIDED), TicketRow.delivered_at.is_(None), TicketRow.settled_at.is_(None)
         ).order_by(TicketRow.decided_at)
         if conversation is not None:
             query = query.where(_in(conversation))
@@ -445,12 +482,15 @@ class Ledger:
         approver: str,
         approve: bool,
         reason: str | None = None,
-        allow_self_approval: bool = False,
+        from_chat: bool = False,
     ) -> Ticket:
-        """Record an approver's decision; the ledger is written before any resume."""
-        approver = approver.strip()
-        if not approver:
-            raise NotAllowed("Say who decides, e.g. --approver bob.")
+        """Record an approver's decision; the ledger is written before any delivery.
+
+        Raises InputError for a malformed name or reason (the same rules on
+        every surface). `from_chat` is DEV_CHAT_APPROVAL: the requester decides
+        in the chat, and the trail says so.
+        """
+        approver = inputs.name(approver, "approver name")
         ticket = await self.get(ticket_id)
         if ticket.status != PENDING:
             hint = (
@@ -462,8 +502,12 @@ class Ledger:
                 f"Ticket {ticket_id} is already {ticket.status}"
                 f"{f' by {ticket.decided_by}' if ticket.decided_by else ''}; {hint}"
             )
-        if ticket.user_id == approver and not allow_self_approval:
+        reason = inputs.reason(reason, required=not approve)
+        # One spelling per person: Alice, alice and " alice" are the same requester.
+        if _same_person(ticket.user_id, approver) and not from_chat:
             raise NotAllowed(f"{approver} requested ticket {ticket_id} and cannot approve or reject it.")
+        if from_chat:
+            approver = f"{approver} (chat, DEV_CHAT_APPROVAL)"
         if ticket.expires_at <= self._clock():
             await self.expire(ticket_id)
             raise TicketExpired(
@@ -516,6 +560,54 @@ class Ledger:
                 )
             db.add(AuditRow(ticket_id=ticket_id, at=now, actor=actor, action=status, detail=reason))
         return await self.get(ticket_id)
+
+    async def open_in(self, conversation: Conversation) -> list[Ticket]:
+        """Tickets that still need this conversation: pending, or decided and not yet delivered."""
+        async with await self.db() as db:
+            rows = await db.scalars(select(TicketRow).where(
+                _in(conversation),
+                (TicketRow.status == PENDING)
+                | (TicketRow.delivered_at.is_(None) & TicketRow.settled_at.is_(None)),
+            ))
+            return [Ticket.of(row) for row in rows]
+
+    async def settle(self, ticket_id: str, *, approver: str) -> tuple[Ticket, Payout | None]:
+        """Finish a decision that cannot reach its conversation: pay an approved one, close the rest.
+
+        Only after a delivery failed (`delivery_error` is set): while the
+        conversation can be reached, the requester is told there.
+        """
+        approver = inputs.name(approver, "approver name")
+        ticket = await self.get(ticket_id)
+        if ticket.status == PENDING or ticket.delivered_at or ticket.settled_at or not ticket.delivery_error:
+            raise NotSettleable(ticket)
+        now = self._clock()
+        payout_row = None
+        try:
+            async with await self.db() as db, db.begin():
+                changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
+                    update(TicketRow)
+                    .where(TicketRow.id == ticket_id, TicketRow.settled_at.is_(None),
+                           TicketRow.delivered_at.is_(None))
+                    .values(settled_by=approver, settled_at=now)
+                )
+                if changed.rowcount != 1:
+                    raise NotSettleable(await self.get(ticket_id))
+                if ticket.status == APPROVED:
+                    # The approval is the authority; the payout is still one per ticket.
+                    payout_row = PayoutRow(
+                        id=_new_id("P"), ticket_id=ticket.id, app_name=ticket.app_name, call_id=f"settled:{ticket.id}",
+                        user_id=ticket.user_id, session_id=ticket.session_id, purpose=ticket.purpose,
+                        amount_cents=ticket.amount_cents, paid_at=now,
+                    )
+                    db.add(payout_row)
+                    db.add(AuditRow(ticket_id=ticket.id, at=now, actor=approver, action="paid",
+                                    detail=f"{payout_row.id}, without the conversation"))
+                db.add(AuditRow(ticket_id=ticket.id, at=now, actor=approver, action="settled",
+                                detail=f"the conversation could not be told: {ticket.delivery_error}"[:500]))
+        except IntegrityError:
+            raise NotSettleable(await self.get(ticket_id)) from None  # paid meanwhile
+        return await self.get(ticket_id), Payout.of(payout_row) if payout_row else None
 
     async def mark_delivered(self, ticket_id: str, *, actor: str) -> bool:
         """Record that the decision reached the conversation; False if it already had."""

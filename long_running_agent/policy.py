@@ -10,9 +10,9 @@ import math
 import re
 from decimal import Decimal
 
+from . import inputs
 from .settings import Settings
 
-MAX_PURPOSE_LENGTH = 300
 _AMOUNT_TEXT = re.compile(r"-?\$?-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 
 
@@ -56,12 +56,10 @@ def parse_amount(amount: object, settings: Settings) -> Decimal:
 
 def parse_purpose(purpose: object) -> str:
     """Return the purpose with spacing normalised, or raise PolicyError."""
-    if not isinstance(purpose, str) or not purpose.strip():
-        raise PolicyError("Say what the expense was for, e.g. 'team lunch'.")
-    cleaned = " ".join(purpose.split())
-    if len(cleaned) > MAX_PURPOSE_LENGTH:
-        raise PolicyError(f"Keep the purpose under {MAX_PURPOSE_LENGTH} characters.")
-    return cleaned
+    try:
+        return inputs.purpose(purpose)
+    except inputs.InputError as error:
+        raise PolicyError(str(error)) from None
 
 
 def parse_request(purpose: object, amount: object, settings: Settings) -> tuple[str, Decimal]:

@@ -30,6 +30,31 @@ def session_service(database_url: str) -> DatabaseSessionService:
     return per_loop[database_url]
 
 
+class ConversationInUse(Exception):
+    """A conversation with an open ticket cannot be deleted: its decision must reach it."""
+
+    def __init__(self, ticket_ids: list[str]) -> None:
+        self.ticket_ids = ticket_ids
+        super().__init__(f"the conversation still waits for {', '.join(ticket_ids)}")
+
+
+class GuardedSessionService(DatabaseSessionService):
+    """ADK's session store that refuses to delete a conversation an approval still needs."""
+
+    def __init__(self, database_url: str) -> None:
+        super().__init__(db_engine=create_engine(database_url))
+        self.database_url = database_url
+
+    async def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
+        from .ledger import get_ledger
+        from .locks import Conversation
+
+        open_tickets = await get_ledger(self.database_url).open_in(Conversation(app_name, user_id, session_id))
+        if open_tickets:
+            raise ConversationInUse([t.id for t in open_tickets])
+        await super().delete_session(app_name=app_name, user_id=user_id, session_id=session_id)
+
+
 def adopt_session_service(database_url: str, service: DatabaseSessionService) -> None:
     """Use `service` for `database_url` in the running loop (a server shares its own)."""
     _shared.setdefault(asyncio.get_running_loop(), {})[database_url] = service

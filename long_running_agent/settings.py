@@ -31,40 +31,80 @@ class Settings:
     dev_chat_approval: bool
     approvers: dict[str, str]
     sweep_interval: timedelta
+    trusted_user_header: str | None
+    production: bool
 
 
-def _decimal(name: str, default: str) -> Decimal:
+def _decimal(name: str, default: str, *, low: str, high: str) -> Decimal:
+    """A number from the environment, within (low, high]; low is exclusive."""
     raw = os.getenv(name, default)
     try:
-        value = Decimal(raw)
+        value = Decimal(raw.strip())
     except InvalidOperation:
         raise SettingsError(f"{name}={raw!r} is not a number; set it to e.g. {default}.") from None
-    if not value.is_finite() or value <= 0:
-        raise SettingsError(f"{name}={raw!r} must be a positive number, e.g. {default}.")
+    if not value.is_finite() or not Decimal(low) < value <= Decimal(high):
+        raise SettingsError(
+            f"{name}={raw!r} is out of range: it must be more than {low} and at most {high}, e.g. {default}."
+        )
     return value
 
 
+def _flag(name: str) -> bool:
+    raw = os.getenv(name, "").strip().lower()
+    if raw not in {"", "0", "1", "true", "false", "yes", "no"}:
+        raise SettingsError(f"{name}={raw!r} must be true or false.")
+    return raw in {"1", "true", "yes"}
+
+
+MIN_TOKEN = 8
+
+
 def _approvers(raw: str) -> dict[str, str]:
-    """Parse `name:token,name:token` into {token: name}."""
+    """Parse `name:token,name:token` into {token: name}, names in their canonical form."""
+    from .inputs import InputError, name
+
     approvers: dict[str, str] = {}
     for entry in filter(None, (item.strip() for item in raw.split(","))):
-        name, sep, token = entry.partition(":")
-        if not sep or not name.strip() or not token.strip():
+        who, sep, token = entry.partition(":")
+        token = token.strip()
+        if not sep or not who.strip() or not token:
             raise SettingsError(
-                f"APPROVERS entry {entry!r} must look like name:token (e.g. bob:s3cret)."
+                f"APPROVERS entry {entry!r} must look like name:token (e.g. bob:s3cret-t0ken)."
             )
-        approvers[token.strip()] = name.strip()
+        try:
+            canonical = name(who, "approver name")
+        except InputError as error:
+            raise SettingsError(f"APPROVERS: {error}") from None
+        if len(token) < MIN_TOKEN:
+            raise SettingsError(
+                f"APPROVERS: the token of {canonical} is too short; use {MIN_TOKEN} or more characters."
+            )
+        if token in approvers:
+            raise SettingsError(
+                f"APPROVERS: {approvers[token]} and {canonical} have the same token; give each their own."
+            )
+        approvers[token] = canonical
     return approvers
 
 
 def load_settings() -> Settings:
-    hours = _decimal("APPROVAL_TTL_HOURS", "72")
+    max_amount = _decimal("MAX_REIMBURSEMENT", "1000000", low="0", high="1000000000")
+    threshold = _decimal("APPROVAL_THRESHOLD", "100", low="0", high=str(max_amount))
+    header = os.getenv("TRUSTED_USER_HEADER", "").strip() or None
+    production = _flag("PRODUCTION_MODE")
+    if production and header is None:
+        raise SettingsError(
+            "PRODUCTION_MODE=true needs TRUSTED_USER_HEADER, the header your authenticating proxy sets "
+            "(e.g. X-Forwarded-User for oauth2-proxy), so requesters cannot pick their own user id."
+        )
     return Settings(
         database_url=os.getenv("EXPENSES_DATABASE_URL") or DEFAULT_DATABASE_URL,
-        approval_threshold=_decimal("APPROVAL_THRESHOLD", "100"),
-        max_amount=_decimal("MAX_REIMBURSEMENT", "1000000"),
-        approval_ttl=timedelta(hours=float(hours)),
-        dev_chat_approval=os.getenv("DEV_CHAT_APPROVAL", "").lower() in {"1", "true", "yes"},
+        approval_threshold=threshold,
+        max_amount=max_amount,
+        approval_ttl=timedelta(hours=float(_decimal("APPROVAL_TTL_HOURS", "72", low="0", high="8760"))),
+        dev_chat_approval=_flag("DEV_CHAT_APPROVAL"),
         approvers=_approvers(os.getenv("APPROVERS", "")),
-        sweep_interval=timedelta(seconds=float(_decimal("EXPIRY_SWEEP_SECONDS", "30"))),
+        sweep_interval=timedelta(seconds=float(_decimal("EXPIRY_SWEEP_SECONDS", "30", low="0", high="3600"))),
+        trusted_user_header=header,
+        production=production,
     )

@@ -15,6 +15,7 @@ from google.adk.tools import ToolContext
 
 from . import ledger as ledger_module
 from .conversations import locate
+from .inputs import is_canonical_name
 from .locks import Conversation
 from .policy import PolicyError, needs_approval, parse_request, to_cents
 from .settings import load_settings
@@ -48,6 +49,9 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
             "and needs no approval; call reimburse directly.",
         }
     session = tool_context.session
+    if not is_canonical_name(session.user_id):
+        return {"status": "error", "error": "This conversation's user id is not a plain lower-case name; "
+                "approvals need one, so that the requester cannot be mistaken for an approver."}
     store = await locate(
         tool_context.get_invocation_context().session_service,
         app_name=session.app_name, app_database_url=settings.database_url,

@@ -48,17 +48,20 @@ from google.adk.cli.service_registry import get_service_registry
 from google.adk.cli.utils.agent_loader import AgentLoader
 from google.adk.events import Event
 from google.adk.sessions import DatabaseSessionService
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy.exc import DBAPIError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import runtime
 from .approvals import Delivery, Outcome, decide_and_deliver, deliver, deliver_due
+from .inputs import InputError
 from .ledger import (
     AlreadyDecided,
     AuditEntry,
     Ledger,
     LedgerError,
     NotAllowed,
+    NotSettleable,
     Payout,
     Ticket,
     TicketExpired,
@@ -69,6 +72,7 @@ from .ledger import (
 from .model_choice import choose_model
 from .policy import from_cents
 from .settings import SettingsError, load_settings
+from .web_gate import Gate
 
 logger = logging.getLogger(__name__)
 
@@ -141,6 +145,22 @@ class JsonErrors:
             await answer.response()(scope, receive, send)
 
 
+def database_unavailable(request: Request, error: Exception) -> ApiError:
+    """The database failed: say what may or may not have happened, and what to do."""
+    logger.warning("Database error on %s %s: %s", request.method, request.url.path, error)
+    ticket = request.path_params.get("ticket_id")
+    deciding = request.method == "POST" and ticket
+    message = (
+        f"The database is unavailable, so this server cannot tell whether the decision on {ticket} was recorded."
+        if deciding else "The database is unavailable; nothing was changed by this request."
+    )
+    fix = (
+        f"When GET /health answers ok again, check GET /api/approvals/{ticket} and repeat only what is missing."
+        if deciding else "Try again when GET /health answers ok."
+    )
+    return ApiError(503, "database_unavailable", message, fix, headers={"Retry-After": "5"})
+
+
 def unexpected_error(error: Exception) -> ApiError:
     return ApiError(
         500, "internal_error",
@@ -158,6 +178,8 @@ _LEDGER_FIXES: dict[type[LedgerError], tuple[str, str]] = {
                      "GET /api/approvals/{id} shows its history."),
     TicketExpired: ("ticket_expired", "Nothing to do: the requester was told it expired and has to ask again."),
     NotAllowed: ("not_allowed", "Another approver has to decide it."),
+    NotSettleable: ("not_settleable", "GET /api/approvals/{id} shows its state; deliver it with "
+                    "POST /api/approvals/{id}/resume while its conversation can be reached."),
 }
 UNDELIVERED_FIX = (
     "The decision is recorded but has not reached the conversation yet; deliver it with "
@@ -181,9 +203,12 @@ _DELIVERY_ERRORS: dict[Outcome, tuple[int, str, str]] = {
     Outcome.BUSY: (409, "conversation_busy",
                    "Another run is using the conversation; retry POST /api/approvals/{id}/resume shortly."),
     Outcome.UNREACHABLE: (502, "conversation_unreachable",
-                          "It reaches the conversation when the requester next writes there."),
+                          "It reaches the conversation when the requester next writes there. If that can never "
+                          "happen, POST /api/approvals/{id}/settle pays an approved ticket without it."),
     Outcome.CONVERSATION_MISSING: (410, "conversation_missing",
-                                   "The conversation was deleted; nobody can be told in it."),
+                                   "The conversation was deleted; POST /api/approvals/{id}/settle pays an approved "
+                                   "ticket without it (or closes a rejected one)."),
+    Outcome.SETTLED: (409, "already_settled", "Nothing to do. GET /api/approvals/{id} shows its history."),
     Outcome.FAILED: (502, "delivery_failed",
                      "Fix the cause (see the server log), then POST /api/approvals/{id}/resume."),
 }
@@ -206,7 +231,7 @@ class Decision(BaseModel):
     """Body of approve and reject."""
 
     model_config = ConfigDict(extra="forbid")
-    reason: str | None = Field(default=None, max_length=500)
+    reason: str | None = None
 
 
 # --- authentication -------------------------------------------------------------
@@ -304,7 +329,7 @@ def create_app(*, host: str = "127.0.0.1", port: int = 8000) -> FastAPI:
     # the ledger's file) for ADK's routes and for delivering decisions.
     # ADK looks the URL's scheme up in its service registry - the documented
     # hook for custom session services - before building its own.
-    sessions = runtime.new_session_service(database_url)
+    sessions = runtime.GuardedSessionService(database_url)
 
     def shared_sessions(uri: str, **kwargs: Any) -> DatabaseSessionService:
         return sessions
@@ -326,7 +351,8 @@ def create_app(*, host: str = "127.0.0.1", port: int = 8000) -> FastAPI:
         agent_loader=AgentLoader(str(PACKAGE_DIR)),
         session_service_uri=database_url,
         artifact_service_uri="memory://",
-        web=True,
+        # PRODUCTION_MODE serves no dev UI (and web_gate.py closes ADK's /dev routes).
+        web=not settings.production,
         host=host,
         port=port,
         # ADK turns on DNS-rebinding protection for a loopback bind, and warns
@@ -334,9 +360,25 @@ def create_app(*, host: str = "127.0.0.1", port: int = 8000) -> FastAPI:
         bind_host=host,
         lifespan=lifespan,
     )
-    app.add_middleware(JsonErrors)
+    app.add_middleware(Gate, settings=settings)
+    app.add_middleware(JsonErrors)  # outermost: even the gate answers JSON if it fails
+    _replace_health(app, database_url)
     add_inbox(app, database_url)
     return app
+
+
+def _replace_health(app: FastAPI, database_url: str) -> None:
+    """ADK's /health always says ok; this one asks the database."""
+    app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) != "/health"]
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        try:
+            await asyncio.wait_for(get_ledger(database_url).ping(), timeout=5)
+        except Exception as error:
+            return JSONResponse({"status": "unavailable", "database": f"unreachable: {type(error).__name__}"},
+                                status_code=503)
+        return JSONResponse({"status": "ok", "database": "ok"})
 
 
 def add_inbox(app: FastAPI, database_url: str) -> None:
@@ -345,6 +387,29 @@ def add_inbox(app: FastAPI, database_url: str) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_request: Request, error: ApiError) -> JSONResponse:
         return error.response()
+
+    @app.exception_handler(InputError)
+    async def _bad_input(_request: Request, error: InputError) -> JSONResponse:
+        code = "invalid_body" if error.field == "reason" else "invalid_input"
+        if error.field == "reason" and "needs a reason" in str(error):
+            code = "reason_required"
+        return ApiError(422, code, str(error), f"Correct the {error.field} and send it again.").response()
+
+    @app.exception_handler(runtime.ConversationInUse)
+    async def _in_use(_request: Request, error: runtime.ConversationInUse) -> JSONResponse:
+        return ApiError(
+            409, "conversation_in_use",
+            f"This conversation cannot be deleted: {error}. Its decision has to reach it first.",
+            "Wait until the tickets are decided and delivered (GET /api/approvals/{id}), then delete it.",
+        ).response()
+
+    @app.exception_handler(DBAPIError)
+    async def _database_down(request: Request, error: DBAPIError) -> JSONResponse:
+        return database_unavailable(request, error).response()
+
+    @app.exception_handler(OSError)
+    async def _database_unreachable(request: Request, error: OSError) -> JSONResponse:
+        return database_unavailable(request, error).response()
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_body(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -449,6 +514,17 @@ def add_inbox(app: FastAPI, database_url: str) -> None:
                 'Send JSON like {"reason": "not a business expense"}.',
             )
         return await decide(ticket_id, approver, False, reason)
+
+    @app.post("/api/approvals/{ticket_id}/settle")
+    async def settle(ticket_id: str, approver: str = Depends(current_approver)) -> dict[str, Any]:
+        """Finish a decision that cannot reach its conversation: pay it (approved) or close it."""
+        ledger = get_ledger(database_url)
+        await find(ledger, ticket_id)
+        try:
+            ticket, payout = await ledger.settle(ticket_id, approver=approver)
+        except LedgerError as error:
+            raise await _ledger_error(ledger, error, ticket_id) from None
+        return {"ticket": ticket_json(ticket), "payouts": [payout_json(payout)] if payout else []}
 
     @app.post("/api/approvals/{ticket_id}/resume")
     async def redeliver(ticket_id: str, approver: str = Depends(current_approver)) -> dict[str, Any]:

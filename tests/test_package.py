@@ -86,6 +86,12 @@ def test_purpose_is_required_and_normalised():
 @pytest.mark.parametrize("name, value", [
     ("APPROVAL_THRESHOLD", "-1"), ("MAX_REIMBURSEMENT", "nan"), ("APPROVAL_TTL_HOURS", "soon"),
     ("APPROVERS", "bob"),
+    # Accepted once, then every ticket failed (OverflowError), or start-up crashed.
+    ("APPROVAL_TTL_HOURS", "1e8"), ("APPROVAL_TTL_HOURS", "1e30"), ("APPROVAL_TTL_HOURS", "0"),
+    ("MAX_REIMBURSEMENT", "1e20"), ("APPROVAL_THRESHOLD", "5000000"), ("EXPIRY_SWEEP_SECONDS", "0"),
+    ("APPROVERS", "bob:short"), ("APPROVERS", "bob:same-token,carol:same-token"),
+    ("APPROVERS", "b\u200bob:long-enough-token"), ("APPROVERS", "\u0430lice:long-enough-token"),
+    ("DEV_CHAT_APPROVAL", "maybe"), ("PRODUCTION_MODE", "true"),
 ])
 def test_bad_settings_name_the_variable(monkeypatch, name, value):
     monkeypatch.setenv(name, value)
@@ -94,5 +100,6 @@ def test_bad_settings_name_the_variable(monkeypatch, name, value):
 
 
 def test_approvers_are_parsed_from_name_token_pairs(monkeypatch):
-    monkeypatch.setenv("APPROVERS", "bob:tok-b, carol:tok-c")
-    assert load_settings().approvers == {"tok-b": "bob", "tok-c": "carol"}
+    monkeypatch.setenv("APPROVERS", "Bob :tok-bbbbbb, carol:tok-cccccc")
+    # Names in their one canonical spelling, as the ledger compares them.
+    assert load_settings().approvers == {"tok-bbbbbb": "bob", "tok-cccccc": "carol"}
