@@ -136,7 +136,13 @@ async def decide_and_deliver(
     except TicketExpired:
         await deliver(ledger, ticket_id, app_database_url=app_database_url, actor=approver, app=app)
         raise
-    return await deliver(ledger, ticket.id, app_database_url=app_database_url, actor=approver, app=app)
+    delivery = await deliver(ledger, ticket.id, app_database_url=app_database_url, actor=approver, app=app)
+    if delivery.outcome is Outcome.ALREADY_DELIVERED:
+        # A message in the same conversation got the lock first and delivered
+        # this new decision before answering: it arrived, once.
+        return Delivery(delivery.ticket, Outcome.DELIVERED, "delivered by another run of the conversation",
+                        delivery.where)
+    return delivery
 
 
 async def deliver_due(

@@ -9,6 +9,7 @@ only, while the app connects over TCP, so this runs the wheel's `initdb` and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
@@ -29,40 +30,65 @@ SYSTEM_USER = "embedded_postgres"
 SERVER_OPTIONS = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
 
 
-@contextmanager
-def postgres_server() -> Iterator[str]:
-    """Start a server and yield its admin URL, `postgresql+asyncpg://postgres@127.0.0.1:PORT/postgres`.
+class PostgresServer:
+    """A running throwaway server; `stop()` and `start()` make an outage on the same port and data."""
 
-    The server is stopped and its files deleted on exit.
-    """
+    def __init__(self, root: Path, run_as: dict[str, str]) -> None:
+        self.root, self.run_as = root, run_as
+        self.data, self.log = root / "data", root / "server.log"
+        self.port = 0
+
+    @property
+    def admin_url(self) -> str:
+        return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
+        embedded_postgres.pg_ctl(["-w", "-t", "30", "-l", str(self.log),
+                                  "-o", f"-h 127.0.0.1 -p {self.port} -k '' {SERVER_OPTIONS}", "start"],
+                                 pgdata=self.data, cwd=self.root, timeout=60, **self.run_as)
+
+    def stop(self) -> None:
+        embedded_postgres.pg_ctl(["-m", "immediate", "-w", "stop"], pgdata=self.data, cwd=self.root,
+                                 timeout=60, **self.run_as)
+
+
+@contextmanager
+def postgres_cluster() -> Iterator[PostgresServer]:
+    """Start a server and yield it; it is stopped and its files deleted on exit."""
     root = Path(tempfile.mkdtemp(prefix="pg-test-"))
     run_as: dict[str, str] = {}
     if os.geteuid() == 0:
         ensure_user_exists(SYSTEM_USER)
         shutil.chown(root, SYSTEM_USER, SYSTEM_USER)
         run_as = {"user": SYSTEM_USER, "group": SYSTEM_USER}
-    data, log = root / "data", root / "server.log"
+    server = PostgresServer(root, run_as)
     try:
         embedded_postgres.initdb(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"],
-                                 pgdata=data, cwd=root, **run_as)
+                                 pgdata=server.data, cwd=root, **run_as)
         for attempt in range(3):
             # Another process can take the free port before the server binds it.
-            port = find_suitable_port("127.0.0.1")
+            server.port = find_suitable_port("127.0.0.1")
             try:
-                embedded_postgres.pg_ctl(["-w", "-t", "30", "-l", str(log),
-                                          "-o", f"-h 127.0.0.1 -p {port} -k '' {SERVER_OPTIONS}", "start"],
-                                         pgdata=data, cwd=root, timeout=60, **run_as)
+                server.start()
                 break
             except subprocess.CalledProcessError:
                 if attempt == 2:
                     # The log goes with the temp dir; its reason has to travel in the error.
-                    raise RuntimeError(f"PostgreSQL did not start; its log:\n{log.read_text()}") from None
+                    raise RuntimeError(f"PostgreSQL did not start; its log:\n{server.log.read_text()}") from None
         try:
-            yield f"postgresql+asyncpg://postgres@127.0.0.1:{port}/postgres"
+            yield server
         finally:
-            embedded_postgres.pg_ctl(["-m", "immediate", "-w", "stop"], pgdata=data, cwd=root, timeout=60, **run_as)
+            with contextlib.suppress(subprocess.CalledProcessError):
+                server.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@contextmanager
+def postgres_server() -> Iterator[str]:
+    """Start a server and yield its admin URL, `postgresql+asyncpg://postgres@127.0.0.1:PORT/postgres`."""
+    with postgres_cluster() as server:
+        yield server.admin_url
 
 
 def new_postgres_database(admin_url: str) -> str:

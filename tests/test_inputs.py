@@ -1,0 +1,105 @@
+"""One rule per input, on the chat, the CLI and the API alike, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+from support.conversation import Conversation, responses, texts
+from support.models import ScriptedModel, call, runner_with, text
+from support.processes import request_ticket, run
+
+from long_running_agent import inputs
+from long_running_agent.ledger import get_ledger
+from long_running_agent.runtime import close_runtime, make_runner
+
+
+@pytest.mark.parametrize("raw, canonical", [
+    ("alice", "alice"), ("Alice", "alice"), ("ALICE", "alice"), (" alice ", "alice"), ("alice\t", "alice"),
+    ("Bob.Smith@Example.com", "bob.smith@example.com"), ("test_user", "test_user"),
+    ("ａｌｉｃｅ", "alice"),  # full-width letters are the same letters (NFKC)
+])
+def test_names_have_one_canonical_spelling(raw, canonical):
+    assert inputs.name(raw) == canonical
+
+
+@pytest.mark.parametrize("raw", [
+    "", "   ", "alice\u200b", "\u0430lice", "al\x00ice", "a" * 65, "alice bob", "-alice", "alice\x1b[31m", 42,
+])
+def test_names_that_could_hide_who_someone_is_are_refused(raw):
+    with pytest.raises(inputs.InputError):
+        inputs.name(raw)
+
+
+def test_terminal_output_shows_control_characters_instead_of_obeying_them():
+    assert inputs.printable("lunch\x1b]0;pwned\x07") == "lunch\\x1b]0;pwned\\x07"
+
+
+def test_the_approver_cli_applies_the_same_rules_on_both_backends(db_url):
+    ticket_id = request_ticket(db_url)
+
+    cases = {
+        "own ticket, other spelling": ["approve", ticket_id, "--approver", "Alice"],
+        "invisible character": ["approve", ticket_id, "--approver", "bob\u200b"],
+        "name too long": ["approve", ticket_id, "--approver", "b" * 200],
+        "empty reason": ["reject", ticket_id, "--approver", "bob", "--reason", "  "],
+        "reason too long": ["reject", ticket_id, "--approver", "bob", "--reason", "x" * 10_000],
+        "nobody asks": ["request", "Reimburse $250 for a desk", "--user", ""],
+    }
+    for case, args in cases.items():
+        result = run(*args, url=db_url)
+        assert result.returncode == 1, (case, result.stdout, result.stderr)
+        assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr, (case, result.stderr)
+
+    shown = run("show", ticket_id, url=db_url)
+    assert '"status": "pending"' in shown.stdout
+
+
+def test_the_cli_never_prints_control_characters_from_the_ledger(sqlite_url):
+    async def open_raw() -> str:
+        # Written straight into the ledger, as an older version or another tool could have.
+        ticket = await get_ledger(sqlite_url).open_ticket(
+            app_name="long_running_agent", user_id="alice", session_id="s", call_id="c", call_name="ask_for_approval",
+            purpose="lunch\x1b]0;pwned\x07", amount_cents=25000, ttl=timedelta(hours=1),
+        )
+        await close_runtime()
+        return ticket.id
+
+    ticket_id = asyncio.run(open_raw())
+    for command in (["inbox"], ["show", ticket_id]):
+        out = run(*command, url=sqlite_url).stdout
+        assert "\x1b" not in out and "\\x1b]0;pwned" in out, out
+
+
+async def test_a_requester_with_a_second_spelling_gets_a_note_and_no_ticket(sqlite_url):
+    chat = await Conversation(make_runner(sqlite_url), user_id="Alice").start()
+
+    events = await chat.say("Please reimburse $250 for the team lunch")
+
+    assert responses(events, "ask_for_approval") == []
+    assert "user id 'Alice'" in texts(events)[0]
+    assert await get_ledger(sqlite_url).list_tickets() == []
+
+
+async def test_an_overlong_message_is_answered_and_not_stored(sqlite_url):
+    chat = await Conversation(make_runner(sqlite_url)).start()
+
+    events = await chat.say("Reimburse $20 for coffee. " * 400)
+
+    assert responses(events, "reimburse") == [] and "at most 4,000" in texts(events)[-1]
+    session = await chat.runner.session_service.get_session(
+        app_name=chat.runner.app_name, user_id="alice", session_id=chat.session_id)
+    assert not any("coffee. Reimburse" in text for text in texts(session.events))
+
+
+@pytest.mark.parametrize("tool", ["ask_for_approval", "reimburse"])
+async def test_purposes_with_control_characters_are_refused_by_the_tools(sqlite_url, tool):
+    model = ScriptedModel(script=[call(tool, purpose="lunch\x1b[2J with clients", amount=250.0), text("ok")])
+    chat = await Conversation(runner_with(model, sqlite_url)).start()
+
+    events = await chat.say("Reimburse $250 for lunch")
+
+    [answer] = responses(events, tool)
+    assert answer["status"] == "error" and "control or invisible characters" in answer["error"]
+    assert await get_ledger(sqlite_url).list_tickets() == [] and await get_ledger(sqlite_url).payouts() == []

@@ -1,0 +1,53 @@
+"""A PostgreSQL outage under `make web`: honest answers while it lasts, nothing lost after."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+from support.http import as_approver, assert_error, payouts, request_over_run, run_body, user_text
+from support.postgres import new_postgres_database, postgres_cluster
+from support.servers import web_server
+
+from long_running_agent.runtime import close_runtime
+
+
+async def wait_for_health(client: httpx.AsyncClient, status: int, timeout: float = 30) -> httpx.Response:
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = await client.get("/health")
+        if answer.status_code == status or time.monotonic() > deadline:
+            return answer
+        await asyncio.sleep(0.5)
+
+
+def test_an_outage_is_reported_honestly_and_the_decision_goes_through_after_it(tmp_path):
+    with postgres_cluster() as postgres:
+        database_url = new_postgres_database(postgres.admin_url)
+        with web_server(tmp_path, database_url=database_url) as server:
+            asyncio.run(outage(server, postgres))
+
+
+async def outage(server, postgres) -> None:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as client:
+        session_id, _call, ticket_id = await request_over_run(client)
+
+        postgres.stop()
+        down = await wait_for_health(client, 503)
+        assert down.json()["database"].startswith("unreachable"), down.text
+        approve = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("bob"))
+        refusal = assert_error(approve, 503, "database_unavailable")
+        assert "cannot tell whether the decision" in refusal["message"]
+        assert approve.headers["retry-after"]
+        chat = await client.post("/run", json=run_body("alice", session_id, user_text("any news?")))
+        assert chat.status_code in (500, 503) and chat.headers["content-type"] == "application/json"
+
+        postgres.start()
+        assert (await wait_for_health(client, 200)).status_code == 200
+        approve = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("bob"))
+
+        assert approve.status_code == 200, approve.text
+        assert approve.json()["delivery"] == "delivered"
+        assert len(await payouts(server, ticket_id)) == 1
+        await close_runtime()
