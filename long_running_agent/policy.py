@@ -73,6 +73,28 @@ def needs_approval(amount: Decimal, settings: Settings) -> bool:
     return amount > settings.approval_threshold
 
 
+_LEADING_ARTICLES = re.compile(r"^(?:(?:the|a|an|my|our)\s+)+")
+
+
+def purpose_key(purpose: str) -> str:
+    """The purpose as the same-purpose rule compares it.
+
+    Case, spacing, trailing punctuation and leading articles are ignored, so
+    "The  Laptop", "my laptop." and "laptop" are one purpose; "laptop bag" is another.
+    """
+    words = " ".join(purpose.casefold().split()).strip(" .!?,;:")
+    return _LEADING_ARTICLES.sub("", words) or words
+
+
+def requester_of(user_id: str) -> str:
+    """Who a payout counts against for the daily rules: the conversation's ADK user id.
+
+    The one place that decides whether two requests come from the same person,
+    so canonicalising ids later (case, aliases) changes only this function.
+    """
+    return user_id
+
+
 def to_cents(amount: Decimal) -> int:
     return int(amount * 100)
 

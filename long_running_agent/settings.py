@@ -31,6 +31,7 @@ class Settings:
     dev_chat_approval: bool
     approvers: dict[str, str]
     sweep_interval: timedelta
+    daily_auto_approval_limit: Decimal
 
 
 def _decimal(name: str, default: str) -> Decimal:
@@ -41,6 +42,20 @@ def _decimal(name: str, default: str) -> Decimal:
         raise SettingsError(f"{name}={raw!r} is not a number; set it to e.g. {default}.") from None
     if not value.is_finite() or value <= 0:
         raise SettingsError(f"{name}={raw!r} must be a positive number, e.g. {default}.")
+    return value
+
+
+def _dollars_or_zero(name: str, default: str) -> Decimal:
+    """Dollars and cents, where 0 is allowed (for a limit, it means "none at all")."""
+    raw = os.getenv(name, default)
+    try:
+        value = Decimal(raw)
+    except InvalidOperation:
+        raise SettingsError(f"{name}={raw!r} is not a number; set it to e.g. {default}, or 0.") from None
+    if not value.is_finite() or value < 0 or int(value.normalize().as_tuple().exponent) < -2:
+        raise SettingsError(
+            f"{name}={raw!r} must be 0 or a positive number of dollars and cents, e.g. {default}."
+        )
     return value
 
 
@@ -67,4 +82,5 @@ def load_settings() -> Settings:
         dev_chat_approval=os.getenv("DEV_CHAT_APPROVAL", "").lower() in {"1", "true", "yes"},
         approvers=_approvers(os.getenv("APPROVERS", "")),
         sweep_interval=timedelta(seconds=float(_decimal("EXPIRY_SWEEP_SECONDS", "30"))),
+        daily_auto_approval_limit=_dollars_or_zero("DAILY_AUTO_APPROVAL_LIMIT", "250"),
     )

@@ -85,7 +85,8 @@ def test_purpose_is_required_and_normalised():
 
 @pytest.mark.parametrize("name, value", [
     ("APPROVAL_THRESHOLD", "-1"), ("MAX_REIMBURSEMENT", "nan"), ("APPROVAL_TTL_HOURS", "soon"),
-    ("APPROVERS", "bob"),
+    ("APPROVERS", "bob"), ("DAILY_AUTO_APPROVAL_LIMIT", "-1"), ("DAILY_AUTO_APPROVAL_LIMIT", "lots"),
+    ("DAILY_AUTO_APPROVAL_LIMIT", "12.345"), ("DAILY_AUTO_APPROVAL_LIMIT", "inf"),
 ])
 def test_bad_settings_name_the_variable(monkeypatch, name, value):
     monkeypatch.setenv(name, value)
@@ -96,3 +97,16 @@ def test_bad_settings_name_the_variable(monkeypatch, name, value):
 def test_approvers_are_parsed_from_name_token_pairs(monkeypatch):
     monkeypatch.setenv("APPROVERS", "bob:tok-b, carol:tok-c")
     assert load_settings().approvers == {"tok-b": "bob", "tok-c": "carol"}
+
+
+@pytest.mark.parametrize("value, limit", [
+    (None, Decimal("250")), ("0", Decimal("0")), ("1,000", None), ("99.50", Decimal("99.50")),
+])
+def test_daily_auto_approval_limit_is_dollars_and_zero_is_allowed(monkeypatch, value, limit):
+    if value is not None:
+        monkeypatch.setenv("DAILY_AUTO_APPROVAL_LIMIT", value)
+    if limit is None:
+        with pytest.raises(SettingsError, match="DAILY_AUTO_APPROVAL_LIMIT"):
+            load_settings()
+    else:
+        assert load_settings().daily_auto_approval_limit == limit
