@@ -145,7 +145,11 @@ async def run_small(runner: Runner, ledger: Ledger, request: str) -> bool:
     print("\n== 4. A small expense is paid at once, with no approval ==")
     session = await runner.session_service.create_session(app_name=runner.app_name, user_id=REQUESTER)
     say("user", request)
-    await send(runner, REQUESTER, session.id, user_text(request))
+    events = await send(runner, REQUESTER, session.id, user_text(request))
+    if find_pending_call(events):
+        # A second demo on the same (UTC) day repeats this expense, so the daily
+        # rules send it to an approver, and the agent says why (README, "Split purchases").
+        return True
     return len(await ledger.payouts(session_id=session.id)) == 1
 
 

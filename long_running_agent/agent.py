@@ -29,7 +29,10 @@ def instruction(_context: ReadonlyContext) -> str:
 You need the purpose and the amount; ask for whichever is missing.
 Amounts up to ${limit:,} are paid directly: call reimburse.
 Larger amounts need approval: call ask_for_approval once, then tell the user
-the ticket id and that it is waiting for an approver. When the ticket comes
+the ticket id and that it is waiting for an approver. When reimburse answers
+"needs_approval" (too much paid without approval today, or the same purpose
+again), call ask_for_approval with the same purpose and amount, then tell the
+user its "why" and the ticket id. When the ticket comes
 back "approved", call reimburse with the same purpose and amount. When it is
 "rejected" or "expired", explain that nothing was paid and why.
 Never claim money was paid unless reimburse returned status "paid"."""

@@ -6,6 +6,12 @@ approvers racing in two processes cannot both win. A payout row is unique per
 ticket, so the database itself - not a scan of session events - guarantees a
 ticket is paid at most once. Every transition is written to an audit trail.
 
+Payouts within the approval threshold are capped per requester and UTC day,
+again by the database: a per-requester-per-day counter row is raised only by
+a conditional upsert (`... WHERE total + amount <= limit`), and a payout made
+without approval is UNIQUE per requester, day and purpose. What the rules
+refuse goes to an approver (`NeedsApproval`).
+
 Works on a SQLite file (default) and PostgreSQL through one SQLAlchemy URL.
 """
 
@@ -16,10 +22,11 @@ import uuid
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
+    Date,
     DateTime,
     ForeignKey,
     Index,
@@ -31,6 +38,8 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
@@ -116,6 +125,28 @@ class PayoutRow(Base):
 
     # One payout per tool call in a conversation: a re-run of the same call reports it.
     __table_args__ = (UniqueConstraint("app_name", "user_id", "session_id", "call_id"),)
+
+
+class DailyAutoApprovalRow(Base):
+    """What one requester was paid without approval on one UTC day: the daily cap's counter."""
+
+    __tablename__ = "daily_auto_approvals"
+    requester: Mapped[str] = mapped_column(String(128), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    total_cents: Mapped[int] = mapped_column(Integer)
+
+
+class AutoApprovedPayoutRow(Base):
+    """A payout made without approval, with what the same-purpose rule compares."""
+
+    __tablename__ = "auto_approved_payouts"
+    payout_id: Mapped[str] = mapped_column(ForeignKey("approval_payouts.id"), primary_key=True)
+    requester: Mapped[str] = mapped_column(String(128))
+    day: Mapped[date] = mapped_column(Date)
+    purpose_key: Mapped[str] = mapped_column(String(300))
+
+    # UNIQUE: one payout without approval per requester, UTC day and purpose.
+    __table_args__ = (UniqueConstraint("requester", "day", "purpose_key"),)
 
 
 class AuditRow(Base):
@@ -281,12 +312,57 @@ def _same_person(user_id: str, name: str) -> bool:
         return False
 
 
+DAILY_LIMIT, SAME_PURPOSE = "daily_limit", "same_purpose"
+
+
+class NeedsApproval(LedgerError):
+    """A payout within the threshold that the daily rules send to an approver.
+
+    `reason` is DAILY_LIMIT (it would take the requester's total paid without
+    approval on `day` above `limit_cents`) or SAME_PURPOSE (`earlier` was paid
+    without approval for the same purpose that day). Each surface words it.
+    """
+
+    http_status = 409
+
+    def __init__(
+        self, reason: str, *, requester: str, day: date, amount_cents: int, limit_cents: int,
+        paid_today_cents: int, earlier: Payout | None = None,
+    ) -> None:
+        self.reason = reason
+        self.requester = requester
+        self.day = day
+        self.amount_cents = amount_cents
+        self.limit_cents = limit_cents
+        self.paid_today_cents = paid_today_cents
+        self.earlier = earlier
+        paid = f"${from_cents(paid_today_cents):,}"
+        if reason == SAME_PURPOSE and earlier is not None:
+            why = (f"{earlier.amount_text} for {earlier.purpose} was already paid without approval "
+                   f"to {requester} on {day} (UTC), payout {earlier.id}")
+        elif reason == SAME_PURPOSE:
+            why = f"the same purpose was already paid without approval to {requester} on {day} (UTC)"
+        else:
+            why = (f"{paid} already paid without approval to {requester} on {day} (UTC); "
+                   f"the daily limit is ${from_cents(limit_cents):,}")
+        self.why = why
+        super().__init__(f"${from_cents(amount_cents):,} needs approval: {why}.")
+
+
 def _in(conversation: Conversation) -> Any:
     return (
         (TicketRow.app_name == conversation.app_name)
         & (TicketRow.user_id == conversation.user_id)
         & (TicketRow.session_id == conversation.session_id)
     )
+
+
+# The counter column is a 32-bit integer on PostgreSQL; a larger limit is no limit.
+_MAX_CENTS = 2**31 - 1
+
+
+class _OverDailyLimit(Exception):
+    """Raised inside the payout transaction to roll it back."""
 
 
 def _new_id(prefix: str) -> str:
@@ -400,7 +476,9 @@ class Ledger:
         amount_cents: int,
         ttl: timedelta,
         session_store: str = "app",
+        note: str | None = None,
     ) -> Ticket:
+        """Open a pending ticket; `note` (why it needs approval) goes into its audit trail."""
         now = self._clock()
         row = TicketRow(
             id=_new_id("T"),
@@ -418,8 +496,9 @@ class Ledger:
         )
         async with await self.db() as db, db.begin():
             db.add(row)
+            detail = f"${from_cents(amount_cents):,} for {purpose}" + (f" (needs approval: {note})" if note else "")
             db.add(AuditRow(ticket_id=row.id, at=now, actor=user_id, action="requested",
-                            detail=f"${from_cents(amount_cents):,} for {purpose}"))
+                            detail=detail[:500]))
         return Ticket.of(row)
 
     async def get(self, ticket_id: str) -> Ticket:
@@ -657,21 +736,9 @@ class Ledger:
         Returns (payout, already_paid). Raises NotApproved when no approved
         ticket matches: whatever the conversation says, no ticket, no money.
         """
-        async with await self.db() as db:
-            candidates = (await db.execute(
-                select(TicketRow, PayoutRow.id)
-                .outerjoin(PayoutRow, PayoutRow.ticket_id == TicketRow.id)
-                .where(
-                    _in(conversation),
-                    TicketRow.amount_cents == amount_cents,
-                    TicketRow.status == APPROVED,
-                )
-                .order_by(TicketRow.created_at)
-            )).all()
-        wanted = purpose.casefold()
-        matching = [(t, paid) for t, paid in candidates if t.purpose.casefold() == wanted]
+        matching = await self._approved_tickets(conversation, purpose, amount_cents)
         # An unpaid match first; a paid one only to report "already paid".
-        matching.sort(key=lambda pair: pair[1] is not None)
+        matching.sort(key=lambda pair: pair[1])
         ticket = matching[0][0] if matching else None
         if ticket is None:
             raise NotApproved(
@@ -685,14 +752,176 @@ class Ledger:
             purpose=ticket.purpose, amount_cents=amount_cents,
         )
 
+    async def _approved_tickets(
+        self, conversation: Conversation, purpose: str, amount_cents: int
+    ) -> list[tuple[TicketRow, bool]]:
+        """Approved tickets of this conversation for purpose and amount, oldest first, with "paid?"."""
+        async with await self.db() as db:
+            candidates = (await db.execute(
+                select(TicketRow, PayoutRow.id)
+                .outerjoin(PayoutRow, PayoutRow.ticket_id == TicketRow.id)
+                .where(
+                    _in(conversation),
+                    TicketRow.amount_cents == amount_cents,
+                    TicketRow.status == APPROVED,
+                )
+                .order_by(TicketRow.created_at)
+            )).all()
+        wanted = purpose.casefold()
+        return [(t, paid is not None) for t, paid in candidates if t.purpose.casefold() == wanted]
+
     async def pay_small(
-        self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int
+        self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int,
+        requester: str, purpose_key: str, daily_limit_cents: int,
     ) -> tuple[Payout, bool]:
-        return await self._insert_payout(
-            ticket_id=None, app_name=conversation.app_name, call_id=call_id,
-            user_id=conversation.user_id, session_id=conversation.session_id,
+        """Pay an amount within the approval threshold; returns (payout, already_paid).
+
+        A re-run of a call that already paid reports that payout. An approved,
+        unpaid ticket of this conversation for the purpose and amount (one the
+        daily rules sent to an approver) pays through that ticket. Anything
+        else is paid without approval if the daily rules allow it, and raises
+        NeedsApproval if not.
+        """
+        earlier = await self._payout_of_call(conversation, call_id)
+        if earlier is not None:
+            return earlier, True
+        for ticket, paid in await self._approved_tickets(conversation, purpose, amount_cents):
+            if not paid:
+                return await self._insert_payout(
+                    ticket_id=ticket.id, app_name=conversation.app_name, call_id=call_id,
+                    user_id=conversation.user_id, session_id=conversation.session_id,
+                    purpose=ticket.purpose, amount_cents=amount_cents,
+                )
+        return await self._pay_without_approval(
+            conversation=conversation, call_id=call_id, purpose=purpose, amount_cents=amount_cents,
+            requester=requester, purpose_key=purpose_key, limit_cents=daily_limit_cents,
+        )
+
+    # --- the daily rules for payouts without approval ---------------------------
+
+    def day(self) -> date:
+        """The day the daily rules count in: the UTC calendar day of the ledger's clock."""
+        return self._clock().astimezone(UTC).date()
+
+    async def paid_without_approval(self, requester: str, day: date | None = None) -> int:
+        """Cents paid to `requester` without approval on `day` (default: today, UTC)."""
+        async with await self.db() as db:
+            total = await db.scalar(
+                select(DailyAutoApprovalRow.total_cents).where(
+                    DailyAutoApprovalRow.requester == requester,
+                    DailyAutoApprovalRow.day == (day or self.day()),
+                )
+            )
+        return int(total or 0)
+
+    async def auto_approval_refusal(
+        self, *, requester: str, purpose_key: str, amount_cents: int, daily_limit_cents: int
+    ) -> NeedsApproval | None:
+        """Why the daily rules would send this payout to an approver now, or None.
+
+        A read, not a reservation: it says whether a small request may open a
+        ticket. Only `pay_small` decides, in the database.
+        """
+        return await self._refusal(
+            requester=requester, day=self.day(), purpose_key=purpose_key,
+            amount_cents=amount_cents, limit_cents=min(daily_limit_cents, _MAX_CENTS),
+        )
+
+    async def _refusal(
+        self, *, requester: str, day: date, purpose_key: str, amount_cents: int, limit_cents: int
+    ) -> NeedsApproval | None:
+        earlier = await self._auto_payout_for(requester, day, purpose_key)
+        paid_today = await self.paid_without_approval(requester, day)
+        if earlier is None and paid_today + amount_cents <= limit_cents:
+            return None
+        return NeedsApproval(
+            SAME_PURPOSE if earlier else DAILY_LIMIT, requester=requester, day=day,
+            amount_cents=amount_cents, limit_cents=limit_cents, paid_today_cents=paid_today,
+            earlier=earlier,
+        )
+
+    async def _pay_without_approval(
+        self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int,
+        requester: str, purpose_key: str, limit_cents: int,
+    ) -> tuple[Payout, bool]:
+        now = self._clock()
+        day = now.astimezone(UTC).date()
+        limit_cents = min(limit_cents, _MAX_CENTS)
+        row = PayoutRow(
+            id=_new_id("P"), paid_at=now, ticket_id=None, app_name=conversation.app_name,
+            call_id=call_id, user_id=conversation.user_id, session_id=conversation.session_id,
             purpose=purpose, amount_cents=amount_cents,
         )
+        # One transaction: the counter, the payout and its same-purpose key
+        # stand or fall together. The counter goes first, so concurrent payouts
+        # of one requester queue on its row and each sees the others' totals.
+        try:
+            if amount_cents > limit_cents:
+                raise _OverDailyLimit
+            async with await self.db() as db, db.begin():
+                added: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
+                    self._add_to_daily_total(requester, day, amount_cents, limit_cents)
+                )
+                if added.rowcount != 1:
+                    raise _OverDailyLimit
+                db.add(row)
+                await db.flush()
+                db.add(AutoApprovedPayoutRow(
+                    payout_id=row.id, requester=requester, day=day, purpose_key=purpose_key,
+                ))
+                await db.flush()
+            return Payout.of(row), False
+        except (_OverDailyLimit, IntegrityError):
+            # A re-run of this call that raced the first: report its payout.
+            earlier = await self._payout_of_call(conversation, call_id)
+            if earlier is not None:
+                return earlier, True
+            # What refused it is committed (totals only grow, keys are never
+            # removed), so reading it back now explains the refusal.
+            refusal = await self._refusal(
+                requester=requester, day=day, purpose_key=purpose_key,
+                amount_cents=amount_cents, limit_cents=limit_cents,
+            )
+            if refusal is not None:
+                raise refusal from None
+            raise
+
+    def _add_to_daily_total(self, requester: str, day: date, amount_cents: int, limit_cents: int) -> Any:
+        """`total += amount` for (requester, day) only while it stays within the limit: one statement.
+
+        An INSERT ... ON CONFLICT DO UPDATE ... WHERE, the same on SQLite and
+        PostgreSQL: it creates the day's row or raises it, or changes nothing
+        (rowcount 0) when the total would pass the limit.
+        """
+        insert = postgresql_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        statement = insert(DailyAutoApprovalRow).values(requester=requester, day=day, total_cents=amount_cents)
+        raised = DailyAutoApprovalRow.total_cents + statement.excluded.total_cents
+        return statement.on_conflict_do_update(
+            index_elements=[DailyAutoApprovalRow.requester, DailyAutoApprovalRow.day],
+            set_={"total_cents": raised},
+            where=raised <= limit_cents,
+        )
+
+    async def _auto_payout_for(self, requester: str, day: date, purpose_key: str) -> Payout | None:
+        async with await self.db() as db:
+            row = await db.scalar(
+                select(PayoutRow)
+                .join(AutoApprovedPayoutRow, AutoApprovedPayoutRow.payout_id == PayoutRow.id)
+                .where(
+                    AutoApprovedPayoutRow.requester == requester,
+                    AutoApprovedPayoutRow.day == day,
+                    AutoApprovedPayoutRow.purpose_key == purpose_key,
+                )
+            )
+        return Payout.of(row) if row else None
+
+    async def _payout_of_call(self, conversation: Conversation, call_id: str) -> Payout | None:
+        async with await self.db() as db:
+            row = await db.scalar(select(PayoutRow).where(
+                PayoutRow.app_name == conversation.app_name, PayoutRow.user_id == conversation.user_id,
+                PayoutRow.session_id == conversation.session_id, PayoutRow.call_id == call_id,
+            ))
+        return Payout.of(row) if row else None
 
     async def _insert_payout(self, **fields: Any) -> tuple[Payout, bool]:
         row = PayoutRow(id=_new_id("P"), paid_at=self._clock(), **fields)

@@ -96,6 +96,12 @@ def _after_approval(response: dict[str, Any], original: dict[str, Any], tools: s
     ticket = response.get("ticket_id", "the ticket")
     purpose = original.get("purpose") or response.get("purpose")
     amount = original.get("amount") or response.get("amount")
+    if status == "pending" and response.get("why"):
+        # A small amount the daily rules sent to an approver: say why.
+        return _text(
+            f"{response['why']} I've opened ticket {ticket} for {_money(amount)} ({purpose}); it is "
+            "waiting for an approver, and I will pay it once it is approved."
+        )
     if status == "pending":
         return _text(
             f"Your request for {_money(amount)} ({purpose}) needs approval. "
@@ -117,6 +123,15 @@ def _after_approval(response: dict[str, Any], original: dict[str, Any], tools: s
     if status == "error":
         return _text(f"I could not open an approval ticket: {response.get('error')}")
     return _text(f"The approval for ticket {ticket} came back as {status!r}. Nothing was paid.")
+
+
+def _after_refusal(response: dict[str, Any], original: dict[str, Any], tools: set[str]) -> types.Part:
+    """reimburse answered "needs_approval": ask for approval of the very same request."""
+    purpose = original.get("purpose") or response.get("purpose")
+    amount = original.get("amount") or response.get("amount")
+    if "ask_for_approval" in tools and purpose and amount:
+        return _call("ask_for_approval", purpose, amount)
+    return _text(f"I could not pay it: {response.get('message', 'it needs an approver')}")
 
 
 def _after_payout(response: dict[str, Any]) -> types.Part:
@@ -210,6 +225,8 @@ def decide(request: LlmRequest) -> types.Part:
         if response.name == "ask_for_approval":
             original = _original_args(contents, response)
             return _after_approval(payload, original, _tool_names(request))
+        if response.name == "reimburse" and payload.get("status") == "needs_approval":
+            return _after_refusal(payload, _original_args(contents, response), _tool_names(request))
         if response.name == "reimburse":
             return _after_payout(payload)
         return _text(f"{response.name} returned: {json.dumps(payload, default=str)}")

@@ -71,6 +71,31 @@ def needs_approval(amount: Decimal, settings: Settings) -> bool:
     return amount > settings.approval_threshold
 
 
+_LEADING_ARTICLES = re.compile(r"^(?:(?:the|a|an|my|our)\s+)+")
+
+
+def purpose_key(purpose: str) -> str:
+    """The purpose as the same-purpose rule compares it.
+
+    Case, spacing, trailing punctuation and leading articles are ignored, so
+    "The  Laptop", "my laptop." and "laptop" are one purpose; "laptop bag" is another.
+    """
+    words = " ".join(purpose.casefold().split()).strip(" .!?,;:")
+    return _LEADING_ARTICLES.sub("", words) or words
+
+
+def requester_of(user_id: str) -> str:
+    """Who a payout counts against for the daily rules: the person behind the ADK user id.
+
+    Ids are compared in their one canonical spelling (inputs.py), so `Alice`
+    and `alice` share one daily allowance.
+    """
+    try:
+        return inputs.name(user_id)
+    except inputs.InputError:
+        return user_id
+
+
 def to_cents(amount: Decimal) -> int:
     return int(amount * 100)
 

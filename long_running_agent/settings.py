@@ -33,6 +33,7 @@ class Settings:
     sweep_interval: timedelta
     trusted_user_header: str | None
     production: bool
+    daily_auto_approval_limit: Decimal
 
 
 def _decimal(name: str, default: str, *, low: str, high: str) -> Decimal:
@@ -57,6 +58,21 @@ def _flag(name: str) -> bool:
 
 
 MIN_TOKEN = 8
+
+
+def _dollars_or_zero(name: str, default: str, *, high: str) -> Decimal:
+    """Dollars and cents, where 0 is allowed (for a limit, it means "none at all")."""
+    raw = os.getenv(name, default)
+    try:
+        value = Decimal(raw)
+    except InvalidOperation:
+        raise SettingsError(f"{name}={raw!r} is not a number; set it to e.g. {default}, or 0.") from None
+    if (not value.is_finite() or not 0 <= value <= Decimal(high)
+            or int(value.normalize().as_tuple().exponent) < -2):
+        raise SettingsError(
+            f"{name}={raw!r} must be 0 or a number of dollars and cents up to {high}, e.g. {default}."
+        )
+    return value
 
 
 def _approvers(raw: str) -> dict[str, str]:
@@ -107,4 +123,5 @@ def load_settings() -> Settings:
         sweep_interval=timedelta(seconds=float(_decimal("EXPIRY_SWEEP_SECONDS", "30", low="0", high="3600"))),
         trusted_user_header=header,
         production=production,
+        daily_auto_approval_limit=_dollars_or_zero("DAILY_AUTO_APPROVAL_LIMIT", "250", high="10000000"),
     )

@@ -25,6 +25,27 @@ def test_demo_shows_the_whole_flow_and_exits_zero(sqlite_url):
     assert "Event(" not in out and "model_dump" not in out
 
 
+def test_demo_run_twice_a_day_completes_and_the_repeated_taxi_waits_for_an_approver(sqlite_url):
+    assert run(url=sqlite_url).returncode == 0
+
+    again = run(url=sqlite_url)
+
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "The flow completed." in again.stdout
+    assert re.search(r"reimburse -> status='needs_approval'.*\n.*calls ask_for_approval\(purpose='taxi to the airport'",
+                     again.stdout)
+    assert len(asyncio.run(_payouts_without_ticket(sqlite_url))) == 1
+
+
+async def _payouts_without_ticket(url: str) -> list:
+    from long_running_agent.runtime import close_runtime
+
+    try:
+        return [p for p in await get_ledger(url).payouts() if p.ticket_id is None]
+    finally:
+        await close_runtime()
+
+
 def test_demo_reject_pays_nothing_and_free_text_works(sqlite_url):
     rejected = run("--reject", url=sqlite_url)
     assert rejected.returncode == 0, rejected.stderr

@@ -118,6 +118,45 @@ def test_payout_results_are_confirmed_or_relayed(payload, expected):
     assert expected in decide(request(*contents)).text
 
 
+def small_refusal(status: dict, tools: types.Tool = DECLARATIONS) -> LlmRequest:
+    """A reimburse call for $100 and the tool's answer `status`, as ADK would send them."""
+    call = types.FunctionCall(name="reimburse", args={"purpose": "same laptop", "amount": 100.0})
+    contents = [
+        user("Reimburse $100 for the same laptop"),
+        types.Content(role="model", parts=[types.Part(function_call=call)]),
+        types.Content(role="user", parts=[types.Part(
+            function_response=types.FunctionResponse(name="reimburse", response=status))]),
+    ]
+    return LlmRequest(contents=contents, config=types.GenerateContentConfig(
+        system_instruction="Amounts up to $100 are paid directly.", tools=[tools]))
+
+
+NEEDS_APPROVAL = {"status": "needs_approval", "reason": "same_purpose", "purpose": "same laptop", "amount": 100.0,
+                  "message": "You were already reimbursed $100.00 for same laptop today (UTC) without approval."}
+
+
+@pytest.mark.parametrize("status, tools, tool, args, expected", [
+    (NEEDS_APPROVAL, DECLARATIONS, "ask_for_approval", {"purpose": "same laptop", "amount": 100.0}, None),
+    (NEEDS_APPROVAL | {"purpose": "something else", "amount": 5.0}, DECLARATIONS,
+     "ask_for_approval", {"purpose": "same laptop", "amount": 100.0}, None),
+    (NEEDS_APPROVAL, types.Tool(function_declarations=[types.FunctionDeclaration(name="reimburse")]),
+     None, None, "already reimbursed $100.00 for same laptop"),
+])
+def test_a_small_payout_sent_to_an_approver_is_asked_for_with_the_same_request(status, tools, tool, args, expected):
+    part = decide(small_refusal(status, tools))
+    if tool:
+        assert (part.function_call.name, part.function_call.args) == (tool, args)
+    else:
+        assert part.function_call is None and expected in part.text
+
+
+def test_a_pending_small_ticket_is_explained_with_its_why():
+    why = "You have been reimbursed $200.00 today (UTC) without approval; the daily limit for that is $250.00."
+    part = decide(request(*approval_response("pending", why=why)))
+    assert part.function_call is None
+    assert part.text.startswith(why) and "ticket T-1" in part.text and "waiting for an approver" in part.text
+
+
 @pytest.mark.parametrize("text, amount", [
     ("$1,234.56", 1234.56), ("USD 99", 99), ("99 usd", 99), ("spent 12.5 on", 12.5), ("no money here", None),
 ])

@@ -92,6 +92,8 @@ def test_purpose_is_required_and_normalised():
     ("APPROVERS", "bob:short"), ("APPROVERS", "bob:same-token,carol:same-token"),
     ("APPROVERS", "b\u200bob:long-enough-token"), ("APPROVERS", "\u0430lice:long-enough-token"),
     ("DEV_CHAT_APPROVAL", "maybe"), ("PRODUCTION_MODE", "true"),
+    ("DAILY_AUTO_APPROVAL_LIMIT", "-1"), ("DAILY_AUTO_APPROVAL_LIMIT", "lots"),
+    ("DAILY_AUTO_APPROVAL_LIMIT", "12.345"), ("DAILY_AUTO_APPROVAL_LIMIT", "inf"),
 ])
 def test_bad_settings_name_the_variable(monkeypatch, name, value):
     monkeypatch.setenv(name, value)
@@ -103,3 +105,16 @@ def test_approvers_are_parsed_from_name_token_pairs(monkeypatch):
     monkeypatch.setenv("APPROVERS", "Bob :tok-bbbbbb, carol:tok-cccccc")
     # Names in their one canonical spelling, as the ledger compares them.
     assert load_settings().approvers == {"tok-bbbbbb": "bob", "tok-cccccc": "carol"}
+
+
+@pytest.mark.parametrize("value, limit", [
+    (None, Decimal("250")), ("0", Decimal("0")), ("1,000", None), ("99.50", Decimal("99.50")),
+])
+def test_daily_auto_approval_limit_is_dollars_and_zero_is_allowed(monkeypatch, value, limit):
+    if value is not None:
+        monkeypatch.setenv("DAILY_AUTO_APPROVAL_LIMIT", value)
+    if limit is None:
+        with pytest.raises(SettingsError, match="DAILY_AUTO_APPROVAL_LIMIT"):
+            load_settings()
+    else:
+        assert load_settings().daily_auto_approval_limit == limit
