@@ -7,7 +7,7 @@ Run with:
 
 Approver CLI (each command is a fresh process; the ledger and sessions persist):
     python main.py request "Reimburse $250 for the team lunch" --user alice
-    python main.py inbox
+    python main.py inbox                # pending tickets, 50 a page: --limit 20 --offset 40
     python main.py approve T-... --approver bob
     python main.py reject T-... --approver bob --reason "not a business expense"
     python main.py show T-...
@@ -20,7 +20,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,6 +35,7 @@ from long_running_agent.conversations import describe
 from long_running_agent.inputs import printable
 from long_running_agent.ledger import Ledger, LedgerError, get_ledger
 from long_running_agent.model_choice import choose_model
+from long_running_agent.paging import DEFAULT_LIMIT, MAX_LIMIT, Page, PagingError, parse_limit, parse_offset
 from long_running_agent.policy import from_cents
 from long_running_agent.runtime import close_runtime, make_runner
 from long_running_agent.settings import Settings, SettingsError, load_settings
@@ -204,18 +205,52 @@ async def cmd_request(args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_inbox(_args: argparse.Namespace) -> int:
+async def cmd_inbox(args: argparse.Namespace) -> int:
     settings = load_settings()
     await catch_up(settings)
-    tickets = await get_ledger(settings.database_url).list_tickets()
-    if not tickets:
+    ledger = get_ledger(settings.database_url)
+    tickets = await ledger.list_tickets(limit=args.limit, offset=args.offset)
+    page = Page(args.offset, args.limit, await ledger.count(), len(tickets))
+    more = f" --limit {args.limit}" if args.limit != DEFAULT_LIMIT else ""
+    if not page.total:
         print("No pending tickets.")
-        return 0
-    print(f"{'TICKET':<16} {'REQUESTER':<12} {'AMOUNT':>12}  {'AGE':>4}  PURPOSE")
-    for t in tickets:
-        print(f"{t.id:<16} {printable(t.user_id):<12} {'$' + format(from_cents(t.amount_cents), ','):>12}  "
-              f"{_age(t.created_at):>4}  {printable(t.purpose)}")
+    elif not tickets:
+        last = (page.total - 1) // args.limit * args.limit
+        print(f"No pending tickets from offset {args.offset:,}: there are {page.total:,}. "
+              f"The last page: python main.py inbox --offset {last}{more}")
+    else:
+        print(f"Pending: {page.describe()}, oldest first.")
+        print(f"{'TICKET':<16} {'REQUESTER':<12} {'AMOUNT':>12}  {'AGE':>4}  PURPOSE")
+        for t in tickets:
+            print(f"{t.id:<16} {printable(t.user_id):<12} {'$' + format(from_cents(t.amount_cents), ','):>12}  "
+                  f"{_age(t.created_at):>4}  {printable(t.purpose)}")
+        if page.next_offset is not None:
+            print(f"Next page: python main.py inbox --offset {page.next_offset}{more}")
+    await show_undelivered(ledger, args.limit)
     return 0
+
+
+async def show_undelivered(ledger: Ledger, limit: int) -> None:
+    """Decisions that have not reached their conversation, oldest first, with why."""
+    tickets = await ledger.undelivered(limit=limit)
+    if not tickets:
+        return
+    page = Page(0, limit, await ledger.count_undelivered(), len(tickets))
+    print(f"\nDecided, not delivered: {page.describe()}. Deliver one with: python main.py resume TICKET\n"
+          "(if its conversation is gone for good: python main.py settle TICKET --approver NAME)")
+    print(f"{'TICKET':<16} {'STATUS':<9} {'DECIDED BY':<12} WHY IT HAS NOT ARRIVED")
+    for t in tickets:
+        why = printable(t.delivery_error or "no attempt finished yet")
+        print(f"{t.id:<16} {t.status:<9} {printable(t.decided_by or ''):<12} {why}")
+
+
+def _paging_arg(parse: Callable[[str], int]) -> Callable[[str], int]:
+    def checked(text: str) -> int:
+        try:
+            return parse(text)
+        except PagingError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    return checked
 
 
 def report(delivery: Delivery) -> int:
@@ -313,7 +348,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     request = commands.add_parser("request", help="send a request and leave its ticket pending")
     request.add_argument("text")
     request.add_argument("--user", default=REQUESTER, help="who asks (default alice)")
-    commands.add_parser("inbox", help="list pending tickets")
+    inbox = commands.add_parser("inbox", help="list pending tickets, and decisions not delivered yet")
+    inbox.add_argument("--limit", type=_paging_arg(parse_limit), default=DEFAULT_LIMIT,
+                       help=f"tickets per page, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})")
+    inbox.add_argument("--offset", type=_paging_arg(parse_offset), default=0,
+                       help="how many of the oldest pending tickets to skip (default 0)")
     for name in ("approve", "reject"):
         decide = commands.add_parser(name, help=f"{name} a ticket and resume its conversation")
         decide.add_argument("ticket")

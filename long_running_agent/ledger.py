@@ -36,6 +36,7 @@ from sqlalchemy import (
     event,
     func,
     select,
+    text,
     update,
 )
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -44,6 +45,7 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.schema import CreateIndex
 
 from . import inputs
 from .policy import from_cents
@@ -70,6 +72,12 @@ def _utc(value: datetime | None) -> datetime | None:
 
 class Base(DeclarativeBase):
     pass
+
+
+# Decided (every move out of pending sets decided_at) but not yet delivered.
+# Written without constants so that SQLite, which matches a partial index's
+# WHERE term by term, can use the index for queries that state the same terms.
+_UNDELIVERED_SQL = text("delivered_at IS NULL AND settled_at IS NULL AND decided_at IS NOT NULL")
 
 
 class TicketRow(Base):
@@ -102,8 +110,18 @@ class TicketRow(Base):
     settled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     # Call ids are unique within a conversation only: Gemini may supply its own.
+    # The indexes serve the inbox: each list is read in index order (`id` breaks
+    # ties, so pages never overlap) and each total is counted from the index alone.
     __table_args__ = (
-        Index("ix_approval_tickets_status_created", "status", "created_at"),
+        Index("ix_approval_tickets_status_created_id", "status", "created_at", "id"),
+        Index("ix_approval_tickets_decided", "decided_at", "id"),
+        # Each inbox load and server sweep first expires the overdue tickets: a range, not a scan.
+        Index("ix_approval_tickets_status_expires", "status", "expires_at"),
+        # Only undelivered, unsettled decisions, so it stays small. delivered_at
+        # and settled_at (always NULL here) are columns too: SQLite counts from
+        # an index only if it holds every column the query names.
+        Index("ix_approval_tickets_undelivered", "decided_at", "id", "delivered_at", "settled_at",
+              sqlite_where=_UNDELIVERED_SQL, postgresql_where=_UNDELIVERED_SQL),
         UniqueConstraint("app_name", "user_id", "session_id", "call_id"),
     )
 
@@ -419,6 +437,22 @@ def _ensure_sqlite_dir(url: str) -> bool:
     return False
 
 
+def _create_missing_indexes(conn: Any) -> None:
+    # create_all skips a table that exists, and with it any index declared on
+    # it since: a database made by an older version gets its new indexes here.
+    # Looked up first (a catalog read, no lock on the table); IF NOT EXISTS
+    # for two processes starting at once.
+    for table in Base.metadata.sorted_tables:
+        for index in table.indexes:
+            if index.name and not conn.dialect.has_index(conn, table.name, index.name):
+                conn.execute(CreateIndex(index, if_not_exists=True))
+
+
+def _undelivered() -> Any:
+    """The partial index's condition (`_UNDELIVERED_SQL`), as the queries state it."""
+    return TicketRow.delivered_at.is_(None) & TicketRow.settled_at.is_(None) & TicketRow.decided_at.is_not(None)
+
+
 class Ledger:
     """Tickets, payouts and their audit trail in one SQL database."""
 
@@ -451,6 +485,7 @@ class Ledger:
 
                     async with self.engine.begin() as conn:
                         await conn.run_sync(Base.metadata.create_all)
+                        await conn.run_sync(_create_missing_indexes)
                     self._schema_ready = True
         return self._sessions()
 
@@ -518,36 +553,47 @@ class Ledger:
             )
         return Ticket.of(row) if row else None
 
-    async def undelivered(self, conversation: Conversation | None = None) -> list[Ticket]:
-        """Decided tickets whose decision has not reached their conversation, oldest first."""
-        query = select(TicketRow).where(
-            TicketRow.status.in_(DECIDED), TicketRow.delivered_at.is_(None), TicketRow.settled_at.is_(None)
-        ).order_by(TicketRow.decided_at)
+    async def undelivered(
+        self, conversation: Conversation | None = None, *, limit: int | None = None, offset: int = 0
+    ) -> list[Ticket]:
+        """Decided tickets whose decision has not reached their conversation, oldest decision first."""
+        query = (
+            select(TicketRow).where(_undelivered())
+            .order_by(TicketRow.decided_at, TicketRow.id).offset(offset).limit(limit)
+        )
         if conversation is not None:
             query = query.where(_in(conversation))
         async with await self.db() as db:
             return [Ticket.of(row) for row in await db.scalars(query)]
 
-    async def list_tickets(self, status: str = PENDING, limit: int = 50) -> list[Ticket]:
-        """Tickets in `status`, oldest first for pending, newest first otherwise."""
-        order = TicketRow.created_at.asc() if status == PENDING else TicketRow.decided_at.desc()
+    async def count_undelivered(self) -> int:
+        """How many decisions have not reached their conversation (counted in their partial index)."""
+        async with await self.db() as db:
+            total = await db.scalar(select(func.count()).select_from(TicketRow).where(_undelivered()))
+        return int(total or 0)
+
+    async def list_tickets(self, status: str = PENDING, limit: int = 50, offset: int = 0) -> list[Ticket]:
+        """One page of the tickets in `status`, oldest first, in index order (`id` breaks ties)."""
         async with await self.db() as db:
             rows = await db.scalars(
-                select(TicketRow).where(TicketRow.status == status).order_by(order).limit(limit)
+                select(TicketRow).where(TicketRow.status == status)
+                .order_by(TicketRow.created_at, TicketRow.id).offset(offset).limit(limit)
             )
             return [Ticket.of(row) for row in rows]
 
     async def recent_decisions(self, limit: int = 20) -> list[Ticket]:
+        """The latest decisions, newest first."""
         async with await self.db() as db:
             rows = await db.scalars(
                 select(TicketRow)
-                .where(TicketRow.status.in_(DECIDED))
-                .order_by(TicketRow.decided_at.desc())
+                .where(TicketRow.decided_at.is_not(None))
+                .order_by(TicketRow.decided_at.desc(), TicketRow.id.desc())
                 .limit(limit)
             )
             return [Ticket.of(row) for row in rows]
 
     async def count(self, status: str = PENDING) -> int:
+        """How many tickets are in `status` (counted in the status index)."""
         async with await self.db() as db:
             total = await db.scalar(
                 select(func.count()).select_from(TicketRow).where(TicketRow.status == status)

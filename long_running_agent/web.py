@@ -12,8 +12,10 @@ Run with:
 
 Routes added to ADK's app (every /api route needs `Authorization: Bearer <token>`,
 tokens from APPROVERS; a missing token is 401, an unknown one 403):
-    GET  /inbox                               the approver page
-    GET  /api/approvals                       pending tickets and recent decisions
+    GET  /inbox                               the approver page (and its /inbox/inbox.js, /inbox/inbox.css)
+    GET  /api/approvals                       pending tickets (paged: ?limit=&offset=), decisions
+                                              not delivered yet (?undelivered_limit=&undelivered_offset=),
+                                              recent decisions
     GET  /api/approvals/{ticket_id}           one ticket, its audit trail and payouts
     POST /api/approvals/{ticket_id}/approve   body optional: {"reason": "..."}
     POST /api/approvals/{ticket_id}/reject    body required: {"reason": "..."}
@@ -42,7 +44,7 @@ import uvicorn
 from fastapi import Depends, FastAPI, Request
 from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from google.adk.cli.fast_api import get_fast_api_app
 from google.adk.cli.service_registry import get_service_registry
 from google.adk.cli.utils.agent_loader import AgentLoader
@@ -70,7 +72,9 @@ from .ledger import (
     utc_now,
 )
 from .model_choice import choose_model
+from .paging import DEFAULT_LIMIT, MAX_LIMIT, Page, PagingError, parse_limit, parse_offset
 from .policy import from_cents
+from .security_headers import SecurityHeaders
 from .settings import SettingsError, load_settings
 from .web_gate import Gate
 
@@ -280,8 +284,38 @@ def ticket_json(ticket: Ticket) -> dict[str, Any]:
         "decided_at": _iso(ticket.decided_at),
         "reason": ticket.reason,
         "delivered_at": _iso(ticket.delivered_at),
+        "delivery_error": ticket.delivery_error,
+        "settled_by": ticket.settled_by,
+        "settled_at": _iso(ticket.settled_at),
         "session_id": ticket.session_id,
     }
+
+
+INBOX_QUERY = ("limit", "offset", "undelivered_limit", "undelivered_offset")
+PAGING_FIX = (
+    f"Page with ?limit=N&offset=N (N from 1 to {MAX_LIMIT}, default {DEFAULT_LIMIT}; offset from 0) for pending "
+    "tickets and ?undelivered_limit=N&undelivered_offset=N for decisions not delivered yet; each answer's "
+    "pending_page.next_offset is where the next page starts."
+)
+
+
+def inbox_paging(request: Request) -> dict[str, int]:
+    """GET /api/approvals's query string, checked: a 422 names a wrong parameter and the fix."""
+    query = request.query_params
+    try:
+        for name in query:
+            if name not in INBOX_QUERY:
+                raise PagingError(name, f"Unknown query parameter {name!r}.")
+            if len(query.getlist(name)) > 1:
+                raise PagingError(name, f"{name} is given more than once.")
+        return {
+            "limit": parse_limit(query.get("limit")),
+            "offset": parse_offset(query.get("offset")),
+            "undelivered_limit": parse_limit(query.get("undelivered_limit"), "undelivered_limit"),
+            "undelivered_offset": parse_offset(query.get("undelivered_offset"), "undelivered_offset"),
+        }
+    except PagingError as error:
+        raise ApiError(422, "invalid_query", str(error), PAGING_FIX) from None
 
 
 def payout_json(payout: Payout) -> dict[str, Any]:
@@ -439,18 +473,46 @@ def add_inbox(app: FastAPI, database_url: str) -> None:
             "with POST /api/approvals/{ticket_id}/approve or /reject, not over /run.",
         ).response()
 
+    # The page's CSP, X-Frame-Options and friends (security_headers.py), on
+    # every answer of /inbox and /api/approvals, errors included.
+    app.add_middleware(SecurityHeaders)
+
+    def packaged(name: str) -> str:
+        return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
     @app.get("/inbox", response_class=HTMLResponse, include_in_schema=False)
     async def inbox_page() -> HTMLResponse:
-        page = resources.files(__package__).joinpath("inbox.html").read_text(encoding="utf-8")
-        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+        return HTMLResponse(packaged("inbox.html"), headers={"Cache-Control": "no-store"})
+
+    # The page's script and styles are files, not inline, so its CSP can allow 'self' only.
+    @app.get("/inbox/inbox.js", include_in_schema=False)
+    async def inbox_script() -> Response:
+        return Response(packaged("inbox.js"), media_type="text/javascript", headers={"Cache-Control": "no-cache"})
+
+    @app.get("/inbox/inbox.css", include_in_schema=False)
+    async def inbox_styles() -> Response:
+        return Response(packaged("inbox.css"), media_type="text/css", headers={"Cache-Control": "no-cache"})
 
     @app.get("/api/approvals")
-    async def list_approvals(approver: str = Depends(current_approver)) -> dict[str, Any]:
+    async def list_approvals(request: Request, approver: str = Depends(current_approver)) -> dict[str, Any]:
+        paging = inbox_paging(request)
         ledger = get_ledger(database_url)
         await ledger.expire_due()
+        pending = await ledger.list_tickets(limit=paging["limit"], offset=paging["offset"])
+        total_pending = await ledger.count()
+        # Every decision that has not reached its conversation, however old, with its Deliver action.
+        undelivered = await ledger.undelivered(limit=paging["undelivered_limit"], offset=paging["undelivered_offset"])
+        total_undelivered = await ledger.count_undelivered()
         return {
             "approver": approver,
-            "pending": [ticket_json(t) for t in await ledger.list_tickets()],
+            "pending": [ticket_json(t) for t in pending],
+            "total_pending": total_pending,
+            "pending_page": Page(paging["offset"], paging["limit"], total_pending, len(pending)).as_json(),
+            "undelivered": [ticket_json(t) for t in undelivered],
+            "total_undelivered": total_undelivered,
+            "undelivered_page": Page(
+                paging["undelivered_offset"], paging["undelivered_limit"], total_undelivered, len(undelivered)
+            ).as_json(),
             "recent_decisions": [ticket_json(t) for t in await ledger.recent_decisions(limit=10)],
         }
 

@@ -2,8 +2,11 @@
 
 A requester asks in ADK's dev UI (whose answer box cannot approve), an
 approver decides on /inbox in another tab, and the requester's chat shows the
-outcome after a reload. Uses Debian's /usr/bin/chromium through Playwright (no
-`playwright install`); every request that is not to 127.0.0.1 is blocked.
+outcome after a reload. The inbox pages through its lists and delivers a stuck
+decision, all under its Content-Security-Policy: every inbox test ends by
+checking that the page reported no violation of it. Uses Debian's
+/usr/bin/chromium through Playwright (no `playwright install`); every request
+that is not to 127.0.0.1 is blocked.
 """
 
 from __future__ import annotations
@@ -16,8 +19,12 @@ from pathlib import Path
 import httpx
 import pytest
 from playwright.async_api import BrowserContext, Page, Route, async_playwright, expect
+from support.http import request_over_run
 from support.project import fresh_project, main_py, plain_adk
 from support.servers import TOKENS, WebServer, web_server
+from support.tickets import decide_and_mark_delivered, decided_not_delivered, open_tickets
+
+from long_running_agent.ledger import get_ledger
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -79,13 +86,29 @@ async def ask_in_dev_ui(context: BrowserContext, text: str, user: str = "alice")
     return chat, match.group(1)
 
 
-async def open_inbox(context: BrowserContext, approver: str) -> Page:
+# Runs before the page's own script: every refusal under the page's CSP is kept
+# (Chromium also logs each on the console as "Refused to ...").
+RECORD_CSP_VIOLATIONS = """
+window.cspViolations = [];
+document.addEventListener("securitypolicyviolation",
+  (e) => window.cspViolations.push(`${e.effectiveDirective} refused ${e.blockedURI || "inline"}`), true);
+"""
+
+
+async def open_inbox(context: BrowserContext, approver: str, path: str = "/inbox") -> Page:
     inbox = await context.new_page()
-    await inbox.goto("/inbox")
+    await inbox.add_init_script(RECORD_CSP_VIOLATIONS)
+    await inbox.goto(path)
     await inbox.locator("#token").fill(TOKENS[approver])
     await inbox.locator("#sign-in").click()
     await expect(inbox.locator("#approver-name")).to_have_text(approver)
     return inbox
+
+
+async def assert_no_csp_violations(page: Page) -> None:
+    response = await page.request.get("/inbox")
+    assert "default-src 'none'" in response.headers["content-security-policy"]  # the policy is on
+    assert await page.evaluate("window.cspViolations") == []
 
 
 async def ledger_view(server: WebServer, ticket_id: str) -> dict:
@@ -119,6 +142,7 @@ async def test_request_in_dev_ui_approved_in_inbox_shows_payout_in_chat(context,
     await expect(inbox.locator(f'#decided tr[data-ticket="{ticket_id}"]')).to_contain_text("approved")
     await expect(inbox.locator(f'#pending tr[data-ticket="{ticket_id}"]')).to_have_count(0)
     await inbox.screenshot(path=tmp_path / "3-inbox-approved.png")
+    await assert_no_csp_violations(inbox)
 
     # An open chat does not hear about another client's resume; a reload does.
     await chat.reload()
@@ -144,6 +168,7 @@ async def test_request_in_dev_ui_rejected_in_inbox_pays_nothing(context, server,
     await expect(decided).to_contain_text("rejected")
     await expect(decided).to_contain_text("conference was not approved in advance")
     await inbox.screenshot(path=tmp_path / "1-inbox-rejected.png")
+    await assert_no_csp_violations(inbox)
 
     await chat.reload()
     await expect(chat.get_by_text(re.compile(rf"Ticket {ticket_id} was rejected by carol"))).to_be_visible()
@@ -165,6 +190,80 @@ async def test_an_approver_sees_no_decision_buttons_on_their_own_request(context
 
     other = await open_inbox(context, "carol")
     await expect(other.locator(f'#pending tr[data-ticket="{ticket_id}"] button.approve')).to_have_count(1)
+
+
+async def api_page(server: WebServer, **query: int) -> dict:
+    async with httpx.AsyncClient(base_url=server.base_url) as client:
+        response = await client.get("/api/approvals", params=query,
+                                    headers={"Authorization": f"Bearer {TOKENS['carol']}"})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def rows(page: Page, table: str) -> list[str]:
+    return await page.locator(f"#{table} tbody tr[data-ticket]").evaluate_all(
+        "(rows) => rows.map((row) => row.dataset.ticket)")
+
+
+async def test_an_approver_pages_through_pending_tickets_with_the_total(context, server, tmp_path):
+    await open_tickets(get_ledger(server.database_url), 5, "browsed")
+    first, second = await api_page(server, limit=2), await api_page(server, limit=2, offset=2)
+    total = first["total_pending"]
+    assert total >= 5
+
+    inbox = await open_inbox(context, "bob", "/inbox?limit=2")
+
+    await expect(inbox.locator("#pending-count")).to_have_text(f"{total:,}")
+    await expect(inbox.locator("#pending-range")).to_have_text(f"Showing 1–2 of {total:,}")
+    await expect(inbox.locator("#pending-previous")).to_be_disabled()
+    assert await rows(inbox, "pending") == [t["id"] for t in first["pending"]]
+    await inbox.locator("#pending-next").click()
+    await expect(inbox.locator("#pending-range")).to_have_text(f"Showing 3–4 of {total:,}")
+    assert await rows(inbox, "pending") == [t["id"] for t in second["pending"]]
+    await inbox.screenshot(path=tmp_path / "1-inbox-page-2.png")
+    await inbox.locator("#pending-previous").click()
+    await expect(inbox.locator("#pending-range")).to_have_text(f"Showing 1–2 of {total:,}")
+    assert await rows(inbox, "pending") == [t["id"] for t in first["pending"]]
+
+    # On page 2, every ticket from the third on is decided elsewhere: the page
+    # is past the end now, and the inbox steps back to the last page there is.
+    await inbox.locator("#pending-next").click()
+    await expect(inbox.locator("#pending-range")).to_have_text(f"Showing 3–4 of {total:,}")
+    ledger = get_ledger(server.database_url)
+    for ticket in (await ledger.list_tickets(limit=200))[2:]:
+        await ledger.decide(ticket.id, approver="carol", approve=False, reason="withdrawn")
+        await ledger.mark_delivered(ticket.id, actor="carol")
+    await inbox.locator("#refresh").click()
+    await expect(inbox.locator("#pending-range")).to_have_text("Showing 1–2 of 2")
+    assert await rows(inbox, "pending") == [t["id"] for t in first["pending"]]
+    await expect(inbox.locator("#pending-next")).to_be_disabled()
+    await assert_no_csp_violations(inbox)
+
+
+async def test_an_old_undelivered_decision_is_delivered_from_its_own_section(context, server, tmp_path):
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as client:
+        _session_id, _call, ticket_id = await request_over_run(client)
+    ledger = get_ledger(server.database_url)
+    # Approved by a process that stopped before delivering; then eleven newer
+    # decisions push it out of "Recent decisions".
+    await decided_not_delivered(ledger, ticket_id, "the server stopped while delivering it")
+    await decide_and_mark_delivered(ledger, 11)
+
+    inbox = await open_inbox(context, "carol")
+    stuck = inbox.locator(f'#undelivered tr[data-ticket="{ticket_id}"]')
+    await expect(stuck).to_contain_text("approved by bob")
+    await expect(stuck).to_contain_text("the server stopped while delivering it")
+    await expect(inbox.locator(f'#decided tr[data-ticket="{ticket_id}"]')).to_have_count(0)
+    await inbox.screenshot(path=tmp_path / "1-inbox-undelivered.png")
+    await stuck.locator("button.deliver").click()
+
+    await expect(inbox.locator("#notice")).to_contain_text(f"Delivered {ticket_id}")
+    await expect(inbox.locator("#notice")).to_contain_text("was paid")
+    await expect(stuck).to_have_count(0)
+    await inbox.screenshot(path=tmp_path / "2-inbox-delivered.png")
+    view = await ledger_view(server, ticket_id)
+    assert view["ticket"]["delivered_at"] and len(view["payouts"]) == 1
+    await assert_no_csp_violations(inbox)
 
 async def test_plain_adk_web_request_approved_by_main_py_shows_payout_after_reload(tmp_path):
     """`adk web` exactly as ADK users start it: no flags (a port only), no .env."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import re
 
+import pytest
 from support.processes import request_ticket, run, start
+from support.tickets import decided_not_delivered, open_tickets
 
 from long_running_agent.ledger import get_ledger
 
@@ -143,3 +145,42 @@ def test_a_decision_whose_process_died_is_delivered_by_resume(sqlite_url):
     again = run("resume", ticket_id, url=sqlite_url)
     assert again.returncode == 0 and "nothing to do" in again.stdout
     assert len(asyncio.run(_payouts(sqlite_url, ticket_id))) == 1
+
+
+async def _open_five_and_strand_one(url: str) -> tuple[list[str], str]:
+    from long_running_agent.runtime import close_runtime
+
+    try:
+        ledger = get_ledger(url)
+        pending = [t.id for t in await open_tickets(ledger, 5, "cli")]
+        [stuck] = await open_tickets(ledger, 1, "stuck")
+        await decided_not_delivered(ledger, stuck.id, "conversation stuck-0 of dave is not in the app's database")
+        return pending, stuck.id
+    finally:
+        await close_runtime()
+
+
+def test_inbox_pages_through_pending_tickets_and_lists_undelivered_decisions(sqlite_url):
+    pending, stuck = asyncio.run(_open_five_and_strand_one(sqlite_url))
+
+    first = run("inbox", "--limit", "2", url=sqlite_url)
+    middle = run("inbox", "--limit", "2", "--offset", "2", url=sqlite_url)
+    last = run("inbox", "--limit", "2", "--offset", "4", url=sqlite_url)
+
+    listed = [re.findall(r"^(T-[0-9a-f]{12}) +dave ", page.stdout, re.M) for page in (first, middle, last)]
+    assert listed == [pending[:2], pending[2:4], pending[4:]], [page.stdout for page in (first, middle, last)]
+    assert "Pending: showing 1–2 of 5" in first.stdout and "showing 3–4 of 5" in middle.stdout
+    assert "python main.py inbox --offset 2 --limit 2" in first.stdout
+    assert "showing 5–5 of 5" in last.stdout and "Next page" not in last.stdout
+    # Decided, not delivered: listed with why, whatever the page.
+    for page in (first, last):
+        assert re.search(rf"^{stuck} +approved +bob +conversation stuck-0 of dave is not in", page.stdout, re.M)
+    assert "python main.py resume" in first.stdout
+    beyond = run("inbox", "--offset", "50", url=sqlite_url)
+    assert beyond.returncode == 0 and "there are 5" in beyond.stdout and "--offset 0" in beyond.stdout
+
+
+@pytest.mark.parametrize("args", [["--limit", "0"], ["--limit", "201"], ["--offset", "-1"], ["--limit", "ten"]])
+def test_inbox_refuses_a_page_that_is_not_one(sqlite_url, args):
+    result = run("inbox", *args, url=sqlite_url)
+    assert result.returncode == 2 and f"argument {args[0]}:" in result.stderr and result.stdout == ""

@@ -253,9 +253,12 @@ async def test_decision_that_never_reached_the_conversation_is_resumed_once(clie
 
 async def test_inbox_page_is_served_without_external_assets(client):
     page = await client.get("/inbox")
+    script, styles = await client.get("/inbox/inbox.js"), await client.get("/inbox/inbox.css")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    assert 'id="token"' in page.text and "/api/approvals" in page.text
-    assert "http://" not in page.text and "https://" not in page.text
+    assert 'id="token"' in page.text and "/api/approvals" in script.text
+    for served in (page, script, styles):
+        assert served.status_code == 200
+        assert "http://" not in served.text and "https://" not in served.text
 
 
 async def test_a_decision_whose_conversation_cannot_be_reached_answers_json_with_the_fix(client, server):

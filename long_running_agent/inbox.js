@@ -1,0 +1,268 @@
+// The approver inbox's script, served at /inbox/inbox.js for /inbox (see inbox.html).
+// Data is rendered with textContent only: purposes are typed by requesters.
+"use strict";
+const $ = (id) => document.getElementById(id);
+let token = sessionStorage.getItem("approverToken") || "";
+let me = "";  // the signed-in approver, as the server names them
+// Where each list is paged to. /inbox?limit=N sets the page size (the API checks it).
+const pageSize = new URLSearchParams(location.search).get("limit");
+const offsets = {pending: 0, undelivered: 0};
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  Object.assign(node, props);
+  for (const child of children) node.append(child ?? "");
+  return node;
+}
+
+function age(seconds) {
+  if (seconds < 60) return "just now";
+  const m = Math.floor(seconds / 60);
+  if (m < 60) return `${m} min`;
+  const h = Math.floor(m / 60);
+  return h < 48 ? `${h} h` : `${Math.floor(h / 24)} days`;
+}
+
+function when(iso) {
+  return iso ? new Date(iso).toLocaleString([], {month: "short", day: "numeric", hour: "2-digit", minute: "2-digit"}) : "";
+}
+
+function notify(text, kind) {
+  const box = $("notice");
+  box.className = `notice ${kind}`;
+  box.textContent = text;
+}
+
+async function api(path, options = {}) {
+  const response = await fetch(path, {
+    ...options,
+    headers: {"Authorization": `Bearer ${token}`, "Content-Type": "application/json"},
+  });
+  const body = await response.json().catch(() => ({}));
+  if (response.status === 401 || (response.status === 403 && body.error === "unknown_token")) {
+    signOut(`${body.message || "Not signed in."} ${body.fix || ""}`);
+    throw new Error("signed out");
+  }
+  if (!response.ok) throw Object.assign(new Error(body.message || response.statusText), {body});
+  return body;
+}
+
+function ticketButton(ticket, columns) {
+  return el("button", {className: "ticket", type: "button", textContent: ticket.id,
+                       title: "Show history", onclick: (e) => toggleDetails(e.target.closest("tr"), ticket, columns)});
+}
+
+async function toggleDetails(row, ticket, columns) {
+  const next = row.nextElementSibling;
+  if (next && next.classList.contains("details")) { next.remove(); return; }
+  const data = await api(`/api/approvals/${encodeURIComponent(ticket.id)}`);
+  const history = el("ol", {}, ...data.audit.map((a) =>
+    el("li", {}, `${when(a.at)} · ${a.action} by ${a.actor}${a.detail ? ": " + a.detail : ""}`)));
+  const paid = data.payouts.length
+    ? data.payouts.map((p) => `Paid ${p.payout_id}: $${p.amount.toFixed(2)} at ${when(p.paid_at)}`).join("; ")
+    : "Nothing paid.";
+  const cell = el("td", {colSpan: columns}, el("strong", {}, "History"), history, el("div", {className: "muted"}, paid));
+  row.after(el("tr", {className: "details"}, cell));
+}
+
+function pendingRow(t) {
+  const reason = el("input", {className: "reason", placeholder: "Reason (required to reject)", maxLength: 500});
+  const approve = el("button", {className: "btn approve", type: "button", textContent: "Approve"});
+  const reject = el("button", {className: "btn reject", type: "button", textContent: "Reject"});
+  approve.onclick = () => decide(t, "approve", reason, [approve, reject]);
+  reject.onclick = () => decide(t, "reject", reason, [approve, reject]);
+  // Nobody decides their own expense; the server refuses it too.
+  const decision = t.requester === me
+    ? el("div", {className: "muted own", textContent: "Your own request: another approver decides it."})
+    : el("div", {className: "decide"}, reason, approve, reject);
+  const row = el("tr", {},
+    el("td", {}, ticketButton(t, 6)),
+    el("td", {textContent: t.requester}),
+    el("td", {className: "amount", textContent: t.amount_text}),
+    el("td", {textContent: t.purpose}),
+    el("td", {className: "muted nowrap", textContent: age(t.age_seconds), title: t.created_at}),
+    el("td", {}, decision));
+  row.dataset.ticket = t.id;
+  return row;
+}
+
+function decidedRow(t) {
+  const status = el("td", {}, el("span", {className: `badge ${t.status}`, textContent: t.status}));
+  if (!t.delivered_at) {
+    // Listed, with its Deliver button, under "Decided, not delivered".
+    status.append(" ", el("span", {className: "not-delivered", textContent: "not delivered"}));
+  }
+  const row = el("tr", {},
+    el("td", {}, ticketButton(t, 8)),
+    status,
+    el("td", {className: "amount", textContent: t.amount_text}),
+    el("td", {textContent: t.purpose}),
+    el("td", {textContent: t.requester}),
+    el("td", {textContent: t.decided_by || ""}),
+    el("td", {className: "muted", textContent: t.reason || ""}),
+    el("td", {className: "muted nowrap", textContent: when(t.decided_at)}));
+  row.dataset.ticket = t.id;
+  return row;
+}
+
+function undeliveredRow(t) {
+  // Recorded in the ledger, but the conversation has not had it yet (a failed
+  // delivery, a process that stopped half-way, or an expiry nobody delivered).
+  const deliver = el("button", {className: "btn deliver", type: "button", textContent: "Deliver",
+                                title: "Send this decision to the requester's conversation"});
+  deliver.onclick = () => redeliver(t, deliver);
+  const actions = el("div", {className: "decide"}, deliver);
+  if (t.delivery_error) {
+    // A delivery failed: if the conversation is gone for good, settle the ticket without it.
+    const settle = el("button", {className: "btn settle", type: "button",
+                                 textContent: t.status === "approved" ? "Pay without chat" : "Close",
+                                 title: "Its conversation cannot be reached: pay an approved ticket, close any other"});
+    settle.onclick = () => settleTicket(t, settle);
+    actions.append(settle);
+  }
+  const row = el("tr", {},
+    el("td", {}, ticketButton(t, 8)),
+    el("td", {className: "nowrap"}, el("span", {className: `badge ${t.status}`, textContent: t.status}),
+       t.decided_by ? ` by ${t.decided_by}` : ""),
+    el("td", {className: "amount", textContent: t.amount_text}),
+    el("td", {textContent: t.purpose}),
+    el("td", {textContent: t.requester}),
+    el("td", {className: "muted nowrap", textContent: when(t.decided_at)}),
+    el("td", {className: t.delivery_error ? "why" : "muted",
+              textContent: t.delivery_error || "No attempt finished yet."}),
+    el("td", {}, actions));
+  row.dataset.ticket = t.id;
+  return row;
+}
+
+// One list's page, its total and its Previous/Next buttons; false instead if the
+// page ran past the end (tickets were decided meanwhile) and moved back to the last.
+function showPage(name, items, total, page, rowOf, mayMove) {
+  if (mayMove && !items.length && total > 0 && page.offset > 0) {
+    offsets[name] = Math.floor((total - 1) / page.limit) * page.limit;
+    return false;
+  }
+  $(`${name}-count`).textContent = total.toLocaleString();
+  $(name).querySelector("tbody").replaceChildren(...items.map(rowOf));
+  $(name).hidden = items.length === 0;
+  $(`${name}-pager`).hidden = total <= page.limit && page.offset === 0;
+  $(`${name}-range`).textContent = items.length
+    ? `Showing ${(page.offset + 1).toLocaleString()}–${(page.offset + items.length).toLocaleString()} ` +
+      `of ${total.toLocaleString()}`
+    : "";
+  $(`${name}-previous`).disabled = page.previous_offset === null;
+  $(`${name}-next`).disabled = page.next_offset === null;
+  $(`${name}-previous`).onclick = () => turn(name, page.previous_offset);
+  $(`${name}-next`).onclick = () => turn(name, page.next_offset);
+  return true;
+}
+
+function turn(name, offset) {
+  if (offset === null) return;
+  offsets[name] = offset;
+  load().catch(failed);
+}
+
+function failed(error) {
+  // A bad ?limit= in the page's address, for one: the API says what is wrong and the fix.
+  if (error.message !== "signed out") notify(`${error.message} ${error.body?.fix || ""}`, "error");
+}
+
+async function load(again = true) {
+  const query = new URLSearchParams({offset: offsets.pending, undelivered_offset: offsets.undelivered});
+  if (pageSize) {
+    query.set("limit", pageSize);
+    query.set("undelivered_limit", pageSize);
+  }
+  const data = await api(`/api/approvals?${query}`);
+  me = data.approver;
+  $("approver-name").textContent = data.approver;
+  $("signin").hidden = true;
+  $("who").hidden = false;
+  $("inbox").hidden = false;
+  const shown = [
+    showPage("pending", data.pending, data.total_pending, data.pending_page, pendingRow, again),
+    showPage("undelivered", data.undelivered, data.total_undelivered, data.undelivered_page, undeliveredRow, again),
+  ];
+  if (shown.includes(false)) return load(false);
+  $("pending-empty").hidden = data.total_pending > 0;
+  $("undelivered-section").hidden = data.total_undelivered === 0;
+  $("decided").querySelector("tbody").replaceChildren(...data.recent_decisions.map(decidedRow));
+  $("decided-empty").hidden = data.recent_decisions.length > 0;
+  $("decided").hidden = data.recent_decisions.length === 0;
+}
+
+async function decide(ticket, action, reasonInput, buttons) {
+  const reason = reasonInput.value.trim();
+  if (action === "reject" && !reason) {
+    notify(`Give a reason to reject ${ticket.id}; the requester is told it.`, "error");
+    reasonInput.focus();
+    return;
+  }
+  buttons.forEach((b) => b.disabled = true);
+  try {
+    const result = await api(`/api/approvals/${encodeURIComponent(ticket.id)}/${action}`, {
+      method: "POST", body: JSON.stringify(reason ? {reason} : {}),
+    });
+    const verb = action === "approve" ? "Approved" : "Rejected";
+    notify(`${verb} ${ticket.id}. ${result.agent_reply ? "Agent: " + result.agent_reply : ""}`, "ok");
+  } catch (error) {
+    failed(error);
+  }
+  await load().catch(() => {});
+}
+
+async function redeliver(ticket, button) {
+  button.disabled = true;
+  try {
+    const result = await api(`/api/approvals/${encodeURIComponent(ticket.id)}/resume`, {method: "POST"});
+    notify(`Delivered ${ticket.id}. ${result.agent_reply ? "Agent: " + result.agent_reply : ""}`, "ok");
+  } catch (error) {
+    failed(error);
+  }
+  await load().catch(() => {});
+}
+
+async function settleTicket(ticket, button) {
+  button.disabled = true;
+  try {
+    const result = await api(`/api/approvals/${encodeURIComponent(ticket.id)}/settle`, {method: "POST"});
+    const paid = result.payouts.length ? ` Paid ${result.payouts[0].payout_id}.` : " Closed.";
+    notify(`Settled ${ticket.id} without its conversation.${paid}`, "ok");
+  } catch (error) {
+    failed(error);
+  }
+  await load().catch(() => {});
+}
+
+function signOut(message) {
+  token = "";
+  sessionStorage.removeItem("approverToken");
+  $("signin").hidden = false;
+  $("who").hidden = true;
+  $("inbox").hidden = true;
+  notify(message || "", message ? "error" : "");
+}
+
+$("signin-form").onsubmit = async (event) => {
+  event.preventDefault();
+  token = $("token").value.trim();
+  try {
+    await load();
+    sessionStorage.setItem("approverToken", token);
+    $("token").value = "";
+    notify("", "");
+  } catch (error) {
+    failed(error);
+  }
+};
+$("sign-out").onclick = () => signOut();
+$("refresh").onclick = () => load().catch(failed);
+
+// Refresh now and then, but never under an approver's fingers.
+setInterval(() => {
+  const typing = [...document.querySelectorAll("input.reason")].some((i) => i.value || i === document.activeElement);
+  if (token && !typing && !$("inbox").hidden) load().catch(() => {});
+}, 15000);
+
+if (token) load().catch(() => {});

@@ -1,0 +1,85 @@
+"""Paging through the inbox's lists: a page is `limit` tickets from `offset`, with the total.
+
+Offsets rather than cursors: the inbox shows "showing 51–100 of 1,234" and
+lets an approver step back and forth or jump to a page, which offsets give
+directly, and the total it shows is a COUNT over the same index anyway. The
+order is total (oldest first, the ticket id breaking ties), so pages never
+overlap; a ticket decided meanwhile moves the later ones up a place, onto an
+earlier page, never out of the list.
+
+Used by the approvals API (`?limit=&offset=`) and `python main.py inbox`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+MAX_OFFSET = 1_000_000_000  # far past any backlog, well inside a SQL BIGINT
+_WHOLE_NUMBER = re.compile(r"-?[0-9]{1,12}")
+
+
+class PagingError(ValueError):
+    """A limit or offset that is not a page; `name` says which parameter."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+def parse_limit(value: str | int | None, name: str = "limit") -> int:
+    if value is None:
+        return DEFAULT_LIMIT
+    number = _whole_number(value, name)
+    if not 1 <= number <= MAX_LIMIT:
+        raise PagingError(name, f"{name} must be from 1 to {MAX_LIMIT}, not {value}.")
+    return number
+
+
+def parse_offset(value: str | int | None, name: str = "offset") -> int:
+    if value is None:
+        return 0
+    number = _whole_number(value, name)
+    if not 0 <= number <= MAX_OFFSET:
+        raise PagingError(name, f"{name} must be from 0 to {MAX_OFFSET:,}, not {value}.")
+    return number
+
+
+def _whole_number(value: str | int, name: str) -> int:
+    if isinstance(value, int):
+        return value
+    # int() alone would also take "1_000", " 5" and "٣" (an Arabic-Indic three).
+    if not _WHOLE_NUMBER.fullmatch(value):
+        raise PagingError(name, f"{name} must be a whole number, not {value!r}.")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Page:
+    """Where one page sits in a list of `total` items."""
+
+    offset: int
+    limit: int
+    total: int
+    shown: int  # how many items this page holds
+
+    @property
+    def next_offset(self) -> int | None:
+        following = self.offset + self.limit
+        return following if following < self.total else None
+
+    @property
+    def previous_offset(self) -> int | None:
+        return max(0, self.offset - self.limit) if self.offset > 0 else None
+
+    def as_json(self) -> dict[str, int | None]:
+        return {"offset": self.offset, "limit": self.limit,
+                "next_offset": self.next_offset, "previous_offset": self.previous_offset}
+
+    def describe(self) -> str:
+        """'showing 1–50 of 1,234' (empty when the page is)."""
+        if not self.shown:
+            return f"showing none of {self.total:,}"
+        return f"showing {self.offset + 1:,}–{self.offset + self.shown:,} of {self.total:,}"

@@ -1,0 +1,207 @@
+"""The inbox's lists in the ledger: pages in one total order, totals, and indexes that answer them.
+
+Runs on a SQLite file and on a real PostgreSQL server. The query plans are
+those of the SQL the ledger really sends, captured as it runs.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import event, inspect, text
+from support.tickets import APP, open_tickets
+
+from long_running_agent.ledger import APPROVED, Ledger, TicketRow
+from long_running_agent.paging import Page
+
+NOON = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+class Clock:
+    """A clock the test moves by hand, so tickets can share a creation time."""
+
+    def __init__(self) -> None:
+        self.now = NOON
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def test_pages_hold_every_pending_ticket_once_in_age_order(db_url):
+    clock = Clock()
+    ledger = Ledger(db_url, clock=clock)
+    try:
+        # Three tickets share one creation time: the id orders them, the same way on every page.
+        same_time = await open_tickets(ledger, 3, "same-time")
+        clock.now += timedelta(minutes=1)
+        later = await open_tickets(ledger, 4, "later")
+
+        pages = [await ledger.list_tickets(limit=3, offset=offset) for offset in (0, 3, 6, 9)]
+
+        paged = [t.id for page in pages for t in page]
+        assert paged == sorted(t.id for t in same_time) + sorted(t.id for t in later)
+        assert [len(page) for page in pages] == [3, 3, 1, 0]
+        assert await ledger.count() == 7
+        # A decision moves the later tickets up; the total says so.
+        await ledger.decide(paged[0], approver="bob", approve=True)
+        assert [t.id for t in await ledger.list_tickets(limit=3, offset=3)] == paged[4:7]
+        assert await ledger.count() == 6
+    finally:
+        await ledger.close()
+
+
+async def test_undelivered_decisions_are_listed_however_old(db_url):
+    clock = Clock()
+    ledger = Ledger(db_url, clock=clock)
+    try:
+        oldest, *others = await open_tickets(ledger, 14, "decided")
+        await ledger.decide(oldest.id, approver="bob", approve=True)
+        await ledger.mark_undelivered(oldest.id, actor="bob", error="conversation s-0 of dave is not in the store")
+        for ticket in others:
+            clock.now += timedelta(minutes=1)
+            await ledger.decide(ticket.id, approver="bob", approve=False, reason="no receipt")
+        for ticket in others[:-1]:
+            await ledger.mark_delivered(ticket.id, actor="bob")
+
+        recent = await ledger.recent_decisions(limit=10)
+        undelivered = await ledger.undelivered(limit=50)
+
+        assert oldest.id not in [t.id for t in recent] and len(recent) == 10
+        assert [t.id for t in undelivered] == [oldest.id, others[-1].id]
+        assert undelivered[0].delivery_error == "conversation s-0 of dave is not in the store"
+        assert await ledger.count_undelivered() == 2
+        assert [t.id for t in await ledger.undelivered(limit=1, offset=1)] == [others[-1].id]
+        assert await ledger.undelivered() == undelivered  # no limit: all of them, as the delivery sweep reads
+    finally:
+        await ledger.close()
+
+
+async def add_delivered_decisions(ledger: Ledger, count: int) -> None:
+    async with await ledger.db() as db, db.begin():
+        db.add_all(
+            TicketRow(
+                id=f"T-old{n:09d}", app_name=APP, user_id="dave", session_id=f"old-{n}", call_id="adk-1",
+                call_name="ask_for_approval", purpose="old", amount_cents=20000, status=APPROVED,
+                created_at=NOON - timedelta(days=30, minutes=n), expires_at=NOON - timedelta(days=27),
+                decided_by="bob", decided_at=NOON - timedelta(days=29, minutes=n),
+                delivered_at=NOON - timedelta(days=29, minutes=n), session_store="app",
+            )
+            for n in range(count)
+        )
+
+
+async def plans(ledger: Ledger, statements: list[tuple[str, object]]) -> list[str]:
+    """The database's plan for each captured statement, as one string each."""
+    async with ledger.engine.connect() as conn:
+        if ledger.engine.dialect.name == "sqlite":
+            explain = "EXPLAIN QUERY PLAN "
+            await conn.execute(text("ANALYZE"))
+        else:
+            explain = "EXPLAIN "
+            await conn.execute(text("ANALYZE"))
+            # Tiny test tables are cheaper to scan whole; ask whether an index *can* answer.
+            await conn.execute(text("SET enable_seqscan = off"))
+            await conn.execute(text("SET enable_bitmapscan = off"))
+        found = []
+        for statement, parameters in statements:
+            rows = (await conn.exec_driver_sql(explain + statement, parameters)).all()
+            found.append(" | ".join(str(row[-1]) for row in rows))
+        return found
+
+
+async def test_inbox_queries_read_indexes_and_count_from_them_alone(db_url):
+    clock = Clock()
+    ledger = Ledger(db_url, clock=clock)
+    try:
+        # A store in the shape of a real one: many decisions delivered long ago, a few not.
+        await add_delivered_decisions(ledger, 500)
+        tickets = await open_tickets(ledger, 60, "busy")
+        for ticket in tickets[:30]:
+            clock.now += timedelta(seconds=1)
+            await ledger.decide(ticket.id, approver="bob", approve=True)
+        for ticket in tickets[:25]:
+            await ledger.mark_delivered(ticket.id, actor="bob")
+
+        sent: list[tuple[str, object]] = []
+
+        def capture(_conn, _cursor, statement, parameters, _context, _many) -> None:
+            if statement.lstrip().upper().startswith("SELECT"):
+                sent.append((statement, parameters))
+
+        event.listen(ledger.engine.sync_engine, "before_cursor_execute", capture)
+        expired = await ledger.expire_due()
+        page = await ledger.list_tickets(limit=10, offset=10)
+        total = await ledger.count()
+        undelivered = await ledger.undelivered(limit=10)
+        total_undelivered = await ledger.count_undelivered()
+        recent = await ledger.recent_decisions(limit=10)
+        event.remove(ledger.engine.sync_engine, "before_cursor_execute", capture)
+        assert (len(expired), len(page), total, len(undelivered), total_undelivered, len(recent)) == (
+            0, 10, 30, 5, 5, 10)
+        assert len(sent) == 6, sent
+
+        expiry_plan, page_plan, count_plan, undelivered_plan, undelivered_count_plan, recent_plan = await plans(
+            ledger, sent)
+
+        if ledger.engine.dialect.name == "sqlite":
+            assert "INDEX ix_approval_tickets_status_expires (status=? AND expires_at<?)" in expiry_plan, expiry_plan
+            assert "USING INDEX ix_approval_tickets_status_created_id" in page_plan, page_plan
+            assert "USING COVERING INDEX ix_approval_tickets_status_" in count_plan, count_plan
+            assert "USING INDEX ix_approval_tickets_undelivered" in undelivered_plan, undelivered_plan
+            assert "USING COVERING INDEX ix_approval_tickets_undelivered" in undelivered_count_plan, \
+                undelivered_count_plan
+            assert "USING INDEX ix_approval_tickets_decided" in recent_plan, recent_plan
+            sorted_apart = [p for p in (page_plan, undelivered_plan, recent_plan) if "TEMP B-TREE" in p]
+        else:
+            assert "using ix_approval_tickets_status_expires" in expiry_plan, expiry_plan
+            assert "Index Scan using ix_approval_tickets_status_created_id" in page_plan, page_plan
+            assert "Index Only Scan using ix_approval_tickets_status_" in count_plan, count_plan
+            assert "Index Scan using ix_approval_tickets_undelivered" in undelivered_plan, undelivered_plan
+            assert "Index Only Scan using ix_approval_tickets_undelivered" in undelivered_count_plan, \
+                undelivered_count_plan
+            assert "Index Scan Backward using ix_approval_tickets_decided" in recent_plan, recent_plan
+            sorted_apart = [p for p in (page_plan, undelivered_plan, recent_plan) if "Sort" in p]
+        # Pages come out of the index in order: nothing is sorted on the side.
+        assert sorted_apart == []
+    finally:
+        await ledger.close()
+
+
+async def test_a_database_from_before_these_indexes_gets_them(db_url):
+    ledger = Ledger(db_url)
+    try:
+        await ledger.count()  # makes the schema
+        new = ["ix_approval_tickets_status_created_id", "ix_approval_tickets_decided",
+               "ix_approval_tickets_status_expires", "ix_approval_tickets_undelivered"]
+        async with ledger.engine.begin() as conn:
+            for name in new:
+                await conn.execute(text(f"DROP INDEX {name}"))
+    finally:
+        await ledger.close()
+
+    reopened = Ledger(db_url)
+    try:
+        await reopened.count()
+        async with reopened.engine.connect() as conn:
+            existing = await conn.run_sync(
+                lambda sync: {index["name"] for index in inspect(sync).get_indexes("approval_tickets")}
+            )
+        assert set(new) <= existing
+    finally:
+        await reopened.close()
+
+
+@pytest.mark.parametrize("page, shown", [
+    (Page(0, 50, 1234, 50), "showing 1–50 of 1,234"),
+    (Page(1200, 50, 1234, 34), "showing 1,201–1,234 of 1,234"),
+    (Page(100, 50, 30, 0), "showing none of 30"),
+])
+def test_a_page_says_where_it_is(page, shown):
+    assert page.describe() == shown
+
+
+def test_a_page_knows_its_neighbours():
+    assert (Page(0, 50, 120, 50).next_offset, Page(0, 50, 120, 50).previous_offset) == (50, None)
+    assert (Page(100, 50, 120, 20).next_offset, Page(100, 50, 120, 20).previous_offset) == (None, 50)
+    assert Page(20, 50, 120, 50).previous_offset == 0
