@@ -184,3 +184,32 @@ def test_inbox_pages_through_pending_tickets_and_lists_undelivered_decisions(sql
 def test_inbox_refuses_a_page_that_is_not_one(sqlite_url, args):
     result = run("inbox", *args, url=sqlite_url)
     assert result.returncode == 2 and f"argument {args[0]}:" in result.stderr and result.stdout == ""
+
+
+def test_a_decision_whose_conversation_was_deleted_is_settled_by_an_approver(sqlite_url):
+    ticket_id = request_ticket(sqlite_url)
+
+    async def delete_conversation() -> None:
+        from long_running_agent.runtime import close_runtime, new_session_service
+
+        ledger = get_ledger(sqlite_url)
+        ticket = await ledger.get(ticket_id)
+        await new_session_service(sqlite_url).delete_session(
+            app_name=ticket.app_name, user_id=ticket.user_id, session_id=ticket.session_id)
+        await close_runtime()
+
+    early = run("settle", ticket_id, "--approver", "bob", url=sqlite_url)
+    assert early.returncode == 1 and "still pending" in early.stderr
+    asyncio.run(delete_conversation())
+
+    approved = run("approve", ticket_id, "--approver", "bob", url=sqlite_url)
+    assert approved.returncode == 3, (approved.stdout, approved.stderr)
+    assert f"python main.py settle {ticket_id}" in approved.stderr
+
+    settled = run("settle", ticket_id, "--approver", "carol", url=sqlite_url)
+
+    assert settled.returncode == 0, settled.stderr
+    assert "paid $250.00" in settled.stdout and "without the conversation" in settled.stdout
+    assert len(asyncio.run(_payouts(sqlite_url, ticket_id))) == 1
+    again = run("settle", ticket_id, "--approver", "carol", url=sqlite_url)
+    assert again.returncode == 1 and "already settled" in again.stderr

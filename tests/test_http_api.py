@@ -292,3 +292,17 @@ async def test_a_decision_whose_conversation_cannot_be_reached_answers_json_with
     assert shown["ticket"]["delivered_at"] is None
     assert "undelivered" in [entry["action"] for entry in shown["audit"]]
     assert await payouts(server, elsewhere.id) == [] and await payouts(server, gone.id) == []
+
+    # An approver settles what can never be delivered: the approved amount is paid without the agent.
+    settled = await client.post(f"/api/approvals/{gone.id}/settle", headers=as_approver("carol"))
+    assert settled.status_code == 200, settled.text
+    assert settled.json()["ticket"]["settled_by"] == "carol"
+    [payout] = await payouts(server, gone.id)
+    assert payout.amount_cents == 30000
+    assert_error(await client.post(f"/api/approvals/{gone.id}/settle", headers=as_approver("bob")),
+                 409, "not_settleable")
+    assert_error(await client.post(f"/api/approvals/{gone.id}/resume", headers=as_approver("bob")),
+                 409, "already_settled")
+    listed = (await client.get("/api/approvals", headers=as_approver("bob"))).json()
+    assert gone.id not in [t["id"] for t in listed["undelivered"]]
+    assert elsewhere.id in [t["id"] for t in listed["undelivered"]]
