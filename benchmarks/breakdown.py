@@ -48,17 +48,22 @@ class _Clock:
 
 @contextmanager
 def _timed(cls: type, clock: _Clock) -> Iterator[None]:
-    originals = {
-        name: member for name, member in vars(cls).items()
-        if inspect.iscoroutinefunction(member) and not name.startswith("__")
+    """Time every coroutine method of `cls`, inherited ones too (the ledger is built from parts)."""
+    own = dict(vars(cls))
+    methods = {
+        name: getattr(cls, name) for name in dir(cls)
+        if not name.startswith("__") and inspect.iscoroutinefunction(getattr(cls, name))
     }
-    for name, member in originals.items():
+    for name, member in methods.items():
         setattr(cls, name, clock.wrap(member))
     try:
         yield
     finally:
-        for name, member in originals.items():
-            setattr(cls, name, member)
+        for name in methods:
+            if name in own:
+                setattr(cls, name, own[name])
+            else:
+                delattr(cls, name)
 
 
 async def measure_breakdown(stores: Stores, *, flows: int, warmup_flows: int) -> list[dict[str, Any]]:

@@ -25,13 +25,13 @@ import time
 from collections import Counter
 from typing import Any
 
-from .environment import configure
+from .environment import child_env, configure
 from .stores import Stores
 
 
 async def run_flows(system_name: str, store: str, url: str | None, flows: int) -> dict[str, Any]:
     """Run `flows` concurrent flows on a fresh store; counts, not just timings."""
-    from .flows import open_system  # after configure(): the agent picks its model on import
+    from .flows import open_system
 
     system = open_system(system_name, store, url)
     try:
@@ -108,7 +108,7 @@ def measure_concurrency(stores: Stores, plan: list[tuple[str, str, int, int]]) -
             child = subprocess.run(
                 [sys.executable, "-m", "benchmarks.concurrency", "--system", system, "--store", store,
                  *(["--url", url] if url else []), "--flows", str(flows)],
-                capture_output=True, text=True, timeout=900,
+                capture_output=True, text=True, timeout=900, env=child_env(),
             )
             if child.returncode != 0:
                 raise RuntimeError(f"concurrency run failed:\n{child.stderr[-3000:]}")

@@ -17,13 +17,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from .environment import child_env
+
 MAIN = Path(__file__).resolve().parent.parent / "main.py"
 
 
 def _run_cold(args: list[str], *, expect: bytes) -> tuple[float, float]:
     """(wall seconds, peak RSS MB) of one child process in an empty directory."""
     with tempfile.TemporaryDirectory(prefix="bench-demo-") as empty:
-        env = {k: v for k, v in os.environ.items() if k != "EXPENSES_DATABASE_URL"}
+        env = child_env() | {"EXPENSES_DATABASE_URL": f"sqlite+aiosqlite:///{empty}/expenses.db"}
         started = time.perf_counter()
         child = subprocess.Popen(
             [sys.executable, *args], cwd=empty, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT

@@ -1,14 +1,19 @@
 """The benchmark's environment: the offline model, fixed settings, and the machine.
 
-`configure()` must run before `long_running_agent` is imported, because the
-agent picks its model at import time.
+`configure()` hands this process its settings (`use_settings`); processes the
+benchmark starts get the same ones in their environment (`child_env()`).
 """
 
 from __future__ import annotations
 
 import os
 import platform
+from dataclasses import replace
+from datetime import timedelta
+from decimal import Decimal
 from importlib import metadata
+
+from long_running_agent.settings import ModelSettings, load_settings, use_settings
 
 OFFLINE_MODEL = "offline-expense-model"
 
@@ -29,10 +34,21 @@ UNSET = (
 
 
 def configure() -> None:
-    """Select the offline model and pin the policy, in this process and its children."""
-    os.environ.update(PINNED)
-    for name in UNSET:
-        os.environ.pop(name, None)
+    """Select the offline model and pin the policy in this process."""
+    use_settings(replace(
+        load_settings(),
+        model=ModelSettings(OFFLINE_MODEL, None),
+        approval_threshold=Decimal(PINNED["APPROVAL_THRESHOLD"]),
+        approval_ttl=timedelta(hours=float(PINNED["APPROVAL_TTL_HOURS"])),
+        max_amount=Decimal(PINNED["MAX_REIMBURSEMENT"]),
+        dev_chat_approval=False,
+        daily_auto_approval_limit=Decimal(PINNED["DAILY_AUTO_APPROVAL_LIMIT"]),
+    ))
+
+
+def child_env() -> dict[str, str]:
+    """The environment for a process the benchmark starts: the same pinned settings."""
+    return {k: v for k, v in os.environ.items() if k not in UNSET} | PINNED
 
 
 def machine() -> dict[str, str | int]:

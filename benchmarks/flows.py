@@ -11,15 +11,14 @@ ledger at the same URL. On the in-memory store it runs with ADK's
 InMemorySessionService and the ledger on an in-memory SQLite database
 (`sqlite+aiosqlite://`), so nothing touches the disk.
 
-The tools read EXPENSES_DATABASE_URL when they run: call `activate()` before
-using one of several open systems of this project.
+The app takes its database from `services()`: `activate()` hands it this
+system's settings and app before one of several open systems is used.
 """
 
 from __future__ import annotations
 
-import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from google.adk.events import Event
@@ -27,11 +26,13 @@ from google.adk.runners import Runner
 from google.adk.sessions import DatabaseSessionService, InMemorySessionService
 from google.genai import types
 
-from long_running_agent import ledger as ledger_module
 from long_running_agent.agent import build_app
-from long_running_agent.approvals import decide_and_deliver
-from long_running_agent.guard import decision_message
-from long_running_agent.runtime import new_session_service
+from long_running_agent.approval.delivery import decide_and_deliver
+from long_running_agent.approval.guard import decision_message
+from long_running_agent.ledger import Ledger
+from long_running_agent.ledger.engine import session_service as new_session_service
+from long_running_agent.services import close_services, services, use_app
+from long_running_agent.settings import Settings, settings, use_settings
 
 from .baseline import Bank, seed_runner, stock_session_service
 from .metering import ModelMeter, metered
@@ -73,13 +74,20 @@ class System:
     runner: Runner
     meter: ModelMeter
     bank: Bank | None = None
-    ledger: ledger_module.Ledger | None = None
     ledger_url: str | None = None
+    _settings: Settings | None = None
 
     def activate(self) -> None:
-        """Point the tools at this system's ledger (they read the URL when they run)."""
+        """Run this system: the app's services use its database and its (metered) app."""
         if self.ledger_url is not None:
-            os.environ["EXPENSES_DATABASE_URL"] = self.ledger_url
+            if self._settings is None:
+                self._settings = replace(settings(), database_url=self.ledger_url)
+            use_settings(self._settings)
+            use_app(self.runner.app)
+
+    @property
+    def ledger(self) -> Ledger | None:
+        return services().ledger if self.ledger_url is not None else None
 
     async def request(self, user_id: str, text: str = REQUEST) -> Pending:
         session = await self.runner.session_service.create_session(
@@ -94,10 +102,7 @@ class System:
 
     async def approve(self, pending: Pending) -> list[Event]:
         if self.ledger is not None:
-            delivery = await decide_and_deliver(
-                self.ledger, pending.ticket_id, approver=APPROVER, approve=True,
-                app_database_url=self.ledger_url, app=self.runner.app,
-            )
+            delivery = await decide_and_deliver(pending.ticket_id, approver=APPROVER, approve=True)
             return delivery.events
         return await self._run(pending.user_id, pending.session_id, self._seed_approval(pending))
 
@@ -125,7 +130,7 @@ class System:
         service = self.runner.session_service
         if isinstance(service, DatabaseSessionService):
             await service.db_engine.dispose()
-        await ledger_module.close_ledgers()
+        await close_services()
 
     def _seed_approval(self, pending: Pending) -> types.Content:
         response = types.FunctionResponse(
@@ -159,10 +164,7 @@ def open_ours(store: str, url: str | None) -> System:
         assert url is not None
         ledger_url = url
         runner = Runner(app=app, session_service=new_session_service(url))
-    system = System(
-        OURS, store, runner, meter,
-        ledger=ledger_module.get_ledger(ledger_url), ledger_url=ledger_url,
-    )
+    system = System(OURS, store, runner, meter, ledger_url=ledger_url)
     system.activate()
     return system
 

@@ -8,8 +8,8 @@ id, so every index holds as many distinct keys as a real backlog would. The
 store is then ANALYZEd (on PostgreSQL: VACUUM ANALYZE), as autovacuum would
 do by itself after a bulk load.
 
-- inbox: `ledger.list_tickets(PENDING)` (the first page, oldest first) plus
-  `ledger.count(PENDING)`, what the inbox page and `python main.py inbox` run.
+- inbox: `ledger.list_tickets(TicketStatus.PENDING)` (the first page, oldest first) plus
+  `ledger.count(TicketStatus.PENDING)`, what the inbox page and `python main.py inbox` run.
 - resume: a fresh request is made (not timed), then the approver's
   `decide_and_resume` is timed: the ledger decision, the guard's checks, the
   agent's resume and the payout.
@@ -25,7 +25,8 @@ from typing import Any
 from google.adk.sessions.schemas.v1 import Base as AdkBase
 from sqlalchemy import text
 
-from long_running_agent.ledger import PENDING, Base
+from long_running_agent.ledger import TicketStatus
+from long_running_agent.ledger.schema import Base
 
 from .flows import OURS, System, open_system
 from .stores import Stores
@@ -116,7 +117,7 @@ class Backlog:
 
     async def pending(self) -> int:
         assert self.system.ledger is not None
-        return await self.system.ledger.count(PENDING)
+        return await self.system.ledger.count(TicketStatus.PENDING)
 
 
 def _columns(table: str) -> list[str]:
@@ -131,8 +132,8 @@ async def time_inbox(system: System, repeats: int) -> dict[str, float]:
     samples = []
     for n in range(repeats + 2):
         started = time.perf_counter()
-        page = await ledger.list_tickets(PENDING)
-        total = await ledger.count(PENDING)
+        page = await ledger.list_tickets(TicketStatus.PENDING)
+        total = await ledger.count(TicketStatus.PENDING)
         elapsed = time.perf_counter() - started
         if n >= 2:
             samples.append(elapsed)

@@ -15,16 +15,17 @@ from google.adk.models import BaseLlm
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools import LongRunningFunctionTool
 
-from . import offline_model  # noqa: F401  (registers the offline model name)
-from .guard import ApprovalGuard
-from .model_choice import choose_model
-from .settings import load_settings
+from .approval.guard import ApprovalGuard
+from .approval.turn_order import merge_consecutive_model_turns
+from .model.choice import choose_model
+from .settings import Settings, model_settings, settings
 from .tools import ask_for_approval, reimburse
-from .turn_order import merge_consecutive_model_turns
+
+APP_NAME = "long_running_agent"  # ADK names an app after its folder; adk run files sessions under it
 
 
 def instruction(_context: ReadonlyContext) -> str:
-    limit = load_settings().approval_threshold
+    limit = settings().approval_threshold
     return f"""You help employees get their expenses reimbursed, in US dollars.
 You need the purpose and the amount; ask for whichever is missing.
 Amounts up to ${limit:,} are paid directly: call reimburse.
@@ -40,7 +41,7 @@ Never claim money was paid unless reimburse returned status "paid"."""
 
 root_agent = LlmAgent(
     name="expense_agent",
-    model=choose_model().name,
+    model=choose_model(model_settings()).name,
     description="Reimburses expenses; larger amounts wait for a human approver.",
     instruction=instruction,
     tools=[LongRunningFunctionTool(func=ask_for_approval), reimburse],
@@ -49,11 +50,17 @@ root_agent = LlmAgent(
 )
 
 
-def build_app(*, model: str | BaseLlm | None = None, plugins: Sequence[BasePlugin] = ()) -> App:
-    """The app every surface runs: the agent plus the approval guard (and any extra plugins)."""
-    agent = root_agent if model is None else root_agent.clone(update={"model": model})
-    # App.name must equal the folder name: adk run files sessions under it.
-    return App(name="long_running_agent", root_agent=agent, plugins=[ApprovalGuard(), *plugins])
+def build_app(
+    config: Settings | None = None, *, model: str | BaseLlm | None = None, plugins: Sequence[BasePlugin] = ()
+) -> App:
+    """The app every surface runs: the agent plus the approval guard (and any extra plugins).
+
+    The model is `model`, else the one `config` (default: this process's settings) chooses.
+    """
+    chosen = model or choose_model((config or settings()).model).name
+    agent = root_agent if chosen == root_agent.model else root_agent.clone(update={"model": chosen})
+    return App(name=APP_NAME, root_agent=agent, plugins=[ApprovalGuard(), *plugins])
 
 
-app = build_app()
+# What `adk web`, `adk api_server` and `adk run` load: the agent and its guard.
+app = App(name=APP_NAME, root_agent=root_agent, plugins=[ApprovalGuard()])

@@ -1,13 +1,15 @@
-"""Settings read from the environment, each one documented in `.env.example`.
+"""Settings, read from the environment once per process; each one is documented in `.env.example`.
 
-Read at call time rather than at import, so tests and the CLI can change them
-per run, and so importing the agent never touches a database or the network.
+This is the only module that reads the environment. `settings()` loads it on
+first use and keeps it; tests and benchmarks hand over their own with
+`use_settings(...)` instead of editing `os.environ`. A value the app cannot
+use fails here, at start, with a message naming the variable.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -34,6 +36,7 @@ class Settings:
     trusted_user_header: str | None
     production: bool
     daily_auto_approval_limit: Decimal
+    model: ModelSettings = field(default_factory=lambda: ModelSettings(None, None))
 
 
 def _decimal(name: str, default: str, *, low: str, high: str) -> Decimal:
@@ -77,7 +80,7 @@ def _dollars_or_zero(name: str, default: str, *, high: str) -> Decimal:
 
 def _approvers(raw: str) -> dict[str, str]:
     """Parse `name:token,name:token` into {token: name}, names in their canonical form."""
-    from .inputs import InputError, name
+    from .ledger.inputs import InputError, name
 
     approvers: dict[str, str] = {}
     for entry in filter(None, (item.strip() for item in raw.split(","))):
@@ -103,7 +106,50 @@ def _approvers(raw: str) -> dict[str, str]:
     return approvers
 
 
+@dataclass(frozen=True)
+class ModelSettings:
+    """Which model runs (see model/choice.py): AGENT_MODEL, and the Gemini credentials, without secrets."""
+
+    agent_model: str | None
+    gemini_credentials: str | None
+
+
+def model_settings() -> ModelSettings:
+    """Only what picks the model; it cannot fail, so the agent module always imports."""
+    return ModelSettings(os.getenv("AGENT_MODEL", "").strip() or None, _gemini_credentials())
+
+
+def _gemini_credentials() -> str | None:
+    """A description of the configured Gemini credentials (never the key itself), or None."""
+    vertex = any(os.getenv(name, "").strip().lower() in {"1", "true", "yes"}
+                 for name in ("GOOGLE_GENAI_USE_ENTERPRISE", "GOOGLE_GENAI_USE_VERTEXAI"))
+    if vertex:
+        project = os.getenv("GOOGLE_CLOUD_PROJECT")
+        return f"Vertex AI project {project}" if project else None
+    if os.getenv("GOOGLE_API_KEY") or os.getenv("GEMINI_API_KEY"):
+        return "GOOGLE_API_KEY"
+    return None
+
+
+_current: Settings | None = None
+
+
+def settings() -> Settings:
+    """This process's settings: read from the environment on first use, then kept."""
+    global _current
+    if _current is None:
+        _current = load_settings()
+    return _current
+
+
+def use_settings(new: Settings | None) -> None:
+    """Run with `new` from now on (tests, benchmarks); None reads the environment again on next use."""
+    global _current
+    _current = new
+
+
 def load_settings() -> Settings:
+    """Read and check every setting from the environment."""
     max_amount = _decimal("MAX_REIMBURSEMENT", "1000000", low="0", high="1000000000")
     threshold = _decimal("APPROVAL_THRESHOLD", "100", low="0", high=str(max_amount))
     header = os.getenv("TRUSTED_USER_HEADER", "").strip() or None
@@ -114,6 +160,7 @@ def load_settings() -> Settings:
             "(e.g. X-Forwarded-User for oauth2-proxy), so requesters cannot pick their own user id."
         )
     return Settings(
+        model=model_settings(),
         database_url=os.getenv("EXPENSES_DATABASE_URL") or DEFAULT_DATABASE_URL,
         approval_threshold=threshold,
         max_amount=max_amount,

@@ -18,12 +18,10 @@ from typing import Any
 
 from google.adk.tools import ToolContext
 
-from . import ledger as ledger_module
-from .conversations import locate
-from .inputs import is_canonical_name
-from .ledger import DAILY_LIMIT, NeedsApproval
-from .locks import Conversation
-from .policy import (
+from .approval.conversations import locate
+from .ledger import DAILY_LIMIT, Conversation, LedgerError, NeedsApproval
+from .ledger.inputs import is_canonical_name
+from .ledger.policy import (
     PolicyError,
     from_cents,
     needs_approval,
@@ -32,7 +30,12 @@ from .policy import (
     requester_of,
     to_cents,
 )
-from .settings import Settings, load_settings
+from .services import services
+from .settings import Settings
+
+# The names the guard, the ledger and the offline model know the tools by.
+APPROVAL_TOOL = "ask_for_approval"
+REIMBURSE_TOOL = "reimburse"
 
 
 def _dollars(cents: int) -> str:
@@ -81,7 +84,8 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
         The ticket: status, ticket_id, purpose, amount, created_at and
         expires_at; or status "error" with a message to relay to the user.
     """
-    settings = load_settings()
+    app = services()
+    settings, ledger = app.settings, app.ledger
     try:
         clean_purpose, clean_amount = parse_request(purpose, amount, settings)
     except PolicyError as error:
@@ -90,7 +94,6 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
     if not is_canonical_name(session.user_id):
         return {"status": "error", "error": "This conversation's user id is not a plain lower-case name; "
                 "approvals need one, so that the requester cannot be mistaken for an approver."}
-    ledger = ledger_module.get_ledger(settings.database_url)
     why = note = None
     if not needs_approval(clean_amount, settings):
         refusal = await ledger.auto_approval_refusal(
@@ -112,7 +115,7 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
         user_id=session.user_id,
         session_id=session.id,
         call_id=tool_context.function_call_id or "",
-        call_name="ask_for_approval",
+        call_name=APPROVAL_TOOL,
         purpose=clean_purpose,
         amount_cents=to_cents(clean_amount),
         ttl=settings.approval_ttl,
@@ -141,12 +144,12 @@ async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> d
         purpose, amount, paid_at); status "needs_approval" with a message
         for the user; or status "error" with the reason.
     """
-    settings = load_settings()
+    app = services()
+    settings, ledger = app.settings, app.ledger
     try:
         clean_purpose, clean_amount = parse_request(purpose, amount, settings)
     except PolicyError as error:
         return {"status": "error", "error": str(error)}
-    ledger = ledger_module.get_ledger(settings.database_url)
     session = tool_context.session
     conversation = Conversation(session.app_name, session.user_id, session.id)
     call_id = tool_context.function_call_id or ""
@@ -173,6 +176,6 @@ async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> d
             "daily_limit": float(from_cents(refusal.limit_cents)),
             "next_step": "Tell the user the message, then call ask_for_approval with this purpose and amount.",
         }
-    except ledger_module.LedgerError as error:
+    except LedgerError as error:
         return {"status": "error", "error": str(error)}
     return payout.as_response(already_paid=already_paid)

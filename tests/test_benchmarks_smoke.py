@@ -14,22 +14,15 @@ import pytest
 
 from benchmarks.breakdown import measure_breakdown
 from benchmarks.concurrency import run_flows
-from benchmarks.environment import OFFLINE_MODEL, PINNED, UNSET
+from benchmarks.environment import configure
 from benchmarks.per_flow import measure_per_flow
 from benchmarks.scale import measure_scale
 from benchmarks.stores import Stores
-from long_running_agent.agent import root_agent
 
 
 @pytest.fixture
-def stores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Stores:
-    if root_agent.model != OFFLINE_MODEL:
-        pytest.skip(f"the agent was imported with model {root_agent.model}; benchmarks need the offline model")
-    for name, value in PINNED.items():
-        monkeypatch.setenv(name, value)
-    for name in UNSET:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("EXPENSES_DATABASE_URL", "unset-by-the-benchmark")  # restored after the test
+def stores(tmp_path: Path) -> Stores:
+    configure()  # the benchmark's pinned settings; conftest restores the test's after it
     return Stores(tmp_path, postgres_url=None)
 
 

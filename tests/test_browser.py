@@ -20,11 +20,10 @@ import httpx
 import pytest
 from playwright.async_api import BrowserContext, Page, Route, async_playwright, expect
 from support.http import request_over_run
+from support.models import ledger_at
 from support.project import fresh_project, main_py, plain_adk
 from support.servers import TOKENS, WebServer, web_server
 from support.tickets import decide_and_mark_delivered, decided_not_delivered, open_tickets
-
-from long_running_agent.ledger import get_ledger
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -206,7 +205,7 @@ async def rows(page: Page, table: str) -> list[str]:
 
 
 async def test_an_approver_pages_through_pending_tickets_with_the_total(context, server, tmp_path):
-    await open_tickets(get_ledger(server.database_url), 5, "browsed")
+    await open_tickets(ledger_at(server.database_url), 5, "browsed")
     first, second = await api_page(server, limit=2), await api_page(server, limit=2, offset=2)
     total = first["total_pending"]
     assert total >= 5
@@ -229,7 +228,7 @@ async def test_an_approver_pages_through_pending_tickets_with_the_total(context,
     # is past the end now, and the inbox steps back to the last page there is.
     await inbox.locator("#pending-next").click()
     await expect(inbox.locator("#pending-range")).to_have_text(f"Showing 3–4 of {total:,}")
-    ledger = get_ledger(server.database_url)
+    ledger = ledger_at(server.database_url)
     for ticket in (await ledger.list_tickets(limit=200))[2:]:
         await ledger.decide(ticket.id, approver="carol", approve=False, reason="withdrawn")
         await ledger.mark_delivered(ticket.id, actor="carol")
@@ -243,7 +242,7 @@ async def test_an_approver_pages_through_pending_tickets_with_the_total(context,
 async def test_an_old_undelivered_decision_is_delivered_from_its_own_section(context, server, tmp_path):
     async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as client:
         _session_id, _call, ticket_id = await request_over_run(client)
-    ledger = get_ledger(server.database_url)
+    ledger = ledger_at(server.database_url)
     # Approved by a process that stopped before delivering; then eleven newer
     # decisions push it out of "Recent decisions".
     await decided_not_delivered(ledger, ticket_id, "the server stopped while delivering it")

@@ -6,10 +6,11 @@ import asyncio
 import re
 
 import pytest
+from support.models import ledger_at
 from support.processes import request_ticket, run, start
 from support.tickets import decided_not_delivered, open_tickets
 
-from long_running_agent.ledger import get_ledger
+from long_running_agent.services import close_services, services
 
 
 def test_demo_shows_the_whole_flow_and_exits_zero(sqlite_url):
@@ -40,12 +41,10 @@ def test_demo_run_twice_a_day_completes_and_the_repeated_taxi_waits_for_an_appro
 
 
 async def _payouts_without_ticket(url: str) -> list:
-    from long_running_agent.runtime import close_runtime
-
     try:
-        return [p for p in await get_ledger(url).payouts() if p.ticket_id is None]
+        return [p for p in await ledger_at(url).payouts() if p.ticket_id is None]
     finally:
-        await close_runtime()
+        await close_services()
 
 
 def test_demo_reject_pays_nothing_and_free_text_works(sqlite_url):
@@ -84,12 +83,10 @@ def test_request_then_approve_in_another_process_pays_once(db_url):
 
 
 async def _payouts(url: str, ticket_id: str):
-    from long_running_agent.runtime import close_runtime
-
     try:
-        return await get_ledger(url).payouts(ticket_id=ticket_id)
+        return await ledger_at(url).payouts(ticket_id=ticket_id)
     finally:
-        await close_runtime()
+        await close_services()
 
 
 def test_two_processes_approving_at_once_pay_once(db_url):
@@ -129,35 +126,31 @@ def test_a_decision_whose_process_died_is_delivered_by_resume(sqlite_url):
     ticket_id = request_ticket(sqlite_url)
 
     async def decide_only() -> None:
-        from long_running_agent.runtime import close_runtime
-
-        await get_ledger(sqlite_url).decide(ticket_id, approver="bob", approve=True)
-        await close_runtime()
+        await ledger_at(sqlite_url).decide(ticket_id, approver="bob", approve=True)
+        await close_services()
 
     asyncio.run(decide_only())  # recorded, but nothing resumed the conversation
 
     approve = run("approve", ticket_id, "--approver", "bob", url=sqlite_url)
-    assert approve.returncode == 1 and f"python main.py resume {ticket_id}" in approve.stderr
+    assert approve.returncode == 1 and f"python main.py deliver {ticket_id}" in approve.stderr
 
-    resumed = run("resume", ticket_id, url=sqlite_url)
+    resumed = run("deliver", ticket_id, url=sqlite_url)
     assert resumed.returncode == 0 and "was paid" in resumed.stdout
 
-    again = run("resume", ticket_id, url=sqlite_url)
+    again = run("deliver", ticket_id, url=sqlite_url)
     assert again.returncode == 0 and "nothing to do" in again.stdout
     assert len(asyncio.run(_payouts(sqlite_url, ticket_id))) == 1
 
 
 async def _open_five_and_strand_one(url: str) -> tuple[list[str], str]:
-    from long_running_agent.runtime import close_runtime
-
     try:
-        ledger = get_ledger(url)
+        ledger = ledger_at(url)
         pending = [t.id for t in await open_tickets(ledger, 5, "cli")]
         [stuck] = await open_tickets(ledger, 1, "stuck")
         await decided_not_delivered(ledger, stuck.id, "conversation stuck-0 of dave is not in the app's database")
         return pending, stuck.id
     finally:
-        await close_runtime()
+        await close_services()
 
 
 def test_inbox_pages_through_pending_tickets_and_lists_undelivered_decisions(sqlite_url):
@@ -175,7 +168,7 @@ def test_inbox_pages_through_pending_tickets_and_lists_undelivered_decisions(sql
     # Decided, not delivered: listed with why, whatever the page.
     for page in (first, last):
         assert re.search(rf"^{stuck} +approved +bob +conversation stuck-0 of dave is not in", page.stdout, re.M)
-    assert "python main.py resume" in first.stdout
+    assert "python main.py deliver" in first.stdout
     beyond = run("inbox", "--offset", "50", url=sqlite_url)
     assert beyond.returncode == 0 and "there are 5" in beyond.stdout and "--offset 0" in beyond.stdout
 
@@ -190,13 +183,11 @@ def test_a_decision_whose_conversation_was_deleted_is_settled_by_an_approver(sql
     ticket_id = request_ticket(sqlite_url)
 
     async def delete_conversation() -> None:
-        from long_running_agent.runtime import close_runtime, new_session_service
-
-        ledger = get_ledger(sqlite_url)
-        ticket = await ledger.get(ticket_id)
-        await new_session_service(sqlite_url).delete_session(
-            app_name=ticket.app_name, user_id=ticket.user_id, session_id=ticket.session_id)
-        await close_runtime()
+        app = services()
+        ticket = await app.ledger.get(ticket_id)
+        await app.sessions.delete_session(app_name=ticket.app_name, user_id=ticket.user_id,
+                                          session_id=ticket.session_id)
+        await close_services()
 
     early = run("settle", ticket_id, "--approver", "bob", url=sqlite_url)
     assert early.returncode == 1 and "still pending" in early.stderr

@@ -2,13 +2,14 @@
 
 The delivering process holds the conversation's lock while the agent runs.
 After `kill -9` its lock names a process that no longer exists, so an
-immediate `python main.py resume` takes over instead of answering "already
+immediate `python main.py deliver` takes over instead of answering "already
 delivered" (nothing was) or waiting out the lease.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 import sys
@@ -16,19 +17,18 @@ import textwrap
 import time
 
 from support.conversation import pending_request
+from support.models import ledger_at
 from support.processes import ROOT, run
 
-from long_running_agent.ledger import get_ledger
-from long_running_agent.locks import Conversation
-from long_running_agent.runtime import close_runtime
+from long_running_agent.ledger import Conversation
+from long_running_agent.services import close_services
 
 # A delivery whose model never answers: the process sits inside the run, holding the lock.
 STALLED_DELIVERY = textwrap.dedent("""
     import asyncio, sys
     from google.adk.models import BaseLlm
     from long_running_agent.agent import build_app
-    from long_running_agent.approvals import deliver
-    from long_running_agent.ledger import get_ledger
+    from long_running_agent.approval.delivery import deliver
 
     class Stalled(BaseLlm):
         model: str = "stalled"
@@ -37,32 +37,29 @@ STALLED_DELIVERY = textwrap.dedent("""
             await asyncio.sleep(3600)
             yield  # never reached
 
-    async def main(url, ticket_id):
-        await deliver(get_ledger(url), ticket_id, app_database_url=url, actor="doomed",
-                      app=build_app(model=Stalled()))
-
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    asyncio.run(deliver(sys.argv[1], actor="doomed", app=build_app(model=Stalled())))
 """)
 
 
 async def lock_state(url: str, conversation: Conversation):
     try:
-        return await get_ledger(url).locks.state(conversation)
+        return await ledger_at(url).locks.state(conversation)
     finally:
-        await close_runtime()
+        await close_services()
 
 
 def test_resume_right_after_a_killed_delivery_delivers_once(db_url, tmp_path):
     async def prepare():
         chat, _call, ticket_id = await pending_request(db_url)
-        await get_ledger(db_url).decide(ticket_id, approver="bob", approve=True)
-        await close_runtime()
+        await ledger_at(db_url).decide(ticket_id, approver="bob", approve=True)
+        await close_services()
         return Conversation("long_running_agent", "alice", chat.session_id), ticket_id
 
     conversation, ticket_id = asyncio.run(prepare())
     script = tmp_path / "stalled.py"
     script.write_text(STALLED_DELIVERY)
-    doomed = subprocess.Popen([sys.executable, str(script), db_url, ticket_id], cwd=ROOT,
+    doomed = subprocess.Popen([sys.executable, str(script), ticket_id], cwd=ROOT,
+                              env=os.environ | {"EXPENSES_DATABASE_URL": db_url},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert doomed.stdout is not None
     assert doomed.stdout.readline().strip() == "model called", "the delivery never reached the model"
@@ -71,7 +68,7 @@ def test_resume_right_after_a_killed_delivery_delivers_once(db_url, tmp_path):
     doomed.send_signal(signal.SIGKILL)
     doomed.wait()
     started = time.monotonic()
-    resumed = run("resume", ticket_id, url=db_url)
+    resumed = run("deliver", ticket_id, url=db_url)
 
     assert resumed.returncode == 0, (resumed.stdout, resumed.stderr)
     assert "already" not in resumed.stdout  # nothing had reached the conversation

@@ -17,16 +17,18 @@ import httpx
 from sqlalchemy import update
 from support.conversation import request_large, texts
 from support.http import as_approver, function_responses, request_over_run
+from support.models import ledger_at
 from support.processes import request_ticket, run
 from support.servers import APP, web_server
 
-from long_running_agent.approvals import Outcome, deliver_due
-from long_running_agent.ledger import EXPIRED, TicketRow, get_ledger
-from long_running_agent.runtime import close_runtime
+from long_running_agent.approval.delivery import Outcome, deliver_due
+from long_running_agent.ledger import TicketStatus
+from long_running_agent.ledger.schema import TicketRow
+from long_running_agent.services import close_services
 
 
 async def make_overdue(url: str, ticket_id: str) -> None:
-    ledger = get_ledger(url)
+    ledger = ledger_at(url)
     async with await ledger.db() as db, db.begin():
         await db.execute(update(TicketRow).where(TicketRow.id == ticket_id)
                          .values(expires_at=ledger.now() - timedelta(minutes=1)))
@@ -38,30 +40,30 @@ async def test_the_requesters_next_message_delivers_an_expiry_first(db_url):
 
     reply = await chat.say("any news?")
 
-    ticket = await get_ledger(db_url).get(pending["ticket_id"])
-    assert ticket.status == EXPIRED and ticket.delivered_at is not None
+    ticket = await ledger_at(db_url).get(pending["ticket_id"])
+    assert ticket.status == TicketStatus.EXPIRED and ticket.delivered_at is not None
     assert "expired" in texts(reply)[-1]
-    actions = [e.action for e in await get_ledger(db_url).audit(ticket.id)]
+    actions = [e.action for e in await ledger_at(db_url).audit(ticket.id)]
     assert actions == ["requested", "expired", "delivered"]
 
 
 async def test_the_sweep_delivers_expiries_and_stalled_decisions_but_not_fresh_ones(sqlite_url):
     _r, _c, _e, _call, overdue = await request_large(sqlite_url)
     _r, _c, _e, _call, fresh = await request_large(sqlite_url)
-    ledger = get_ledger(sqlite_url)
+    ledger = ledger_at(sqlite_url)
     await make_overdue(sqlite_url, overdue["ticket_id"])
     # Just decided: its approver's own delivery is presumably under way.
     await ledger.decide(fresh["ticket_id"], approver="bob", approve=True)
 
-    deliveries = await deliver_due(ledger, app_database_url=sqlite_url, actor="sweep")
+    deliveries = await deliver_due(actor="sweep")
 
     assert [(d.ticket.id, d.outcome) for d in deliveries] == [(overdue["ticket_id"], Outcome.DELIVERED)]
     assert (await ledger.get(fresh["ticket_id"])).delivered_at is None
     # Later, a decision whose delivery never happened (its process died) is delivered too.
-    later = await deliver_due(ledger, app_database_url=sqlite_url, actor="sweep", grace=timedelta(0))
+    later = await deliver_due(actor="sweep", grace=timedelta(0))
     assert [(d.ticket.id, d.outcome) for d in later] == [(fresh["ticket_id"], Outcome.DELIVERED)]
     assert len(await ledger.payouts(ticket_id=fresh["ticket_id"])) == 1
-    assert await deliver_due(ledger, app_database_url=sqlite_url, actor="sweep", grace=timedelta(0)) == []
+    assert await deliver_due(actor="sweep", grace=timedelta(0)) == []
 
 
 def test_any_approver_command_delivers_an_expiry(sqlite_url):
@@ -69,7 +71,7 @@ def test_any_approver_command_delivers_an_expiry(sqlite_url):
 
     async def overdue() -> None:
         await make_overdue(sqlite_url, ticket_id)
-        await close_runtime()
+        await close_services()
 
     asyncio.run(overdue())
 
@@ -89,7 +91,7 @@ async def test_make_web_delivers_an_expiry_by_itself_once_with_two_replicas(tmp_
         async with httpx.AsyncClient(base_url=a.base_url, timeout=60) as client:
             session_id, call, ticket_id = await request_over_run(client)
             await make_overdue(database_url, ticket_id)
-            await close_runtime()
+            await close_services()
 
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from support.conversation import Conversation, calls, pending_calls, request_large, responses, texts
-from support.models import RecordedOfflineModel
+from support.models import RecordedOfflineModel, ledger_at, make_runner
 
-from long_running_agent.approvals import Outcome, decide_and_deliver
-from long_running_agent.ledger import EXPIRED, TicketExpired, get_ledger
-from long_running_agent.runtime import make_runner
+from long_running_agent.approval.delivery import Outcome, decide_and_deliver
+from long_running_agent.ledger import TicketExpired, TicketStatus
 
 
 async def test_large_amount_waits_for_approval_then_pays_once(db_url):
     model = RecordedOfflineModel()
     runner, chat, events, call, pending = await request_large(db_url, model)
-    ledger = get_ledger(db_url)
+    ledger = ledger_at(db_url)
 
     assert call.name == "ask_for_approval"
     assert call.args == {"purpose": "team lunch", "amount": 250.0}
@@ -46,7 +46,7 @@ async def test_large_amount_waits_for_approval_then_pays_once(db_url):
 async def test_duplicate_approval_pays_once_and_calls_no_model(db_url):
     model = RecordedOfflineModel()
     runner, chat, _events, call, pending = await request_large(db_url, model)
-    ledger = get_ledger(db_url)
+    ledger = ledger_at(db_url)
     decision = await ledger.decide(pending["ticket_id"], approver="bob", approve=True)
     await chat.answer(call, decision.as_response())
     calls_after_first = len(model.requests)
@@ -61,7 +61,7 @@ async def test_duplicate_approval_pays_once_and_calls_no_model(db_url):
 
 async def test_rejection_explains_and_pays_nothing(db_url):
     runner, chat, _events, call, pending = await request_large(db_url)
-    ledger = get_ledger(db_url)
+    ledger = ledger_at(db_url)
     decision = await ledger.decide(pending["ticket_id"], approver="bob", approve=False, reason="no receipt")
 
     resumed = await chat.answer(call, decision.as_response())
@@ -79,37 +79,31 @@ async def test_small_amount_is_paid_without_approval(db_url):
     assert pending_calls(events) == []
     [paid] = responses(events, "reimburse")
     assert paid["status"] == "paid" and paid["amount"] == 42.5 and paid["ticket_id"] is None
-    assert len(await get_ledger(db_url).payouts(session_id=chat.session_id)) == 1
+    assert len(await ledger_at(db_url).payouts(session_id=chat.session_id)) == 1
 
 
 async def test_approval_from_a_new_runner_resumes_the_stored_call(db_url):
     _runner, chat, _events, call, pending = await request_large(db_url)
 
-    delivery = await decide_and_deliver(
-        get_ledger(db_url), pending["ticket_id"], approver="bob", approve=True, app_database_url=db_url
+    delivery = await decide_and_deliver(pending["ticket_id"], approver="bob", approve=True
     )
 
     ticket = delivery.ticket
     assert delivery.outcome is Outcome.DELIVERED
     assert (ticket.call_id, ticket.call_name) == (call.id, call.name)
     assert responses(delivery.events, "reimburse")[0]["status"] == "paid"
-    assert len(await get_ledger(db_url).payouts(ticket_id=ticket.id)) == 1
+    assert len(await ledger_at(db_url).payouts(ticket_id=ticket.id)) == 1
 
 
-async def test_expired_ticket_cannot_be_approved_and_the_agent_is_told(db_url, monkeypatch):
-    monkeypatch.setenv("APPROVAL_TTL_HOURS", "0.00001")  # about 36 ms
+async def test_expired_ticket_cannot_be_approved_and_the_agent_is_told(db_url, clock):
     runner, chat, _events, _call, pending = await request_large(db_url)
-    import asyncio
+    clock.advance(hours=72, seconds=1)  # APPROVAL_TTL_HOURS is 72
+    ledger = ledger_at(db_url)
 
-    await asyncio.sleep(0.1)
-    ledger = get_ledger(db_url)
-    try:
-        await decide_and_deliver(ledger, pending["ticket_id"], approver="bob", approve=True, app_database_url=db_url)
-        raise AssertionError("approving an expired ticket must fail")
-    except TicketExpired as error:
-        assert "expired" in str(error)
+    with pytest.raises(TicketExpired):
+        await decide_and_deliver(pending["ticket_id"], approver="bob", approve=True)
 
-    assert (await ledger.get(pending["ticket_id"])).status == EXPIRED
+    assert (await ledger.get(pending["ticket_id"])).status == TicketStatus.EXPIRED
     session = await runner.session_service.get_session(
         app_name=runner.app_name, user_id="alice", session_id=chat.session_id
     )

@@ -24,18 +24,18 @@ from typing import Any
 
 import pytest
 from google.adk.agents.run_config import RunConfig, StreamingMode
-from google.adk.apps import App
 from google.adk.events import Event
 from google.adk.models.google_llm import Gemini
 from google.adk.runners import Runner
 from google.genai import errors, types
 from support.conversation import Conversation, calls, function_response, pending_calls, responses, texts
 from support.fake_gemini import FakeGemini, Reply, call, text
+from support.models import ledger_at
 
-from long_running_agent import ledger as ledger_module
-from long_running_agent.agent import root_agent
-from long_running_agent.guard import REFUSAL_PREFIX, ApprovalGuard
-from long_running_agent.runtime import session_service
+from long_running_agent.agent import build_app
+from long_running_agent.approval.guard import REFUSAL_PREFIX
+from long_running_agent.ledger import Ledger
+from long_running_agent.ledger.engine import session_service
 
 MODEL = "gemini-3.5-flash"
 API_KEY = "test-key-not-a-real-one"
@@ -135,7 +135,7 @@ class Wired:
 
     fake: FakeGemini
     chat: Conversation
-    ledger: ledger_module.Ledger
+    ledger: Ledger
 
 
 @dataclass
@@ -148,10 +148,8 @@ Start = Callable[[list[Reply]], Awaitable[Wired]]
 
 
 @pytest.fixture
-def database_url(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'expenses.db'}"
-    monkeypatch.setenv("EXPENSES_DATABASE_URL", url)
-    return url
+def database_url(sqlite_url: str) -> str:
+    return sqlite_url
 
 
 @pytest.fixture
@@ -169,11 +167,9 @@ async def start(database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
         monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.base_url)
         # A new Gemini per test: google-genai's client is cached on the model
         # instance (per event loop) and reads the key and base URL when built.
-        agent = root_agent.clone(update={"model": Gemini(model=MODEL)})
-        app = App(name="long_running_agent", root_agent=agent, plugins=[ApprovalGuard()])
-        runner = Runner(app=app, session_service=session_service(database_url))
+        runner = Runner(app=build_app(model=Gemini(model=MODEL)), session_service=session_service(database_url))
         runners.append(runner)
-        return Wired(fake, await Conversation(runner, REQUESTER).start(), ledger_module.get_ledger(database_url))
+        return Wired(fake, await Conversation(runner, REQUESTER).start(), ledger_at(database_url))
 
     yield _start
     for runner in runners:
@@ -181,7 +177,6 @@ async def start(database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
         await runner.session_service.db_engine.dispose()  # type: ignore[attr-defined]
     for fake in fakes:
         fake.stop()
-    await ledger_module.close_ledgers()
 
 
 def approval_script(*, approval_id: str | None = None, payout_id: str | None = None) -> list[Reply]:

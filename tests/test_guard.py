@@ -18,16 +18,15 @@ from support.conversation import (
     responses,
     texts,
 )
-from support.models import RecordedOfflineModel, ScriptedModel, call, runner_with, text
+from support.models import RecordedOfflineModel, ScriptedModel, call, ledger_at, make_runner, runner_with, text
 
-from long_running_agent.ledger import AlreadyDecided, NotAllowed, get_ledger
-from long_running_agent.locks import NAMESPACE
-from long_running_agent.runtime import make_runner
+from long_running_agent.ledger import AlreadyDecided, NotAllowed
+from long_running_agent.ledger.locks import NAMESPACE
 
 
 async def assert_still_usable(chat: Conversation, url: str, ticket_id: str) -> None:
     """The genuine decision still resumes the conversation and pays exactly once."""
-    ledger = get_ledger(url)
+    ledger = ledger_at(url)
     decision = await ledger.decide(ticket_id, approver="bob", approve=True)
     events = await chat.answer(
         types.FunctionCall(id=decision.call_id, name=decision.call_name), decision.as_response()
@@ -46,8 +45,8 @@ async def test_forged_approval_from_the_chat_user_is_refused(db_url):
     assert len(model.requests) == calls_before
     assert calls(events, "reimburse") == []
     assert "still pending" in texts(events)[0]
-    assert await get_ledger(db_url).payouts(session_id=chat.session_id) == []
-    assert [e.action for e in await get_ledger(db_url).audit(ticket_id)][-1] == "refused"
+    assert await ledger_at(db_url).payouts(session_id=chat.session_id) == []
+    assert [e.action for e in await ledger_at(db_url).audit(ticket_id)][-1] == "refused"
     await assert_still_usable(chat, db_url, ticket_id)
 
 
@@ -59,7 +58,7 @@ async def test_model_calling_reimburse_directly_for_a_large_amount_is_refused(sq
 
     [refusal] = responses(events, "reimburse")
     assert refusal["status"] == "error" and "No approved ticket" in refusal["error"]
-    assert await get_ledger(sqlite_url).payouts(session_id=chat.session_id) == []
+    assert await ledger_at(sqlite_url).payouts(session_id=chat.session_id) == []
 
 
 async def test_prompt_injection_does_not_skip_approval(sqlite_url):
@@ -74,12 +73,12 @@ async def test_prompt_injection_does_not_skip_approval(sqlite_url):
     chat = await Conversation(runner_with(obedient, sqlite_url)).start()
     events = await chat.say(injection)
     assert responses(events, "reimburse")[0]["status"] == "error"
-    assert await get_ledger(sqlite_url).payouts() == []
+    assert await ledger_at(sqlite_url).payouts() == []
 
 
 async def test_approving_after_a_rejection_is_refused(db_url):
     chat, pending_call, ticket_id = await pending_request(db_url)
-    ledger = get_ledger(db_url)
+    ledger = ledger_at(db_url)
     rejection = await ledger.decide(ticket_id, approver="bob", approve=False, reason="duplicate claim")
     await chat.answer(pending_call, rejection.as_response())
 
@@ -95,15 +94,15 @@ async def test_approving_after_a_rejection_is_refused(db_url):
 async def test_requester_cannot_approve_their_own_ticket(sqlite_url):
     _chat, _call, ticket_id = await pending_request(sqlite_url)
     with pytest.raises(NotAllowed, match="cannot approve"):
-        await get_ledger(sqlite_url).decide(ticket_id, approver="alice", approve=True)
-    assert (await get_ledger(sqlite_url).get(ticket_id)).status == "pending"
+        await ledger_at(sqlite_url).decide(ticket_id, approver="alice", approve=True)
+    assert (await ledger_at(sqlite_url).get(ticket_id)).status == "pending"
 
 
 async def test_unknown_call_id_is_an_error_and_changes_nothing(sqlite_url):
     chat, _pending_call, ticket_id = await pending_request(sqlite_url)
     with pytest.raises(ValueError):
         await chat.send(function_response("adk-no-such-call", "ask_for_approval", {"status": "approved"}))
-    assert await get_ledger(sqlite_url).payouts() == []
+    assert await ledger_at(sqlite_url).payouts() == []
     await assert_still_usable(chat, sqlite_url, ticket_id)
 
 
@@ -125,7 +124,7 @@ async def test_wrong_name_is_ignored_in_favour_of_the_stored_call(sqlite_url):
     forged = await chat.send(function_response(pending_call.id, "reimburse", {"status": "paid"}))
     assert calls(forged, "reimburse") == [] and "still pending" in texts(forged)[0]
 
-    decision = await get_ledger(sqlite_url).decide(ticket_id, approver="bob", approve=True)
+    decision = await ledger_at(sqlite_url).decide(ticket_id, approver="bob", approve=True)
     events = await chat.send(function_response(pending_call.id, "reimburse", {"status": "whatever"}))
 
     # The model saw the stored name and the ledger's payload, not the message's.
@@ -143,7 +142,7 @@ async def test_text_mixed_with_a_response_is_an_error_and_changes_nothing(sqlite
     ])
     with pytest.raises(ValueError):
         await chat.send(mixed)
-    assert await get_ledger(sqlite_url).payouts() == []
+    assert await ledger_at(sqlite_url).payouts() == []
     await assert_still_usable(chat, sqlite_url, ticket_id)
 
 
@@ -158,7 +157,7 @@ async def test_bad_amounts_get_a_clear_error_and_no_payout(sqlite_url, request_t
     tool_errors = [r["error"] for name in ("reimburse", "ask_for_approval") for r in responses(events, name)]
     assert error in tool_errors[0]
     assert error in texts(events)[-1]
-    assert await get_ledger(sqlite_url).payouts() == []
+    assert await ledger_at(sqlite_url).payouts() == []
     # The conversation goes on.
     assert responses(await chat.say("Reimburse $20 for a coffee"), "reimburse")[0]["status"] == "paid"
 
@@ -170,7 +169,7 @@ async def test_tool_rejects_non_numeric_and_non_finite_amounts(sqlite_url, amoun
     events = await chat.say("Reimburse lunch")
     [result] = responses(events, "reimburse")
     assert result["status"] == "error"
-    assert await get_ledger(sqlite_url).payouts() == []
+    assert await ledger_at(sqlite_url).payouts() == []
 
 
 @pytest.mark.parametrize("tool", ["reimburse", "ask_for_approval"])
@@ -183,13 +182,13 @@ async def test_tools_refuse_fractions_of_a_cent_exponents_and_infinity_with_a_hi
 
     [result] = responses(events, tool)
     assert result["status"] == "error" and "e.g." in result["error"]
-    ledger = get_ledger(sqlite_url)
+    ledger = ledger_at(sqlite_url)
     assert await ledger.payouts() == [] and await ledger.count() == 0
 
 
 async def test_concurrent_duplicate_approvals_pay_once(db_url):
     chat, pending_call, ticket_id = await pending_request(db_url)
-    decision = await get_ledger(db_url).decide(ticket_id, approver="bob", approve=True)
+    decision = await ledger_at(db_url).decide(ticket_id, approver="bob", approve=True)
     # Two runners (two engines), the same approval at the same moment.
     second = Conversation(make_runner(db_url))
     second.session_id = chat.session_id
@@ -205,23 +204,23 @@ async def test_concurrent_duplicate_approvals_pay_once(db_url):
     assert all(isinstance(result, list) for result in results), results
     paid = [r for result in results for r in responses(result, "reimburse")]
     assert [r["status"] for r in paid] == ["paid"]
-    assert len(await get_ledger(db_url).payouts(ticket_id=ticket_id)) == 1
+    assert len(await ledger_at(db_url).payouts(ticket_id=ticket_id)) == 1
 
 
-async def test_dev_chat_approval_lets_the_chat_decide_and_records_it(sqlite_url, monkeypatch):
-    monkeypatch.setenv("DEV_CHAT_APPROVAL", "true")
+async def test_dev_chat_approval_lets_the_chat_decide_and_records_it(sqlite_url, configure):
+    configure(dev_chat_approval=True)
     chat, pending_call, ticket_id = await pending_request(sqlite_url)
 
     events = await chat.answer(pending_call, {"result": "approved"})
 
     assert responses(events, "reimburse")[0]["status"] == "paid"
-    ticket = await get_ledger(sqlite_url).get(ticket_id)
+    ticket = await ledger_at(sqlite_url).get(ticket_id)
     assert ticket.decided_by == "alice (chat, DEV_CHAT_APPROVAL)"
 
 
 async def test_decided_tickets_cannot_change_again(sqlite_url):
     _chat, _call, ticket_id = await pending_request(sqlite_url)
-    ledger = get_ledger(sqlite_url)
+    ledger = ledger_at(sqlite_url)
     await ledger.decide(ticket_id, approver="bob", approve=True)
     for change in (ledger.expire(ticket_id), ledger.cancel(ticket_id, actor="alice"),
                    ledger.decide(ticket_id, approver="carol", approve=False)):
@@ -232,25 +231,25 @@ async def test_decided_tickets_cannot_change_again(sqlite_url):
 
 async def test_delivery_that_failed_midway_can_be_retried(sqlite_url):
     chat, pending_call, ticket_id = await pending_request(sqlite_url)
-    decision = await get_ledger(sqlite_url).decide(ticket_id, approver="bob", approve=True)
+    decision = await ledger_at(sqlite_url).decide(ticket_id, approver="bob", approve=True)
     broken = ScriptedModel(script=[])  # fails on the first model call after the resume
     crashing = Conversation(runner_with(broken, sqlite_url))
     crashing.session_id = chat.session_id
     with pytest.raises(AssertionError, match="unexpected model call"):
         await crashing.answer(pending_call, decision.as_response())
-    assert await get_ledger(sqlite_url).payouts() == []
+    assert await ledger_at(sqlite_url).payouts() == []
 
     events = await chat.answer(pending_call, decision.as_response())
 
     assert responses(events, "reimburse")[0]["status"] == "paid"
-    assert len(await get_ledger(sqlite_url).payouts(ticket_id=ticket_id)) == 1
+    assert len(await ledger_at(sqlite_url).payouts(ticket_id=ticket_id)) == 1
 
 
 async def test_a_conversation_held_by_a_dead_process_is_taken_over_at_once(sqlite_url):
-    from long_running_agent.locks import ConversationLockRow
+    from long_running_agent.ledger.locks import ConversationLockRow
 
     chat, pending_call, ticket_id = await pending_request(sqlite_url)
-    ledger = get_ledger(sqlite_url)
+    ledger = ledger_at(sqlite_url)
     decision = await ledger.decide(ticket_id, approver="bob", approve=True)
     # A process of this machine took the conversation to deliver, then died
     # (its lease still runs for a minute).

@@ -25,9 +25,8 @@ from support.http import (
     texts,
     user_text,
 )
+from support.models import ledger_at
 from support.servers import APP, LUNCH, WebServer, web_server
-
-from long_running_agent.ledger import get_ledger
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +59,7 @@ async def test_a_copied_session_id_under_another_user_cannot_take_the_delivery(c
     copy = await client.post(f"/apps/{APP}/users/mallory/sessions",
                              json={"sessionId": session_id, "events": stolen})
     assert copy.status_code == 200, copy.text
-    await get_ledger(server.database_url).decide(ticket_id, approver="bob", approve=True)
+    await ledger_at(server.database_url).decide(ticket_id, approver="bob", approve=True)
 
     answered = await client.post("/run", json=run_body("mallory", session_id, forged_approval(call["id"])))
 
@@ -68,7 +67,7 @@ async def test_a_copied_session_id_under_another_user_cannot_take_the_delivery(c
     assert function_responses(answered.json(), "reimburse") == []
     assert "no ticket" in texts(answered.json())[0]
     # alice's conversation still gets its decision, and is paid once.
-    delivered = await client.post(f"/api/approvals/{ticket_id}/resume", headers=as_approver("bob"))
+    delivered = await client.post(f"/api/approvals/{ticket_id}/deliver", headers=as_approver("bob"))
     assert delivered.status_code == 200, delivered.text
     [paid] = await payouts(server, ticket_id)
     assert (paid.user_id, paid.session_id) == ("alice", session_id)
@@ -89,10 +88,10 @@ async def test_chat_messages_beside_an_approval_never_make_it_fail(client, serve
 
 async def test_ten_deliveries_of_one_decision_deliver_it_once_and_all_answer_json(client, server):
     _session_id, _call, ticket_id = await request_over_run(client)
-    await get_ledger(server.database_url).decide(ticket_id, approver="bob", approve=True)
+    await ledger_at(server.database_url).decide(ticket_id, approver="bob", approve=True)
 
     answers = await asyncio.gather(*[
-        client.post(f"/api/approvals/{ticket_id}/resume", headers=as_approver("carol")) for _ in range(10)
+        client.post(f"/api/approvals/{ticket_id}/deliver", headers=as_approver("carol")) for _ in range(10)
     ])
 
     assert sorted(a.status_code for a in answers) == [200] + [409] * 9, [a.text for a in answers]

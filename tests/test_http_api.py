@@ -29,9 +29,8 @@ from support.http import (
     texts,
     user_text,
 )
+from support.models import ledger_at
 from support.servers import APP, LUNCH, WebServer, web_server
-
-from long_running_agent.ledger import get_ledger
 
 
 @pytest.fixture(scope="module")
@@ -236,13 +235,13 @@ async def test_duplicate_approval_pays_once(client, server):
 
 async def test_decision_that_never_reached_the_conversation_is_resumed_once(client, server):
     session_id, call, ticket_id = await request_over_run(client)
-    url = f"/api/approvals/{ticket_id}/resume"
+    url = f"/api/approvals/{ticket_id}/deliver"
     assert_error(await client.post(url, headers=as_approver("bob")), 409, "still_pending")
     # A decision recorded by a process that died before resuming the conversation.
-    await get_ledger(server.database_url).decide(ticket_id, approver="bob", approve=True)
+    await ledger_at(server.database_url).decide(ticket_id, approver="bob", approve=True)
 
     again = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("carol"))
-    assert f"/api/approvals/{ticket_id}/resume" in assert_error(again, 409, "already_decided")["fix"]
+    assert f"/api/approvals/{ticket_id}/deliver" in assert_error(again, 409, "already_decided")["fix"]
     delivered = await client.post(url, headers=as_approver("carol"))
 
     assert delivered.status_code == 200, delivered.text
@@ -262,7 +261,7 @@ async def test_inbox_page_is_served_without_external_assets(client):
 
 
 async def test_a_decision_whose_conversation_cannot_be_reached_answers_json_with_the_fix(client, server):
-    ledger = get_ledger(server.database_url)
+    ledger = ledger_at(server.database_url)
     # Opened under `adk web --session_service_uri memory://` in another process.
     elsewhere = await ledger.open_ticket(
         app_name=APP, user_id="dave", session_id="s-elsewhere", call_id="adk-1", call_name="ask_for_approval",
@@ -282,11 +281,11 @@ async def test_a_decision_whose_conversation_cannot_be_reached_answers_json_with
     assert approved.json()["ticket"]["status"] == "approved"
     problem = approved.json()["delivery_error"]
     assert problem["error"] == "conversation_unreachable" and "memory of process" in problem["message"]
-    retried = await client.post(f"/api/approvals/{elsewhere.id}/resume", headers=as_approver("carol"))
+    retried = await client.post(f"/api/approvals/{elsewhere.id}/deliver", headers=as_approver("carol"))
     assert_error(retried, 502, "conversation_unreachable")
 
     await client.post(f"/api/approvals/{gone.id}/approve", headers=as_approver("bob"))
-    assert_error(await client.post(f"/api/approvals/{gone.id}/resume", headers=as_approver("bob")),
+    assert_error(await client.post(f"/api/approvals/{gone.id}/deliver", headers=as_approver("bob")),
                  410, "conversation_missing")
     shown = (await client.get(f"/api/approvals/{gone.id}", headers=as_approver("bob"))).json()
     assert shown["ticket"]["delivered_at"] is None
@@ -301,7 +300,7 @@ async def test_a_decision_whose_conversation_cannot_be_reached_answers_json_with
     assert payout.amount_cents == 30000
     assert_error(await client.post(f"/api/approvals/{gone.id}/settle", headers=as_approver("bob")),
                  409, "not_settleable")
-    assert_error(await client.post(f"/api/approvals/{gone.id}/resume", headers=as_approver("bob")),
+    assert_error(await client.post(f"/api/approvals/{gone.id}/deliver", headers=as_approver("bob")),
                  409, "already_settled")
     listed = (await client.get("/api/approvals", headers=as_approver("bob"))).json()
     assert gone.id not in [t["id"] for t in listed["undelivered"]]

@@ -13,10 +13,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from support.http import as_approver, assert_error, payouts, request_over_run
+from support.models import ledger_at
 from support.servers import WebServer, web_server
 from support.tickets import decide_and_mark_delivered, decided_not_delivered, open_tickets
-
-from long_running_agent.ledger import get_ledger
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +37,7 @@ async def inbox(client: httpx.AsyncClient, **query: int) -> dict:
 
 
 async def test_pending_tickets_come_page_by_page_with_their_total(client, server):
-    ledger = get_ledger(server.database_url)
+    ledger = ledger_at(server.database_url)
     opened = await open_tickets(ledger, 7, "paged")
     everything = [t.id for t in await ledger.list_tickets(limit=200)]
     assert len(everything) >= 7
@@ -80,7 +79,7 @@ async def test_paging_parameters_are_checked_only_for_approvers(client):
 
 
 async def test_an_old_undelivered_decision_is_listed_with_why_beyond_the_recent_ten(client, server):
-    ledger = get_ledger(server.database_url)
+    ledger = ledger_at(server.database_url)
     old, other = await open_tickets(ledger, 2, "stuck")
     await decided_not_delivered(ledger, old.id, "conversation stuck-0 of dave is not in the app's database")
     await decided_not_delivered(ledger, other.id, "ConnectError: the model could not be reached")
@@ -104,12 +103,12 @@ async def test_an_old_undelivered_decision_is_listed_with_why_beyond_the_recent_
 
 
 async def test_a_delivered_decision_leaves_the_undelivered_list(client, server):
-    ledger = get_ledger(server.database_url)
+    ledger = ledger_at(server.database_url)
     _session_id, _call, ticket_id = await request_over_run(client)
     await decided_not_delivered(ledger, ticket_id, "the server stopped while delivering it")
     assert ticket_id in [t["id"] for t in (await inbox(client, undelivered_limit=200))["undelivered"]]
 
-    delivered = await client.post(f"/api/approvals/{ticket_id}/resume", headers=as_approver("carol"))
+    delivered = await client.post(f"/api/approvals/{ticket_id}/deliver", headers=as_approver("carol"))
 
     assert delivered.status_code == 200, delivered.text
     listed = await inbox(client, undelivered_limit=200)

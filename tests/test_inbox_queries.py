@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy import event, inspect, text
 from support.tickets import APP, open_tickets
 
-from long_running_agent.ledger import APPROVED, Ledger, TicketRow
+from long_running_agent.ledger import Ledger, TicketStatus
+from long_running_agent.ledger.schema import TicketRow
 from long_running_agent.paging import Page
 
 NOON = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -82,7 +83,7 @@ async def add_delivered_decisions(ledger: Ledger, count: int) -> None:
         db.add_all(
             TicketRow(
                 id=f"T-old{n:09d}", app_name=APP, user_id="dave", session_id=f"old-{n}", call_id="adk-1",
-                call_name="ask_for_approval", purpose="old", amount_cents=20000, status=APPROVED,
+                call_name="ask_for_approval", purpose="old", amount_cents=20000, status=TicketStatus.APPROVED,
                 created_at=NOON - timedelta(days=30, minutes=n), expires_at=NOON - timedelta(days=27),
                 decided_by="bob", decided_at=NOON - timedelta(days=29, minutes=n),
                 delivered_at=NOON - timedelta(days=29, minutes=n), session_store="app",

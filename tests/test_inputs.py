@@ -7,12 +7,11 @@ from datetime import timedelta
 
 import pytest
 from support.conversation import Conversation, responses, texts
-from support.models import ScriptedModel, call, runner_with, text
+from support.models import ScriptedModel, call, ledger_at, make_runner, runner_with, text
 from support.processes import request_ticket, run
 
-from long_running_agent import inputs
-from long_running_agent.ledger import get_ledger
-from long_running_agent.runtime import close_runtime, make_runner
+from long_running_agent.ledger import inputs
+from long_running_agent.services import close_services
 
 
 @pytest.mark.parametrize("raw, canonical", [
@@ -59,11 +58,11 @@ def test_the_approver_cli_applies_the_same_rules_on_both_backends(db_url):
 def test_the_cli_never_prints_control_characters_from_the_ledger(sqlite_url):
     async def open_raw() -> str:
         # Written straight into the ledger, as an older version or another tool could have.
-        ticket = await get_ledger(sqlite_url).open_ticket(
+        ticket = await ledger_at(sqlite_url).open_ticket(
             app_name="long_running_agent", user_id="alice", session_id="s", call_id="c", call_name="ask_for_approval",
             purpose="lunch\x1b]0;pwned\x07", amount_cents=25000, ttl=timedelta(hours=1),
         )
-        await close_runtime()
+        await close_services()
         return ticket.id
 
     ticket_id = asyncio.run(open_raw())
@@ -79,7 +78,7 @@ async def test_a_requester_with_a_second_spelling_gets_a_note_and_no_ticket(sqli
 
     assert responses(events, "ask_for_approval") == []
     assert "user id 'Alice'" in texts(events)[0]
-    assert await get_ledger(sqlite_url).list_tickets() == []
+    assert await ledger_at(sqlite_url).list_tickets() == []
 
 
 async def test_an_overlong_message_is_answered_and_not_stored(sqlite_url):
@@ -102,4 +101,4 @@ async def test_purposes_with_control_characters_are_refused_by_the_tools(sqlite_
 
     [answer] = responses(events, tool)
     assert answer["status"] == "error" and "control or invisible characters" in answer["error"]
-    assert await get_ledger(sqlite_url).list_tickets() == [] and await get_ledger(sqlite_url).payouts() == []
+    assert await ledger_at(sqlite_url).list_tickets() == [] and await ledger_at(sqlite_url).payouts() == []

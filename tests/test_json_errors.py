@@ -10,7 +10,7 @@ import uvicorn
 from fastapi import FastAPI
 from support.servers import free_port
 
-from long_running_agent.web import JsonErrors
+from long_running_agent.web.errors import JsonErrors
 
 
 def failing_app() -> FastAPI:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from google.adk.models import LlmRequest
 from google.genai import types
 from support.conversation import Conversation, pending_calls, responses, texts
-from support.models import RecordedOfflineModel, runner_with
+from support.models import RecordedOfflineModel, ledger_at, make_runner, runner_with
 
-from long_running_agent.amounts_in_text import find_amount, find_money
-from long_running_agent.ledger import get_ledger
-from long_running_agent.offline_model import OFFLINE_MODEL_NAME, OfflineExpenseModel, decide
-from long_running_agent.runtime import make_runner
+from long_running_agent.model.amounts import find_amount, find_money
+from long_running_agent.model.offline import OFFLINE_MODEL_NAME, OfflineExpenseModel, next_turn
 
 DECLARATIONS = types.Tool(function_declarations=[
     types.FunctionDeclaration(name="ask_for_approval"), types.FunctionDeclaration(name="reimburse"),
@@ -52,13 +52,14 @@ def approval_response(status: str, **extra) -> list[types.Content]:
     ("Reimburse $100.01 for printer toner", "ask_for_approval", {"purpose": "printer toner", "amount": 100.01}),
 ])
 def test_requests_with_amount_and_purpose_call_the_right_tool(text, tool, args):
-    part = decide(request(user(text)))
+    part = next_turn(request(user(text)))
     assert part.function_call is not None, part.text
     assert (part.function_call.name, part.function_call.args) == (tool, args)
 
 
-def test_threshold_is_read_from_the_instruction():
-    part = decide(request(user("Reimburse $150 for a train ticket"), threshold="200"))
+def test_threshold_is_the_one_the_app_enforces(configure):
+    configure(approval_threshold=Decimal("200"))
+    part = next_turn(request(user("Reimburse $150 for a train ticket")))
     assert part.function_call.name == "reimburse"
 
 
@@ -70,23 +71,23 @@ def test_threshold_is_read_from_the_instruction():
     ("", "I handle expense reimbursements"),
 ])
 def test_incomplete_or_unrelated_requests_get_a_question_or_help(text, expected):
-    part = decide(request(user(text)))
+    part = next_turn(request(user(text)))
     assert part.function_call is None and expected in part.text
 
 
 def test_a_question_while_a_ticket_waits_gets_its_status():
     contents = approval_response("pending")[:3] + [
         types.Content(role="model", parts=[types.Part(text="Ticket T-1 is waiting.")]), user("Any news?")]
-    part = decide(request(*contents))
+    part = next_turn(request(*contents))
     assert part.function_call is None and "T-1 for $250.00 (team lunch) is still waiting" in part.text
     decided = approval_response("rejected", decided_by="bob")[:3] + [user("Any news?")]
-    assert "Ticket T-1 was rejected by bob" in decide(request(*decided)).text
+    assert "Ticket T-1 was rejected by bob" in next_turn(request(*decided)).text
 
 
 def test_purpose_given_earlier_is_remembered():
     contents = [user("Please reimburse the team lunch"),
                 types.Content(role="model", parts=[types.Part(text="How much was it?")]), user("$250")]
-    part = decide(request(*contents))
+    part = next_turn(request(*contents))
     assert part.function_call.args == {"purpose": "team lunch", "amount": 250.0}
 
 
@@ -97,12 +98,12 @@ def test_purpose_given_earlier_is_remembered():
     ("error", {"error": "bad amount"}, "bad amount"),
 ])
 def test_approval_outcomes_are_explained(status, extra, expected):
-    part = decide(request(*approval_response(status, **extra)))
+    part = next_turn(request(*approval_response(status, **extra)))
     assert part.function_call is None and expected in part.text
 
 
 def test_approved_ticket_leads_to_reimburse_with_the_original_request():
-    part = decide(request(*approval_response("approved", purpose="something else", amount=9999.0)))
+    part = next_turn(request(*approval_response("approved", purpose="something else", amount=9999.0)))
     assert part.function_call.name == "reimburse"
     assert part.function_call.args == {"purpose": "team lunch", "amount": 250.0}
 
@@ -115,7 +116,7 @@ def test_approved_ticket_leads_to_reimburse_with_the_original_request():
 def test_payout_results_are_confirmed_or_relayed(payload, expected):
     contents = [user("x"), types.Content(role="user", parts=[types.Part(
         function_response=types.FunctionResponse(name="reimburse", response=payload))])]
-    assert expected in decide(request(*contents)).text
+    assert expected in next_turn(request(*contents)).text
 
 
 def small_refusal(status: dict, tools: types.Tool = DECLARATIONS) -> LlmRequest:
@@ -143,7 +144,7 @@ NEEDS_APPROVAL = {"status": "needs_approval", "reason": "same_purpose", "purpose
      None, None, "already reimbursed $100.00 for same laptop"),
 ])
 def test_a_small_payout_sent_to_an_approver_is_asked_for_with_the_same_request(status, tools, tool, args, expected):
-    part = decide(small_refusal(status, tools))
+    part = next_turn(small_refusal(status, tools))
     if tool:
         assert (part.function_call.name, part.function_call.args) == (tool, args)
     else:
@@ -152,7 +153,7 @@ def test_a_small_payout_sent_to_an_approver_is_asked_for_with_the_same_request(s
 
 def test_a_pending_small_ticket_is_explained_with_its_why():
     why = "You have been reimbursed $200.00 today (UTC) without approval; the daily limit for that is $250.00."
-    part = decide(request(*approval_response("pending", why=why)))
+    part = next_turn(request(*approval_response("pending", why=why)))
     assert part.function_call is None
     assert part.text.startswith(why) and "ticket T-1" in part.text and "waiting for an approver" in part.text
 
@@ -197,7 +198,7 @@ def test_amount_forms(text, amount):
      {"purpose": "conference hotel", "amount": 300.0}),
 ])
 def test_an_amount_written_in_dollars_is_used_exactly(text, tool, args):
-    part = decide(request(user(text)))
+    part = next_turn(request(user(text)))
     assert part.function_call is not None, part.text
     assert (part.function_call.name, part.function_call.args) == (tool, args)
 
@@ -246,7 +247,7 @@ def test_an_amount_written_in_dollars_is_used_exactly(text, tool, args):
     ("Reimburse $250 for the 2024 offsite", "more than one amount ($250, 2024)"),
 ])
 def test_an_unclear_amount_gets_a_question_and_no_call(text, question):
-    part = decide(request(user(text)))
+    part = next_turn(request(user(text)))
     assert part.function_call is None
     assert question in part.text
 
@@ -268,7 +269,7 @@ def test_a_purpose_from_a_message_sent_back_for_its_amounts_is_not_reused():
     contents = [user("Reimburse $250 for lunch and 40 for a taxi"),
                 types.Content(role="model", parts=[types.Part(text="Please send one expense at a time.")]),
                 user("$250")]
-    part = decide(request(*contents))
+    part = next_turn(request(*contents))
     assert part.function_call is None and "What was the $250.00 for?" in part.text
 
 
@@ -280,7 +281,7 @@ async def test_an_amount_with_fractions_of_a_cent_pays_nothing_and_opens_no_tick
     assert [c for e in events for c in e.get_function_calls()] == []
     assert responses(events, "reimburse") == responses(events, "ask_for_approval") == []
     assert "$100.009" in texts(events)[-1]
-    ledger = get_ledger(sqlite_url)
+    ledger = ledger_at(sqlite_url)
     assert await ledger.payouts() == [] and await ledger.count() == 0
 
 

@@ -10,7 +10,7 @@ from support.http import as_approver, assert_error, payouts, request_over_run, r
 from support.postgres import new_postgres_database, postgres_cluster
 from support.servers import web_server
 
-from long_running_agent.runtime import close_runtime
+from long_running_agent.services import close_services
 
 
 async def wait_for_health(client: httpx.AsyncClient, status: int, timeout: float = 30) -> httpx.Response:
@@ -50,4 +50,4 @@ async def outage(server, postgres) -> None:
         assert approve.status_code == 200, approve.text
         assert approve.json()["delivery"] == "delivered"
         assert len(await payouts(server, ticket_id)) == 1
-        await close_runtime()
+        await close_services()

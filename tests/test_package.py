@@ -10,9 +10,9 @@ from google.adk.cli.utils.agent_loader import AgentLoader
 from google.adk.tools import LongRunningFunctionTool
 from support.processes import ROOT
 
-from long_running_agent.model_choice import GEMINI_DEFAULT, choose_model
-from long_running_agent.policy import PolicyError, parse_amount, parse_purpose
-from long_running_agent.settings import SettingsError, load_settings
+from long_running_agent.ledger.policy import PolicyError, parse_amount, parse_purpose
+from long_running_agent.model.choice import GEMINI_DEFAULT, choose_model
+from long_running_agent.settings import SettingsError, load_settings, model_settings
 
 
 def test_adk_loader_finds_the_app_with_its_guard_like_adk_web():
@@ -39,7 +39,7 @@ def test_model_choice_says_which_model_runs_and_why(monkeypatch, env, name, reas
     monkeypatch.delenv("AGENT_MODEL", raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    choice = choose_model()
+    choice = choose_model(model_settings())
     assert choice.name == name and reason in choice.reason
 
 

@@ -65,7 +65,7 @@ def test_ticket_from_plain_api_server_is_paid_by_main_py_approve(tmp_path):
         assert paid["status"] == "paid" and paid["ticket_id"] == ticket_id
 
         # A second approval, or a re-delivery, changes nothing.
-        again = main_py(project, home, "resume", ticket_id)
+        again = main_py(project, home, "deliver", ticket_id)
         assert again.returncode == 0 and "nothing to do" in again.stdout
         assert len(payouts_in(events_of(server, "alice", session_id))) == 1
     shown = main_py(project, home, "show", ticket_id)

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 from support.conversation import Conversation, calls, pending_calls, responses, texts
-from support.models import ScriptedModel, call, runner_with, text
+from support.models import ScriptedModel, call, ledger_at, make_runner, runner_with, text
 from support.processes import ROOT
 
-from long_running_agent.approvals import Outcome, decide_and_deliver
-from long_running_agent.ledger import DAILY_LIMIT, PENDING, SAME_PURPOSE, Ledger, NeedsApproval, get_ledger
-from long_running_agent.locks import Conversation as ConversationKey
-from long_running_agent.policy import purpose_key
-from long_running_agent.runtime import make_runner
+from long_running_agent.approval.delivery import Outcome, decide_and_deliver
+from long_running_agent.ledger import DAILY_LIMIT, SAME_PURPOSE, Ledger, NeedsApproval, TicketStatus
+from long_running_agent.ledger import Conversation as ConversationKey
+from long_running_agent.ledger.policy import purpose_key
 
 LIMIT_CENTS = 25_000
 README_SECTION = (ROOT / "README.md").read_text().split("### Split purchases\n")[1].split("\n### ")[0]
@@ -31,7 +31,7 @@ async def unticketed_total(ledger: Ledger) -> int:
 
 async def test_ten_laptops_in_one_conversation_pay_once_and_open_nine_tickets(db_url):
     chat = await Conversation(make_runner(db_url)).start()
-    ledger = get_ledger(db_url)
+    ledger = ledger_at(db_url)
 
     replies = [await chat.say("Reimburse $100 for the same laptop") for _ in range(10)]
 
@@ -40,7 +40,7 @@ async def test_ten_laptops_in_one_conversation_pay_once_and_open_nine_tickets(db
     )
     assert {r["reason"] for events in replies[1:] for r in responses(events, "reimburse")} == {SAME_PURPOSE}
     assert await unticketed_total(ledger) == 10_000
-    tickets = await ledger.list_tickets(PENDING)
+    tickets = await ledger.list_tickets(TicketStatus.PENDING)
     assert len(tickets) == 9
     assert {(t.purpose, t.amount_cents, t.user_id) for t in tickets} == {("same laptop", 10_000, "alice")}
     assert [len(pending_calls(events)) for events in replies] == [0] + [1] * 9
@@ -48,7 +48,7 @@ async def test_ten_laptops_in_one_conversation_pay_once_and_open_nine_tickets(db
 
 async def test_small_expenses_are_paid_at_once_only_up_to_the_daily_limit(db_url):
     chat = await Conversation(make_runner(db_url)).start()
-    ledger = get_ledger(db_url)
+    ledger = ledger_at(db_url)
     items = ["laptop", "monitor", "keyboard", "mouse", "dock", "headset", "webcam", "charger", "cable"]
 
     statuses = []
@@ -61,7 +61,7 @@ async def test_small_expenses_are_paid_at_once_only_up_to_the_daily_limit(db_url
     assert last["status"] == "paid"  # $200 + $50 is exactly the limit
     assert await unticketed_total(ledger) == LIMIT_CENTS
     assert await ledger.paid_without_approval("alice") == LIMIT_CENTS
-    assert await ledger.count(PENDING) == 7
+    assert await ledger.count(TicketStatus.PENDING) == 7
 
 
 async def test_the_requester_is_told_why_and_a_ticket_is_opened(db_url):
@@ -77,11 +77,11 @@ async def test_the_requester_is_told_why_and_a_ticket_is_opened(db_url):
     [asked] = pending_calls(events)
     assert (asked.name, asked.args) == ("ask_for_approval", {"purpose": "laptop", "amount": 100.0})
     [pending] = responses(events, "ask_for_approval")
-    ticket = await get_ledger(db_url).get(pending["ticket_id"])
-    assert (ticket.status, ticket.amount_cents, ticket.call_id) == (PENDING, 10_000, asked.id)
+    ticket = await ledger_at(db_url).get(pending["ticket_id"])
+    assert (ticket.status, ticket.amount_cents, ticket.call_id) == (TicketStatus.PENDING, 10_000, asked.id)
     reply = texts(events)[-1]
     assert "reimbursed $200.00 today" in reply and "$250.00" in reply and ticket.id in reply
-    [requested] = await get_ledger(db_url).audit(ticket.id)
+    [requested] = await ledger_at(db_url).audit(ticket.id)
     assert "needs approval" in requested.detail
     # The README shows this very exchange.
     assert refusal["message"] in README_SECTION
@@ -101,7 +101,7 @@ async def test_a_near_duplicate_purpose_needs_an_approver(db_url):
     assert first["status"] == "paid" and other["status"] == "paid"
     assert again["status"] == "needs_approval" and again["reason"] == SAME_PURPOSE
     assert "already reimbursed $40.00 for Taxi to the airport today" in again["message"]
-    assert await unticketed_total(get_ledger(db_url)) == 7_000
+    assert await unticketed_total(ledger_at(db_url)) == 7_000
 
 
 @pytest.mark.parametrize("left, right", [
@@ -146,19 +146,19 @@ async def test_concurrent_small_payouts_cannot_both_fit_under_the_limit(db_url):
 
     assert sorted(different) == [DAILY_LIMIT] * 6 + ["paid"] * 2
     assert sorted(same) == ["paid"] + [SAME_PURPOSE] * 7
-    ledger = get_ledger(db_url)
+    ledger = ledger_at(db_url)
     assert await ledger.paid_without_approval("alice") == await unticketed_total(ledger) == 21_000
 
 
 async def test_an_approved_small_ticket_pays_exactly_once(db_url):
     chat = await Conversation(make_runner(db_url)).start()
-    ledger = get_ledger(db_url)
+    ledger = ledger_at(db_url)
     await chat.say("Reimburse $100 for the same laptop")
     events = await chat.say("Reimburse $100 for the same laptop")
     [asked] = pending_calls(events)
     ticket_id = responses(events, "ask_for_approval")[0]["ticket_id"]
 
-    delivery = await decide_and_deliver(ledger, ticket_id, approver="bob", approve=True, app_database_url=db_url)
+    delivery = await decide_and_deliver(ticket_id, approver="bob", approve=True)
 
     assert delivery.outcome is Outcome.DELIVERED
     [paid] = responses(delivery.events, "reimburse")
@@ -202,14 +202,14 @@ async def test_the_allowance_starts_again_on_the_next_utc_day(sqlite_url):
         await ledger.close()
 
 
-async def test_a_limit_of_zero_sends_every_small_payout_to_an_approver(sqlite_url, monkeypatch):
-    monkeypatch.setenv("DAILY_AUTO_APPROVAL_LIMIT", "0")
+async def test_a_limit_of_zero_sends_every_small_payout_to_an_approver(sqlite_url, configure):
+    configure(daily_auto_approval_limit=Decimal("0"))
     chat = await Conversation(make_runner(sqlite_url)).start()
 
     events = await chat.say("Reimburse $20 for a coffee")
 
     assert responses(events, "reimburse")[0]["reason"] == DAILY_LIMIT
-    assert pending_calls(events) and await get_ledger(sqlite_url).payouts() == []
+    assert pending_calls(events) and await ledger_at(sqlite_url).payouts() == []
     assert "without approval is $0.00" in texts(events)[-1]
 
 
@@ -221,4 +221,4 @@ async def test_approval_is_still_refused_for_a_small_amount_the_rules_allow(sqli
 
     [refused] = responses(events, "ask_for_approval")
     assert refused["status"] == "error" and "call reimburse directly" in refused["error"]
-    assert await get_ledger(sqlite_url).count(PENDING) == 0
+    assert await ledger_at(sqlite_url).count(TicketStatus.PENDING) == 0

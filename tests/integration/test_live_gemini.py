@@ -17,24 +17,18 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 import pytest
-from google.adk.apps import App
 from google.adk.models.google_llm import Gemini
-from google.adk.runners import Runner
 from google.genai import types
 from support.conversation import Conversation, calls, pending_calls, responses
+from support.models import ledger_at, runner_with
 
-from long_running_agent import ledger as ledger_module
-from long_running_agent.agent import root_agent
-from long_running_agent.guard import ApprovalGuard
-from long_running_agent.model_choice import GEMINI_DEFAULT
-from long_running_agent.runtime import session_service
+from long_running_agent.model.choice import GEMINI_DEFAULT
 
 
 def _live_key() -> str | None:
-    saved = getattr(sys.modules.get("tests.conftest"), "ORIGINAL_GEMINI_KEY", None)
+    saved = getattr(sys.modules.get("conftest"), "ORIGINAL_GEMINI_KEY", None)
     return (
         os.environ.get("LIVE_GEMINI_API_KEY")
         or saved
@@ -52,25 +46,21 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture
-def live_gemini(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Point the app at the real Gemini API and a fresh SQLite file; returns the database URL."""
-    url = f"sqlite+aiosqlite:///{tmp_path / 'expenses.db'}"
-    monkeypatch.setenv("EXPENSES_DATABASE_URL", url)
+def live_gemini(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Point google-genai at the real Gemini API (it reads the key itself); returns the database URL."""
     for name in ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_USE_VERTEXAI",
                  "GOOGLE_GENAI_USE_ENTERPRISE", "DEV_CHAT_APPROVAL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GOOGLE_API_KEY", LIVE_KEY or "")
-    return url
+    return sqlite_url
 
 
 async def test_live_gemini_waits_for_approval_then_pays_once(live_gemini: str) -> None:
     # A new Gemini instance builds its client from the key set above. Retries
     # ride out a 429 or 503; a 400 (a malformed request) still fails at once.
     model = Gemini(model=LIVE_MODEL, retry_options=types.HttpRetryOptions(attempts=4, initial_delay=2))
-    agent = root_agent.clone(update={"model": model})
-    runner = Runner(app=App(name="long_running_agent", root_agent=agent, plugins=[ApprovalGuard()]),
-                    session_service=session_service(live_gemini))
-    ledger = ledger_module.get_ledger(live_gemini)
+    runner = runner_with(model, live_gemini)
+    ledger = ledger_at(live_gemini)
     try:
         chat = await Conversation(runner, "alice").start()
         events = await chat.say("Please reimburse $250 for the team lunch")
@@ -93,5 +83,3 @@ async def test_live_gemini_waits_for_approval_then_pays_once(live_gemini: str) -
         assert await ledger.payouts(session_id=chat.session_id) == [payout]
     finally:
         await runner.close()
-        await runner.session_service.db_engine.dispose()  # type: ignore[attr-defined]
-        await ledger_module.close_ledgers()

@@ -8,7 +8,7 @@ from google.adk.events import Event
 from google.adk.runners import Runner
 from google.genai import types
 
-from long_running_agent.runtime import make_runner
+from support.models import make_runner
 
 
 def function_response(call_id: str | None, name: str | None, response: dict[str, Any]) -> types.Content:

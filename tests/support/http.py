@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from long_running_agent.ledger import get_ledger
+from support.models import ledger_at
 
 from .servers import APP, LUNCH, TOKENS, WebServer
 
@@ -88,7 +88,7 @@ async def request_over_run(client: httpx.AsyncClient, user: str = "alice") -> tu
 
 
 async def payouts(server: WebServer, ticket_id: str) -> list[Any]:
-    return await get_ledger(server.database_url).payouts(ticket_id=ticket_id)
+    return await ledger_at(server.database_url).payouts(ticket_id=ticket_id)
 
 
 def assert_error(response: httpx.Response, status: int, error: str) -> dict[str, Any]:

@@ -1,8 +1,9 @@
-"""Test models: a scripted one that fails loudly, and the offline one, recorded."""
+"""Test models (a scripted one that fails loudly, the offline one recorded) and runners of the shipped app."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from typing import Any
 
 from google.adk.models import BaseLlm, LlmRequest, LlmResponse
 from google.adk.runners import Runner
@@ -10,8 +11,14 @@ from google.genai import types
 from pydantic import Field
 
 from long_running_agent.agent import build_app
-from long_running_agent.offline_model import OfflineExpenseModel
-from long_running_agent.runtime import session_service
+from long_running_agent.ledger import Ledger
+from long_running_agent.ledger.engine import session_service
+from long_running_agent.model.offline import OFFLINE_MODEL_NAME, OfflineExpenseModel
+from long_running_agent.services import services
+
+OFFLINE = OFFLINE_MODEL_NAME
+# Engines a test opened for itself (a runner "in another process"); conftest disposes them.
+_opened: list[Any] = []
 
 
 class ScriptedModel(BaseLlm):
@@ -51,6 +58,27 @@ def text(value: str) -> types.Part:
     return types.Part(text=value)
 
 
-def runner_with(model: BaseLlm, database_url: str) -> Runner:
-    """The app exactly as shipped (agent, tools, guard), with `model` swapped in."""
-    return Runner(app=build_app(model=model), session_service=session_service(database_url))
+def runner_with(model: BaseLlm | str, database_url: str | None = None) -> Runner:
+    """The app exactly as shipped (agent, tools, guard), with `model` swapped in.
+
+    Its sessions have an engine of their own, as another process would.
+    """
+    sessions = session_service(database_url or services().settings.database_url)
+    _opened.append(sessions.db_engine)
+    return Runner(app=build_app(model=model), session_service=sessions)
+
+
+def make_runner(database_url: str | None = None) -> Runner:
+    """The app as shipped, with the offline model, on its own engine."""
+    return runner_with(OFFLINE, database_url)
+
+
+def ledger_at(database_url: str | None = None) -> Ledger:
+    """The ledger of the test's database (or of another one, such as a server's)."""
+    app = services()
+    return app.ledger if database_url is None else app.ledger_at(database_url)
+
+
+async def close_opened() -> None:
+    while _opened:
+        await _opened.pop().dispose()

@@ -36,15 +36,14 @@ from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
 from google.genai import types
 
-from . import ledger as ledger_module
-from .inputs import MAX_MESSAGE, InputError, is_canonical_name, printable
-from .ledger import APPROVED, PENDING, REJECTED, LedgerError, Ticket
-from .locks import Conversation, HeldLock
-from .settings import load_settings
+from ..ledger import Conversation, Ledger, LedgerError, Ticket, TicketStatus
+from ..ledger.inputs import MAX_MESSAGE, InputError, is_canonical_name, printable
+from ..ledger.locks import HeldLock
+from ..services import services
+from ..tools import APPROVAL_TOOL
 
 logger = logging.getLogger(__name__)
 
-APPROVAL_TOOL = "ask_for_approval"
 REFUSAL_PREFIX = "Approval response not accepted: "
 # Marks the agent's refusal notes: people see them, the model is not shown
 # them again (turn_order.py leaves them out of its requests).
@@ -150,7 +149,7 @@ class ApprovalGuard(BasePlugin):
         conversation = conversation_of(invocation_context)
         run = _Run(invocation_context.invocation_id, conversation)
         _current_run.set(run)
-        ledger = ledger_module.get_ledger(load_settings().database_url)
+        ledger = services().ledger
         if conversation not in held_conversations.get():
             run.lock = await ledger.locks.acquire(conversation, purpose="a message")
             run.held_token = held_conversations.set(held_conversations.get() | {conversation})
@@ -200,7 +199,7 @@ class ApprovalGuard(BasePlugin):
         if run is None:
             return
         try:
-            ledger = ledger_module.get_ledger(load_settings().database_url)
+            ledger = services().ledger
             for ticket_id in run.delivering:
                 await ledger.mark_delivered(ticket_id, actor="approval_guard")
         finally:
@@ -213,7 +212,7 @@ class ApprovalGuard(BasePlugin):
         if run is None:
             return
         try:
-            ledger = ledger_module.get_ledger(load_settings().database_url)
+            ledger = services().ledger
             for ticket_id in run.delivering:
                 await ledger.mark_undelivered(
                     ticket_id, actor="approval_guard", error=f"the run failed: {type(error).__name__}: {error}"
@@ -246,7 +245,7 @@ class ApprovalGuard(BasePlugin):
             context.session = fresh
 
     async def _deliver_owed(
-        self, context: InvocationContext, ledger: ledger_module.Ledger, conversation: Conversation
+        self, context: InvocationContext, ledger: Ledger, conversation: Conversation
     ) -> None:
         """Deliver what this conversation is owed before answering its new message."""
         await ledger.expire_due(conversation=conversation)
@@ -270,7 +269,7 @@ class ApprovalGuard(BasePlugin):
         await self._refresh(context)
 
     async def _authoritative(
-        self, context: InvocationContext, ledger: ledger_module.Ledger, run: _Run,
+        self, context: InvocationContext, ledger: Ledger, run: _Run,
         response: types.FunctionResponse,
     ) -> types.Part:
         # Trust the session, not the message: ADK matches on id only, so the
@@ -284,7 +283,7 @@ class ApprovalGuard(BasePlugin):
         if ticket is None:
             raise Refused("this approval call has no ticket (the request was invalid).")
         ticket = await self._settle(ledger, ticket, response, context)
-        if ticket.status == PENDING:
+        if ticket.status is TicketStatus.PENDING:
             await ledger.record_refusal(
                 ticket.id, actor=context.session.user_id,
                 detail=f"response claiming {_claimed_status(response)!r} while pending",
@@ -302,11 +301,11 @@ class ApprovalGuard(BasePlugin):
         ))
 
     async def _settle(
-        self, ledger: ledger_module.Ledger, ticket: Ticket, response: types.FunctionResponse,
+        self, ledger: Ledger, ticket: Ticket, response: types.FunctionResponse,
         context: InvocationContext,
     ) -> Ticket:
         """Bring a pending ticket up to date: expire it, or (dev only) decide it from chat."""
-        if ticket.status != PENDING:
+        if ticket.status is not TicketStatus.PENDING:
             return ticket
         if ticket.expires_at <= ledger.now():
             try:
@@ -314,14 +313,14 @@ class ApprovalGuard(BasePlugin):
             except LedgerError:
                 return await ledger.get(ticket.id)
         claimed = _claimed_status(response)
-        if load_settings().dev_chat_approval and claimed in (APPROVED, REJECTED):
+        if services().settings.dev_chat_approval and claimed in (TicketStatus.APPROVED, TicketStatus.REJECTED):
             # DEV_CHAT_APPROVAL: the chat answer box acts as an approver, and
             # the ledger records it as such. Never enable this in production.
             try:
                 return await ledger.decide(
                     ticket.id,
                     approver=context.session.user_id,
-                    approve=claimed == APPROVED,
+                    approve=claimed == TicketStatus.APPROVED,
                     reason="decided in the chat with DEV_CHAT_APPROVAL on",
                     from_chat=True,
                 )
@@ -330,7 +329,7 @@ class ApprovalGuard(BasePlugin):
         return ticket
 
 
-async def _already_delivered(ledger: ledger_module.Ledger, ticket: Ticket) -> str:
+async def _already_delivered(ledger: Ledger, ticket: Ticket) -> str:
     """What became of a delivered decision, for a repeated answer."""
     by = f" by {ticket.decided_by}" if ticket.decided_by else ""
     payouts = await ledger.payouts(ticket_id=ticket.id)

@@ -10,8 +10,8 @@ import math
 import re
 from decimal import Decimal
 
+from ..settings import Settings
 from . import inputs
-from .settings import Settings
 
 _AMOUNT_TEXT = re.compile(r"-?\$?-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 

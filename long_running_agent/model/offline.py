@@ -17,14 +17,18 @@ from decimal import Decimal
 from typing import Any
 
 from google.adk.models import BaseLlm, LlmRequest, LlmResponse
+
+# LlmCapabilities is not exported yet; overriding `capabilities` keeps ADK from
+# guessing this model's features from its name (see ADK_NOTES).
 from google.adk.models._capabilities import LlmCapabilities
 from google.adk.models.registry import LLMRegistry
 from google.genai import types
 
-from .amounts_in_text import find_amount
+from ..settings import settings
+from ..tools import APPROVAL_TOOL, REIMBURSE_TOOL
+from .amounts import find_amount
 
 OFFLINE_MODEL_NAME = "offline-expense-model"
-DEFAULT_THRESHOLD = Decimal("100")
 
 _ARTICLE = r"(?:the\s+|a\s+|an\s+|my\s+|our\s+)?"
 _PURPOSES = [
@@ -32,7 +36,6 @@ _PURPOSES = [
     re.compile(rf"\b(?:reimburse|refund|expense)\s+(?:me\s+)?{_ARTICLE}(?P<p>.+)", re.IGNORECASE),
 ]
 _EXPENSE_WORDS = re.compile(r"\b(reimburs\w*|expense\w*|spent|paid|refund|receipt)\b", re.IGNORECASE)
-_THRESHOLD = re.compile(r"up to \$(?P<n>[\d,]+(?:\.\d+)?)", re.IGNORECASE)
 
 
 def find_purpose(text: str, amount_span: tuple[int, int] | None) -> str | None:
@@ -50,10 +53,9 @@ def find_purpose(text: str, amount_span: tuple[int, int] | None) -> str | None:
     return None
 
 
-def _threshold(request: LlmRequest) -> Decimal:
-    instruction = request.config.system_instruction if request.config else None
-    match = _THRESHOLD.search(str(instruction or ""))
-    return Decimal(match.group("n").replace(",", "")) if match else DEFAULT_THRESHOLD
+def _threshold() -> Decimal:
+    # What the app enforces (the tools check it too); the same number the instruction states.
+    return settings().approval_threshold
 
 
 def _tool_names(request: LlmRequest) -> set[str]:
@@ -107,8 +109,8 @@ def _after_approval(response: dict[str, Any], original: dict[str, Any], tools: s
             f"Your request for {_money(amount)} ({purpose}) needs approval. "
             f"Ticket {ticket} is waiting for an approver; I will pay it once it is approved."
         )
-    if status == "approved" and "reimburse" in tools and purpose and amount:
-        return _call("reimburse", purpose, amount)
+    if status == "approved" and REIMBURSE_TOOL in tools and purpose and amount:
+        return _call(REIMBURSE_TOOL, purpose, amount)
     if status == "rejected":
         reason = response.get("reason") or "no reason given"
         return _text(
@@ -129,8 +131,8 @@ def _after_refusal(response: dict[str, Any], original: dict[str, Any], tools: se
     """reimburse answered "needs_approval": ask for approval of the very same request."""
     purpose = original.get("purpose") or response.get("purpose")
     amount = original.get("amount") or response.get("amount")
-    if "ask_for_approval" in tools and purpose and amount:
-        return _call("ask_for_approval", purpose, amount)
+    if APPROVAL_TOOL in tools and purpose and amount:
+        return _call(APPROVAL_TOOL, purpose, amount)
     return _text(f"I could not pay it: {response.get('message', 'it needs an approver')}")
 
 
@@ -150,7 +152,7 @@ def _after_payout(response: dict[str, Any]) -> types.Part:
 
 def _answer_user(contents: list[types.Content], text: str, request: LlmRequest) -> types.Part:
     tools = _tool_names(request)
-    threshold = _threshold(request)
+    threshold = _threshold()
     found = find_amount(text)
     if isinstance(found, str):
         return _text(found)
@@ -175,7 +177,7 @@ def _answer_user(contents: list[types.Content], text: str, request: LlmRequest) 
     amount, _span = found
     if not purpose:
         return _text(f"What was the {_money(abs(amount))} for?")
-    tool = "reimburse" if amount <= threshold else "ask_for_approval"
+    tool = REIMBURSE_TOOL if amount <= threshold else APPROVAL_TOOL
     if tool not in tools:
         return _text(f"I cannot do that here: the {tool} tool is not available.")
     return _call(tool, purpose, amount)
@@ -191,9 +193,9 @@ def _latest_news(contents: list[types.Content]) -> str | None:
         for part in content.parts or []:
             response = part.function_response
             payload = dict(response.response or {}) if response else {}
-            if response and response.name == "reimburse" and payload.get("status") == "paid":
+            if response and response.name == REIMBURSE_TOOL and payload.get("status") == "paid":
                 return f"Latest news: {_after_payout(payload).text}"
-            if response and response.name == "ask_for_approval":
+            if response and response.name == APPROVAL_TOOL:
                 ticket, status = payload.get("ticket_id"), payload.get("status")
                 if status == "pending":
                     return (f"Ticket {ticket} for {_money(payload.get('amount'))} ({payload.get('purpose')}) "
@@ -212,7 +214,7 @@ def _user_texts(contents: list[types.Content]) -> list[str]:
     ]
 
 
-def decide(request: LlmRequest) -> types.Part:
+def next_turn(request: LlmRequest) -> types.Part:
     """The next model turn for `request`: one text or one function call."""
     contents = [c for c in request.contents if c.parts]
     if not contents:
@@ -222,12 +224,12 @@ def decide(request: LlmRequest) -> types.Part:
     if responses:
         response = responses[-1]
         payload = dict(response.response or {})
-        if response.name == "ask_for_approval":
+        if response.name == APPROVAL_TOOL:
             original = _original_args(contents, response)
             return _after_approval(payload, original, _tool_names(request))
-        if response.name == "reimburse" and payload.get("status") == "needs_approval":
+        if response.name == REIMBURSE_TOOL and payload.get("status") == "needs_approval":
             return _after_refusal(payload, _original_args(contents, response), _tool_names(request))
-        if response.name == "reimburse":
+        if response.name == REIMBURSE_TOOL:
             return _after_payout(payload)
         return _text(f"{response.name} returned: {json.dumps(payload, default=str)}")
     texts = _user_texts([last])
@@ -250,7 +252,7 @@ class OfflineExpenseModel(BaseLlm):
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
     ) -> AsyncGenerator[LlmResponse, None]:
-        part = decide(llm_request)
+        part = next_turn(llm_request)
         prompt_chars = sum(len(str(c.model_dump(exclude_none=True))) for c in llm_request.contents)
         output_chars = len(str(part.model_dump(exclude_none=True)))
         yield LlmResponse(

@@ -215,7 +215,7 @@ async function decide(ticket, action, reasonInput, buttons) {
 async function redeliver(ticket, button) {
   button.disabled = true;
   try {
-    const result = await api(`/api/approvals/${encodeURIComponent(ticket.id)}/resume`, {method: "POST"});
+    const result = await api(`/api/approvals/${encodeURIComponent(ticket.id)}/deliver`, {method: "POST"});
     notify(`Delivered ${ticket.id}. ${result.agent_reply ? "Agent: " + result.agent_reply : ""}`, "ok");
   } catch (error) {
     failed(error);

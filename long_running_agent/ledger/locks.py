@@ -25,15 +25,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import DateTime, String, delete, select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Mapped, mapped_column
 
-from .ledger import Base, _utc
+from .records import Conversation, _utc
+from .schema import ConversationLockRow
 
 if TYPE_CHECKING:
-    from .ledger import Ledger
+    from .base import LedgerBase
 
 logger = logging.getLogger(__name__)
 
@@ -74,33 +74,6 @@ def holder_is_dead(holder: str) -> bool:
     return False
 
 
-class ConversationLockRow(Base):
-    __tablename__ = "conversation_locks"
-    app_name: Mapped[str] = mapped_column(String(128), primary_key=True)
-    user_id: Mapped[str] = mapped_column(String(128), primary_key=True)
-    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
-    holder: Mapped[str] = mapped_column(String(200))
-    purpose: Mapped[str] = mapped_column(String(200))
-    acquired_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-
-
-@dataclass(frozen=True)
-class Conversation:
-    """Where a conversation is, as ADK names it: app, user and session."""
-
-    app_name: str
-    user_id: str
-    session_id: str
-
-    def where(self) -> Any:
-        return (
-            (ConversationLockRow.app_name == self.app_name)
-            & (ConversationLockRow.user_id == self.user_id)
-            & (ConversationLockRow.session_id == self.session_id)
-        )
-
-
 @dataclass(frozen=True)
 class LockState:
     holder: str
@@ -108,6 +81,14 @@ class LockState:
     acquired_at: datetime
     expires_at: datetime
     dead: bool
+
+
+def _locked(conversation: Conversation) -> Any:
+    return (
+        (ConversationLockRow.app_name == conversation.app_name)
+        & (ConversationLockRow.user_id == conversation.user_id)
+        & (ConversationLockRow.session_id == conversation.session_id)
+    )
 
 
 class ConversationBusy(Exception):
@@ -165,7 +146,7 @@ class HeldLock:
 class ConversationLocks:
     """Leases on conversations, kept in the ledger's database."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: LedgerBase) -> None:
         self.ledger = ledger
 
     async def acquire(
@@ -200,7 +181,7 @@ class ConversationLocks:
 
     async def state(self, conversation: Conversation) -> LockState | None:
         async with await self.ledger.db() as db:
-            row = await db.scalar(select(ConversationLockRow).where(conversation.where()))
+            row = await db.scalar(select(ConversationLockRow).where(_locked(conversation)))
         if row is None:
             return None
         return LockState(
@@ -225,7 +206,7 @@ class ConversationLocks:
         async with await self.ledger.db() as db, db.begin():
             changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(ConversationLockRow)
-                .where(conversation.where(), ConversationLockRow.expires_at <= now)
+                .where(_locked(conversation), ConversationLockRow.expires_at <= now)
                 .values(holder=holder, purpose=purpose, acquired_at=now, expires_at=now + LEASE)
             )
         return changed.rowcount == 1
@@ -235,7 +216,7 @@ class ConversationLocks:
         async with await self.ledger.db() as db, db.begin():
             changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(ConversationLockRow)
-                .where(conversation.where(), ConversationLockRow.holder == dead)
+                .where(_locked(conversation), ConversationLockRow.holder == dead)
                 .values(holder=holder, purpose=purpose, acquired_at=now, expires_at=now + LEASE)
             )
         return changed.rowcount == 1
@@ -244,7 +225,7 @@ class ConversationLocks:
         async with await self.ledger.db() as db, db.begin():
             changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(ConversationLockRow)
-                .where(conversation.where(), ConversationLockRow.holder == holder)
+                .where(_locked(conversation), ConversationLockRow.holder == holder)
                 .values(expires_at=self.ledger.now() + LEASE)
             )
         return changed.rowcount == 1
@@ -252,5 +233,5 @@ class ConversationLocks:
     async def _release(self, conversation: Conversation, holder: str) -> None:
         async with await self.ledger.db() as db, db.begin():
             await db.execute(
-                delete(ConversationLockRow).where(conversation.where(), ConversationLockRow.holder == holder)
+                delete(ConversationLockRow).where(_locked(conversation), ConversationLockRow.holder == holder)
             )

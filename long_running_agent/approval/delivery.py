@@ -20,11 +20,11 @@ from enum import StrEnum
 from google.adk.apps import App
 from google.adk.events import Event
 
+from ..ledger import Ticket, TicketExpired, TicketStatus
+from ..ledger.locks import DEFAULT_WAIT, ConversationBusy
+from ..services import services
 from .conversations import Unreachable, describe, open_store
 from .guard import decision_message, held_conversations
-from .ledger import PENDING, Ledger, Ticket, TicketExpired
-from .locks import DEFAULT_WAIT, Conversation, ConversationBusy
-from .runtime import runner_for
 
 logger = logging.getLogger(__name__)
 
@@ -57,15 +57,15 @@ class Delivery:
 
 
 async def deliver(
-    ledger: Ledger, ticket_id: str, *, app_database_url: str, actor: str,
-    wait: timedelta = DEFAULT_WAIT, app: App | None = None,
+    ticket_id: str, *, actor: str, wait: timedelta = DEFAULT_WAIT, app: App | None = None
 ) -> Delivery:
     """Send the ledger's decision on `ticket_id` to its conversation, once.
 
-    `app` is the agent app to run (default: the one this package ships).
+    `app` is the agent app to run (default: the one `services()` runs).
     """
+    ledger = services().ledger
     ticket = await ledger.get(ticket_id)
-    if ticket.status == PENDING:
+    if ticket.status is TicketStatus.PENDING:
         return Delivery(ticket, Outcome.STILL_PENDING)
     if ticket.delivered_at:
         return Delivery(ticket, Outcome.ALREADY_DELIVERED)
@@ -73,11 +73,11 @@ async def deliver(
         return Delivery(ticket, Outcome.SETTLED)
     where = describe(ticket.session_store)
     try:
-        store = open_store(ticket.session_store, app_database_url)
+        store = open_store(ticket.session_store)
     except Unreachable as unreachable:
         await ledger.mark_undelivered(ticket.id, actor=actor, error=str(unreachable))
         return Delivery(ticket, Outcome.UNREACHABLE, unreachable.why, where)
-    conversation = Conversation(ticket.app_name, ticket.user_id, ticket.session_id)
+    conversation = ticket.conversation
     try:
         async with ledger.locks.hold(conversation, purpose=f"delivering {ticket.id}", wait=wait):
             # Checked again under the lock: another process may have delivered it.
@@ -97,7 +97,7 @@ async def deliver(
             try:
                 events = [
                     event
-                    async for event in runner_for(store, app).run_async(
+                    async for event in services().runner(store, app).run_async(
                         user_id=ticket.user_id, session_id=ticket.session_id,
                         new_message=decision_message(ticket),
                     )
@@ -117,14 +117,7 @@ async def deliver(
 
 
 async def decide_and_deliver(
-    ledger: Ledger,
-    ticket_id: str,
-    *,
-    approver: str,
-    approve: bool,
-    reason: str | None = None,
-    app_database_url: str,
-    app: App | None = None,
+    ticket_id: str, *, approver: str, approve: bool, reason: str | None = None, app: App | None = None
 ) -> Delivery:
     """Record the decision, then deliver it; raises LedgerError if the decision is refused.
 
@@ -132,11 +125,11 @@ async def decide_and_deliver(
     requester learns what happened.
     """
     try:
-        ticket = await ledger.decide(ticket_id, approver=approver, approve=approve, reason=reason)
+        ticket = await services().ledger.decide(ticket_id, approver=approver, approve=approve, reason=reason)
     except TicketExpired:
-        await deliver(ledger, ticket_id, app_database_url=app_database_url, actor=approver, app=app)
+        await deliver(ticket_id, actor=approver, app=app)
         raise
-    delivery = await deliver(ledger, ticket.id, app_database_url=app_database_url, actor=approver, app=app)
+    delivery = await deliver(ticket.id, actor=approver, app=app)
     if delivery.outcome is Outcome.ALREADY_DELIVERED:
         # A message in the same conversation got the lock first and delivered
         # this new decision before answering: it arrived, once.
@@ -145,9 +138,7 @@ async def decide_and_deliver(
     return delivery
 
 
-async def deliver_due(
-    ledger: Ledger, *, app_database_url: str, actor: str, grace: timedelta = timedelta(seconds=30)
-) -> list[Delivery]:
+async def deliver_due(*, actor: str, grace: timedelta = timedelta(seconds=30)) -> list[Delivery]:
     """Expire overdue tickets and deliver what their conversations are owed.
 
     Delivers expiries, and decisions whose own delivery never finished (the
@@ -155,15 +146,14 @@ async def deliver_due(
     failed with a reason is left to the requester's next message or to an
     approver's `resume`, not retried in a loop.
     """
+    ledger = services().ledger
     await ledger.expire_due()
     cutoff = ledger.now() - grace
     deliveries = []
     for ticket in await ledger.undelivered():
         if ticket.delivery_error:
             continue
-        if ticket.status != "expired" and ticket.decided_at and ticket.decided_at > cutoff:
+        if ticket.status is not TicketStatus.EXPIRED and ticket.decided_at and ticket.decided_at > cutoff:
             continue  # its approver's own delivery is most likely still under way
-        deliveries.append(await deliver(
-            ledger, ticket.id, app_database_url=app_database_url, actor=actor, wait=timedelta(seconds=1)
-        ))
+        deliveries.append(await deliver(ticket.id, actor=actor, wait=timedelta(seconds=1)))
     return deliveries

@@ -26,7 +26,9 @@ from google.adk.sessions import BaseSessionService, DatabaseSessionService, InMe
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from sqlalchemy.engine import URL, make_url
 
-from .locks import new_holder
+from ..ledger import Conversation
+from ..ledger.locks import new_holder
+from ..services import services
 
 APP_STORE = "app"
 # In-memory stores this process wrote tickets from: only it can reach them.
@@ -52,6 +54,24 @@ def _without_password(url: URL) -> URL:
 
 def same_database(a: str | URL, b: str | URL) -> bool:
     return _without_password(make_url(a)) == _without_password(make_url(b))
+
+
+class ConversationInUse(Exception):
+    """A conversation with an open ticket cannot be deleted: its decision must reach it."""
+
+    def __init__(self, ticket_ids: list[str]) -> None:
+        self.ticket_ids = ticket_ids
+        super().__init__(f"the conversation still waits for {', '.join(ticket_ids)}")
+
+
+class GuardedSessionService(DatabaseSessionService):
+    """ADK's session store that refuses to delete a conversation an approval still needs."""
+
+    async def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
+        waiting = await services().ledger.open_in(Conversation(app_name, user_id, session_id))
+        if waiting:
+            raise ConversationInUse([t.id for t in waiting])
+        await super().delete_session(app_name=app_name, user_id=user_id, session_id=session_id)
 
 
 async def locate(service: BaseSessionService, *, app_name: str, app_database_url: str) -> str:
@@ -87,13 +107,12 @@ def describe(locator: str) -> str:
     }.get(kind, f"a session store this app cannot open ({where})")
 
 
-def open_store(locator: str, app_database_url: str) -> BaseSessionService:
+def open_store(locator: str) -> BaseSessionService:
     """A session service for the store named by `locator`; raises Unreachable."""
     kind, _, where = locator.partition(":")
+    app = services()
     if kind == APP_STORE:
-        from .runtime import session_service
-
-        return session_service(app_database_url)
+        return app.sessions
     if kind == "sqlite":
         if not os.path.exists(where):
             raise Unreachable(where, "the session file no longer exists")
@@ -101,10 +120,8 @@ def open_store(locator: str, app_database_url: str) -> BaseSessionService:
     if kind == "database":
         # The password is not stored with the ticket; it is the app's own
         # database under another name, or a database that needs none.
-        url = app_database_url if same_database(where, app_database_url) else where
-        from .runtime import session_service
-
-        return session_service(url)
+        url = app.settings.database_url if same_database(where, app.settings.database_url) else where
+        return app.sessions_at(url)
     if kind == "memory":
         process, _, key = where.rpartition(":")
         service = _in_memory.get(int(key)) if key.isdigit() else None

@@ -24,15 +24,15 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import inputs
-from .settings import Settings
+from ..ledger import inputs
+from ..settings import Settings
 
 MAX_BODY = 256 * 1024
 _USER_PATH = re.compile(r"^/apps/[^/]+/users/(?P<user>[^/]+)(?:/|$)")
 _BODY_USER_PATHS = ("/run", "/run_sse")
 # What PRODUCTION_MODE serves; everything else of ADK's app is a development tool.
 _PRODUCTION_PATHS = re.compile(
-    r"^/(?:run|run_sse|list-apps|health|version|inbox|api/approvals(?:/.*)?"
+    r"^/(?:run|run_sse|list-apps|health|version|inbox(?:/inbox\.(?:js|css))?|api/approvals(?:/.*)?"
     r"|apps/[^/]+/users/[^/]+/sessions(?:/[^/]+)?)$"
 )
 

@@ -1,0 +1,327 @@
+"""The approver CLI: `python main.py request|inbox|approve|reject|deliver|settle|show`.
+
+Each command is a fresh process; the ledger and the conversations persist, so
+a ticket opened in one process (or in `adk web`) is decided in another. Any
+approver command first expires overdue tickets and delivers what is owed.
+
+Exit status: 0 done, 1 refused (the message says why), 2 bad arguments,
+3 the decision is recorded but has not reached its conversation yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Coroutine
+from datetime import datetime
+from typing import Any
+
+from google.adk.events import Event
+from google.adk.runners import Runner
+from google.genai import types
+
+from .approval.conversations import describe
+from .approval.delivery import Delivery, Outcome, decide_and_deliver, deliver, deliver_due
+from .ledger import (
+    AlreadyDecided,
+    Ledger,
+    LedgerError,
+    NotAllowed,
+    NotSettleable,
+    TicketNotFound,
+    TicketStatus,
+)
+from .ledger.inputs import InputError, name, printable
+from .paging import DEFAULT_LIMIT, MAX_LIMIT, Page, PagingError, parse_limit, parse_offset
+from .services import close_services, services
+from .settings import SettingsError
+
+COMMANDS = ("request", "inbox", "approve", "reject", "deliver", "settle", "show")
+
+
+class Transcript:
+    """What the agent and its tools do, one labelled line each (raw events with --verbose)."""
+
+    def __init__(self, verbose: bool = False) -> None:
+        self.verbose = verbose
+
+    def say(self, label: str, text: str) -> None:
+        print(f"{label:<9}| {printable(text)}")
+
+    def show(self, event: Event) -> None:
+        if self.verbose:
+            print(event.model_dump_json(exclude_none=True, indent=1))
+        for part in event.content.parts if event.content and event.content.parts else []:
+            if part.function_call:
+                call = part.function_call
+                long_running = call.id in (event.long_running_tool_ids or set())
+                marked = "  [long-running]" if long_running else ""
+                self.say("agent", f"calls {call.name}({_fields(call.args)}){marked}")
+            elif part.function_response:
+                self.say("tool", f"{part.function_response.name} -> {_fields(part.function_response.response)}")
+            elif part.text and not part.thought:
+                self.say("user" if event.author == "user" else "agent", part.text)
+
+    async def send(self, runner: Runner, user_id: str, session_id: str, message: types.Content) -> list[Event]:
+        """Run the agent on `message`, printing what happens; returns the events."""
+        events = []
+        async for event in runner.run_async(user_id=user_id, session_id=session_id, new_message=message):
+            self.show(event)
+            events.append(event)
+        return events
+
+
+def _fields(values: dict[str, Any] | None) -> str:
+    keep = ("status", "ticket_id", "payout_id", "purpose", "amount", "decided_by", "reason", "error")
+    shown = {k: v for k, v in (values or {}).items() if k in keep and v is not None}
+    return ", ".join(f"{k}={v!r}" for k, v in shown.items())
+
+
+def user_text(text: str) -> types.Content:
+    return types.Content(role="user", parts=[types.Part(text=text)])
+
+
+def pending_call(events: list[Event]) -> types.FunctionCall | None:
+    """The long-running call the agent is waiting on, found via long_running_tool_ids."""
+    for event in events:
+        for call in event.get_function_calls():
+            if call.id in (event.long_running_tool_ids or set()):
+                return call
+    return None
+
+
+def tool_response(events: list[Event], call_id: str | None) -> dict[str, Any]:
+    for event in events:
+        for response in event.get_function_responses():
+            if response.id == call_id:
+                return dict(response.response or {})
+    return {}
+
+
+def _age(created: datetime, now: datetime) -> str:
+    minutes = int((now - created).total_seconds() // 60)
+    return f"{minutes // 1440}d" if minutes >= 1440 else f"{minutes // 60}h" if minutes >= 60 else f"{minutes}m"
+
+
+# --- the commands -----------------------------------------------------------------
+
+
+async def catch_up() -> None:
+    """Expire overdue tickets and deliver what is owed, as any approver command does first."""
+    for delivery in await deliver_due(actor="approver CLI"):
+        if delivery.delivered:
+            print(f"(delivered the {delivery.ticket.status} decision on {delivery.ticket.id} to its conversation)")
+
+
+async def request(args: argparse.Namespace, out: Transcript) -> int:
+    user = name(args.user, "user id")
+    runner = services().runner()
+    session = await runner.session_service.create_session(app_name=runner.app_name, user_id=user)
+    out.say("user", args.text)
+    events = await out.send(runner, user, session.id, user_text(args.text))
+    call = pending_call(events)
+    if call is None:
+        return 0
+    ticket_id = tool_response(events, call.id).get("ticket_id")
+    if not ticket_id:
+        return 1
+    print(f"\nTicket {ticket_id} is pending (session {session.id}). An approver runs:\n"
+          f"  python main.py approve {ticket_id} --approver NAME")
+    return 0
+
+
+async def inbox(args: argparse.Namespace, out: Transcript) -> int:
+    await catch_up()
+    ledger = services().ledger
+    tickets = await ledger.list_tickets(limit=args.limit, offset=args.offset)
+    page = Page(args.offset, args.limit, await ledger.count(), len(tickets))
+    more = f" --limit {args.limit}" if args.limit != DEFAULT_LIMIT else ""
+    if not page.total:
+        print("No pending tickets.")
+    elif not tickets:
+        last = (page.total - 1) // args.limit * args.limit
+        print(f"No pending tickets from offset {args.offset:,}: there are {page.total:,}. "
+              f"The last page: python main.py inbox --offset {last}{more}")
+    else:
+        print(f"Pending: {page.describe()}, oldest first.")
+        print(f"{'TICKET':<16} {'REQUESTER':<12} {'AMOUNT':>12}  {'AGE':>4}  PURPOSE")
+        for t in tickets:
+            print(f"{t.id:<16} {printable(t.user_id):<12} {t.amount_text:>12}  "
+                  f"{_age(t.created_at, ledger.now()):>4}  {printable(t.purpose)}")
+        if page.next_offset is not None:
+            print(f"Next page: python main.py inbox --offset {page.next_offset}{more}")
+    await show_undelivered(ledger, args.limit)
+    return 0
+
+
+async def show_undelivered(ledger: Ledger, limit: int) -> None:
+    """Decisions that have not reached their conversation, oldest first, with why."""
+    tickets = await ledger.undelivered(limit=limit)
+    if not tickets:
+        return
+    page = Page(0, limit, await ledger.count_undelivered(), len(tickets))
+    print(f"\nDecided, not delivered: {page.describe()}. Deliver one with: python main.py deliver TICKET\n"
+          "(if its conversation is gone for good: python main.py settle TICKET --approver NAME)")
+    print(f"{'TICKET':<16} {'STATUS':<9} {'DECIDED BY':<12} WHY IT HAS NOT ARRIVED")
+    for t in tickets:
+        why = printable(t.delivery_error or "no attempt finished yet")
+        print(f"{t.id:<16} {t.status:<9} {printable(t.decided_by or ''):<12} {why}")
+
+
+def report(delivery: Delivery, out: Transcript) -> int:
+    """Tell the approver what became of the delivery; the exit status says the same."""
+    ticket = delivery.ticket
+    for event in delivery.events:
+        out.show(event)
+    decided = f"Ticket {ticket.id} is {ticket.status}" + (f" by {ticket.decided_by}" if ticket.decided_by else "")
+    if delivery.outcome is Outcome.DELIVERED:
+        print(f"\n{decided}; the decision reached the conversation ({delivery.where or 'delivered meanwhile'}).")
+        return 0
+    if delivery.outcome is Outcome.ALREADY_DELIVERED:
+        print(f"{decided}, and the decision already reached the conversation; nothing to do.\n"
+              f"History: python main.py show {ticket.id}")
+        return 0
+    if delivery.outcome is Outcome.SETTLED:
+        print(f"{decided}, settled by {ticket.settled_by} without its conversation; nothing to do.")
+        return 0
+    if delivery.outcome is Outcome.STILL_PENDING:
+        print(f"error: ticket {ticket.id} is still pending; approve or reject it first.", file=sys.stderr)
+        return 1
+    fix = {
+        Outcome.UNREACHABLE: "It reaches the chat when the requester next writes there. If that can never "
+                             f"happen: python main.py settle {ticket.id} --approver NAME",
+        Outcome.CONVERSATION_MISSING: "The conversation was deleted. Pay an approved ticket (or close a rejected "
+                                      f"one) without it: python main.py settle {ticket.id} --approver NAME",
+        Outcome.BUSY: f"Another run is using the conversation; retry: python main.py deliver {ticket.id}",
+        Outcome.FAILED: f"Fix the cause, then deliver it: python main.py deliver {ticket.id}",
+    }[delivery.outcome]
+    print(f"\n{decided} (recorded in the ledger), but the decision has not reached the conversation:\n"
+          f"  why:    {delivery.detail}\n"
+          f"  where:  {delivery.where}\n"
+          f"  next:   {fix}", file=sys.stderr)
+    return 3
+
+
+async def decide(args: argparse.Namespace, out: Transcript) -> int:
+    await catch_up()
+    delivery = await decide_and_deliver(
+        args.ticket, approver=args.approver, approve=args.command == "approve", reason=args.reason
+    )
+    status = report(delivery, out)
+    payouts = await services().ledger.payouts(ticket_id=delivery.ticket.id)
+    print(f"Payouts for {delivery.ticket.id}: {len(payouts)}")
+    return status
+
+
+async def deliver_decision(args: argparse.Namespace, out: Transcript) -> int:
+    """Deliver a recorded decision, e.g. after the process that made it died."""
+    return report(await deliver(args.ticket, actor="approver CLI"), out)
+
+
+async def settle(args: argparse.Namespace, out: Transcript) -> int:
+    """Finish a decision that cannot reach its conversation: pay an approved ticket, close any other."""
+    ticket, payout = await services().ledger.settle(args.ticket, approver=args.approver)
+    done = f"paid {payout.amount_text} ({payout.id}) without the conversation" if payout else "closed"
+    print(f"Ticket {ticket.id} ({ticket.status}) settled by {ticket.settled_by}: {done}.")
+    return 0
+
+
+async def show(args: argparse.Namespace, out: Transcript) -> int:
+    await catch_up()
+    ledger = services().ledger
+    ticket = await ledger.get(args.ticket)
+    print(printable(json.dumps(ticket.as_response(), indent=2)))
+    print(f"\nConversation: {ticket.user_id} / {ticket.session_id} in {describe(ticket.session_store)}")
+    if ticket.status is not TicketStatus.PENDING:
+        print("Delivered: " + (f"{ticket.delivered_at:%Y-%m-%d %H:%M:%S}" if ticket.delivered_at
+                                else f"not yet ({ticket.delivery_error or 'not attempted'})"))
+    print("\nHistory:")
+    for entry in await ledger.audit(ticket.id):
+        print(f"  {entry.at:%Y-%m-%d %H:%M:%S}  {entry.action:<11} by {printable(entry.actor)}"
+              + (f": {printable(entry.detail)}" if entry.detail else ""))
+    for payout in await ledger.payouts(ticket_id=ticket.id):
+        print(f"\nPaid: {payout.id} {payout.amount_text} at {payout.paid_at:%Y-%m-%d %H:%M:%S}")
+    return 0
+
+
+# --- arguments and errors ----------------------------------------------------------
+
+
+def _paging_arg(parse: Callable[[str], int]) -> Callable[[str], int]:
+    def checked(text: str) -> int:
+        try:
+            return parse(text)
+        except PagingError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    return checked
+
+
+def add_commands(parser: argparse.ArgumentParser) -> None:
+    commands = parser.add_subparsers(dest="command")
+    asking = commands.add_parser("request", help="send a request and leave its ticket pending")
+    asking.add_argument("text")
+    asking.add_argument("--user", default="alice", help="who asks (default alice)")
+    listing = commands.add_parser("inbox", help="list pending tickets, and decisions not delivered yet")
+    listing.add_argument("--limit", type=_paging_arg(parse_limit), default=DEFAULT_LIMIT,
+                         help=f"tickets per page, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})")
+    listing.add_argument("--offset", type=_paging_arg(parse_offset), default=0,
+                         help="how many of the oldest pending tickets to skip (default 0)")
+    for verb in ("approve", "reject"):
+        deciding = commands.add_parser(verb, help=f"{verb} a ticket and deliver the decision to its conversation")
+        deciding.add_argument("ticket")
+        deciding.add_argument("--approver", required=True, help="who decides (not the requester)")
+        deciding.add_argument("--reason", required=verb == "reject", help="why (required to reject)")
+    delivering = commands.add_parser("deliver", help="deliver a decided ticket to its conversation (after a crash)")
+    delivering.add_argument("ticket")
+    settling = commands.add_parser("settle", help="pay (or close) a decided ticket whose conversation is gone")
+    settling.add_argument("ticket")
+    settling.add_argument("--approver", required=True, help="who settles it")
+    showing = commands.add_parser("show", help="a ticket and its history")
+    showing.add_argument("ticket")
+
+
+def explain(error: LedgerError) -> str:
+    """A refusal, with the command that helps next."""
+    if isinstance(error, TicketNotFound):
+        return f"{error} List pending tickets with: python main.py inbox"
+    if isinstance(error, AlreadyDecided):
+        ticket = error.ticket
+        if ticket.delivered_at or ticket.settled_at:
+            return f"{error} See its history with: python main.py show {ticket.id}"
+        return f"{error} It has not reached its conversation yet; run: python main.py deliver {ticket.id}"
+    if isinstance(error, NotAllowed):
+        return f"{error} Another approver has to decide it."
+    if isinstance(error, NotSettleable):
+        return f"{error} See: python main.py show {error.ticket.id}"
+    return str(error)
+
+
+HANDLERS = {"request": request, "inbox": inbox, "approve": decide, "reject": decide,
+            "deliver": deliver_decision, "settle": settle, "show": show}
+
+
+def run(args: argparse.Namespace, command: Callable[[argparse.Namespace, Transcript], Coroutine[Any, Any, int]]) -> int:
+    """Run one command in a fresh event loop; one clear line for any refusal, never a traceback."""
+    out = Transcript(verbose=args.verbose)
+
+    async def closing() -> int:
+        try:
+            return await command(args, out)
+        finally:
+            await close_services()
+
+    try:
+        return asyncio.run(closing())
+    except LedgerError as error:
+        print(f"error: {explain(error)}", file=sys.stderr)
+        return 1
+    except (SettingsError, InputError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except Exception as error:  # a database or model outage: one line, no traceback
+        if args.verbose:
+            raise
+        print(f"error: {type(error).__name__}: {error}\n(run again with --verbose for details)", file=sys.stderr)
+        return 1

@@ -1,0 +1,117 @@
+"""Deliveries: whether each decision reached its conversation, and settling those that never can.
+
+The run that delivers a decision records it, under the conversation's lock
+(locks.py); a failed attempt records why. A decision whose conversation is
+gone is settled by an approver: an approved one is paid without the agent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.exc import IntegrityError
+
+from . import inputs
+from .base import new_id
+from .errors import NotSettleable
+from .records import Conversation, Payout, Ticket, TicketStatus
+from .schema import AuditRow, PayoutRow, TicketRow, in_conversation, undelivered
+from .tickets import Tickets
+
+
+class Deliveries(Tickets):
+    async def undelivered(
+        self, conversation: Conversation | None = None, *, limit: int | None = None, offset: int = 0
+    ) -> list[Ticket]:
+        """Decided tickets whose decision has not reached their conversation, oldest decision first."""
+        query = (
+            select(TicketRow).where(undelivered())
+            .order_by(TicketRow.decided_at, TicketRow.id).offset(offset).limit(limit)
+        )
+        if conversation is not None:
+            query = query.where(in_conversation(conversation))
+        async with await self.db() as db:
+            return [Ticket.of(row) for row in await db.scalars(query)]
+
+    async def count_undelivered(self) -> int:
+        """How many decisions have not reached their conversation (counted in their partial index)."""
+        async with await self.db() as db:
+            total = await db.scalar(select(func.count()).select_from(TicketRow).where(undelivered()))
+        return int(total or 0)
+
+    async def open_in(self, conversation: Conversation) -> list[Ticket]:
+        """Tickets that still need this conversation: pending, or decided and not yet delivered."""
+        async with await self.db() as db:
+            rows = await db.scalars(select(TicketRow).where(
+                in_conversation(conversation),
+                (TicketRow.status == TicketStatus.PENDING)
+                | (TicketRow.delivered_at.is_(None) & TicketRow.settled_at.is_(None)),
+            ))
+            return [Ticket.of(row) for row in rows]
+
+    async def settle(self, ticket_id: str, *, approver: str) -> tuple[Ticket, Payout | None]:
+        """Finish a decision that cannot reach its conversation: pay an approved one, close the rest.
+
+        Only after a delivery failed (`delivery_error` is set): while the
+        conversation can be reached, the requester is told there.
+        """
+        approver = inputs.name(approver, "approver name")
+        ticket = await self.get(ticket_id)
+        undeliverable = ticket.delivery_error and not (ticket.delivered_at or ticket.settled_at)
+        if ticket.status is TicketStatus.PENDING or not undeliverable:
+            raise NotSettleable(ticket)
+        now = self._clock()
+        payout_row = None
+        try:
+            async with await self.db() as db, db.begin():
+                changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
+                    update(TicketRow)
+                    .where(TicketRow.id == ticket_id, TicketRow.settled_at.is_(None),
+                           TicketRow.delivered_at.is_(None))
+                    .values(settled_by=approver, settled_at=now)
+                )
+                if changed.rowcount != 1:
+                    raise NotSettleable(await self.get(ticket_id))
+                if ticket.status is TicketStatus.APPROVED:
+                    # The approval is the authority; the payout is still one per ticket.
+                    payout_row = PayoutRow(
+                        id=new_id("P"), ticket_id=ticket.id, app_name=ticket.app_name, call_id=f"settled:{ticket.id}",
+                        user_id=ticket.user_id, session_id=ticket.session_id, purpose=ticket.purpose,
+                        amount_cents=ticket.amount_cents, paid_at=now,
+                    )
+                    db.add(payout_row)
+                    db.add(AuditRow(ticket_id=ticket.id, at=now, actor=approver, action="paid",
+                                    detail=f"{payout_row.id}, without the conversation"))
+                db.add(AuditRow(ticket_id=ticket.id, at=now, actor=approver, action="settled",
+                                detail=f"the conversation could not be told: {ticket.delivery_error}"[:500]))
+        except IntegrityError:
+            raise NotSettleable(await self.get(ticket_id)) from None  # paid meanwhile
+        return await self.get(ticket_id), Payout.of(payout_row) if payout_row else None
+
+    async def mark_delivered(self, ticket_id: str, *, actor: str) -> bool:
+        """Record that the decision reached the conversation; False if it already had."""
+        now = self._clock()
+        async with await self.db() as db, db.begin():
+            changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
+                update(TicketRow)
+                .where(TicketRow.id == ticket_id, TicketRow.delivered_at.is_(None))
+                .values(delivered_at=now, delivery_error=None)
+            )
+            if changed.rowcount != 1:
+                return False
+            db.add(AuditRow(ticket_id=ticket_id, at=now, actor=actor, action="delivered",
+                            detail="the decision reached the conversation"))
+        return True
+
+    async def mark_undelivered(self, ticket_id: str, *, actor: str, error: str) -> None:
+        """Record why a delivery did not happen, so people can see it and act."""
+        async with await self.db() as db, db.begin():
+            await db.execute(
+                update(TicketRow)
+                .where(TicketRow.id == ticket_id, TicketRow.delivered_at.is_(None))
+                .values(delivery_error=error[:500])
+            )
+            db.add(AuditRow(ticket_id=ticket_id, at=self._clock(), actor=actor,
+                            action="undelivered", detail=error[:500]))

@@ -1,0 +1,257 @@
+"""Payouts: one per ticket and one per tool call, and the daily rules for payouts without approval.
+
+Above the threshold only an approved, unpaid ticket of the same conversation
+pays, and a UNIQUE ticket column makes that once. Within the threshold the
+requester's payouts without approval are capped per UTC day by a conditional
+upsert (`... WHERE total + amount <= limit`), and are UNIQUE per requester,
+day and purpose; what the rules refuse goes to an approver (`NeedsApproval`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.exc import IntegrityError
+
+from .base import LedgerBase, new_id
+from .errors import DAILY_LIMIT, SAME_PURPOSE, NeedsApproval, NotApproved
+from .records import Conversation, Payout, TicketStatus
+from .schema import AuditRow, AutoApprovedPayoutRow, DailyAutoApprovalRow, PayoutRow, TicketRow, in_conversation
+
+# The counter column is a 32-bit integer on PostgreSQL; a larger limit is no limit.
+_MAX_CENTS = 2**31 - 1
+
+
+class _OverDailyLimit(Exception):
+    """Raised inside the payout transaction to roll it back."""
+
+
+class Payouts(LedgerBase):
+    async def pay_approved(
+        self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int
+    ) -> tuple[Payout, bool]:
+        """Pay the approved ticket of this session matching purpose and amount.
+
+        Returns (payout, already_paid). Raises NotApproved when no approved
+        ticket matches: whatever the conversation says, no ticket, no money.
+        """
+        matching = await self._approved_tickets(conversation, purpose, amount_cents)
+        # An unpaid match first; a paid one only to report "already paid".
+        matching.sort(key=lambda pair: pair[1])
+        ticket = matching[0][0] if matching else None
+        if ticket is None:
+            raise NotApproved(purpose, amount_cents)
+        return await self._insert_payout(
+            ticket_id=ticket.id, app_name=conversation.app_name, call_id=call_id,
+            user_id=conversation.user_id, session_id=conversation.session_id,
+            purpose=ticket.purpose, amount_cents=amount_cents,
+        )
+
+    async def _approved_tickets(
+        self, conversation: Conversation, purpose: str, amount_cents: int
+    ) -> list[tuple[TicketRow, bool]]:
+        """Approved tickets of this conversation for purpose and amount, oldest first, with "paid?"."""
+        async with await self.db() as db:
+            candidates = (await db.execute(
+                select(TicketRow, PayoutRow.id)
+                .outerjoin(PayoutRow, PayoutRow.ticket_id == TicketRow.id)
+                .where(
+                    in_conversation(conversation),
+                    TicketRow.amount_cents == amount_cents,
+                    TicketRow.status == TicketStatus.APPROVED,
+                )
+                .order_by(TicketRow.created_at)
+            )).all()
+        wanted = purpose.casefold()
+        return [(t, paid is not None) for t, paid in candidates if t.purpose.casefold() == wanted]
+
+    async def pay_small(
+        self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int,
+        requester: str, purpose_key: str, daily_limit_cents: int,
+    ) -> tuple[Payout, bool]:
+        """Pay an amount within the approval threshold; returns (payout, already_paid).
+
+        A re-run of a call that already paid reports that payout. An approved,
+        unpaid ticket of this conversation for the purpose and amount (one the
+        daily rules sent to an approver) pays through that ticket. Anything
+        else is paid without approval if the daily rules allow it, and raises
+        NeedsApproval if not.
+        """
+        earlier = await self._payout_of_call(conversation, call_id)
+        if earlier is not None:
+            return earlier, True
+        for ticket, paid in await self._approved_tickets(conversation, purpose, amount_cents):
+            if not paid:
+                return await self._insert_payout(
+                    ticket_id=ticket.id, app_name=conversation.app_name, call_id=call_id,
+                    user_id=conversation.user_id, session_id=conversation.session_id,
+                    purpose=ticket.purpose, amount_cents=amount_cents,
+                )
+        return await self._pay_without_approval(
+            conversation=conversation, call_id=call_id, purpose=purpose, amount_cents=amount_cents,
+            requester=requester, purpose_key=purpose_key, limit_cents=daily_limit_cents,
+        )
+
+    # --- the daily rules for payouts without approval ---------------------------
+
+    def day(self) -> date:
+        """The day the daily rules count in: the UTC calendar day of the ledger's clock."""
+        return self._clock().astimezone(UTC).date()
+
+    async def paid_without_approval(self, requester: str, day: date | None = None) -> int:
+        """Cents paid to `requester` without approval on `day` (default: today, UTC)."""
+        async with await self.db() as db:
+            total = await db.scalar(
+                select(DailyAutoApprovalRow.total_cents).where(
+                    DailyAutoApprovalRow.requester == requester,
+                    DailyAutoApprovalRow.day == (day or self.day()),
+                )
+            )
+        return int(total or 0)
+
+    async def auto_approval_refusal(
+        self, *, requester: str, purpose_key: str, amount_cents: int, daily_limit_cents: int
+    ) -> NeedsApproval | None:
+        """Why the daily rules would send this payout to an approver now, or None.
+
+        A read, not a reservation: it says whether a small request may open a
+        ticket. Only `pay_small` decides, in the database.
+        """
+        return await self._refusal(
+            requester=requester, day=self.day(), purpose_key=purpose_key,
+            amount_cents=amount_cents, limit_cents=min(daily_limit_cents, _MAX_CENTS),
+        )
+
+    async def _refusal(
+        self, *, requester: str, day: date, purpose_key: str, amount_cents: int, limit_cents: int
+    ) -> NeedsApproval | None:
+        earlier = await self._auto_payout_for(requester, day, purpose_key)
+        paid_today = await self.paid_without_approval(requester, day)
+        if earlier is None and paid_today + amount_cents <= limit_cents:
+            return None
+        return NeedsApproval(
+            SAME_PURPOSE if earlier else DAILY_LIMIT, requester=requester, day=day,
+            amount_cents=amount_cents, limit_cents=limit_cents, paid_today_cents=paid_today,
+            earlier=earlier,
+        )
+
+    async def _pay_without_approval(
+        self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int,
+        requester: str, purpose_key: str, limit_cents: int,
+    ) -> tuple[Payout, bool]:
+        now = self._clock()
+        day = now.astimezone(UTC).date()
+        limit_cents = min(limit_cents, _MAX_CENTS)
+        row = PayoutRow(
+            id=new_id("P"), paid_at=now, ticket_id=None, app_name=conversation.app_name,
+            call_id=call_id, user_id=conversation.user_id, session_id=conversation.session_id,
+            purpose=purpose, amount_cents=amount_cents,
+        )
+        # One transaction: the counter, the payout and its same-purpose key
+        # stand or fall together. The counter goes first, so concurrent payouts
+        # of one requester queue on its row and each sees the others' totals.
+        try:
+            if amount_cents > limit_cents:
+                raise _OverDailyLimit
+            async with await self.db() as db, db.begin():
+                added: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
+                    self._add_to_daily_total(requester, day, amount_cents, limit_cents)
+                )
+                if added.rowcount != 1:
+                    raise _OverDailyLimit
+                db.add(row)
+                await db.flush()
+                db.add(AutoApprovedPayoutRow(
+                    payout_id=row.id, requester=requester, day=day, purpose_key=purpose_key,
+                ))
+                await db.flush()
+            return Payout.of(row), False
+        except (_OverDailyLimit, IntegrityError):
+            # A re-run of this call that raced the first: report its payout.
+            earlier = await self._payout_of_call(conversation, call_id)
+            if earlier is not None:
+                return earlier, True
+            # What refused it is committed (totals only grow, keys are never
+            # removed), so reading it back now explains the refusal.
+            refusal = await self._refusal(
+                requester=requester, day=day, purpose_key=purpose_key,
+                amount_cents=amount_cents, limit_cents=limit_cents,
+            )
+            if refusal is not None:
+                raise refusal from None
+            raise
+
+    def _add_to_daily_total(self, requester: str, day: date, amount_cents: int, limit_cents: int) -> Any:
+        """`total += amount` for (requester, day) only while it stays within the limit: one statement.
+
+        An INSERT ... ON CONFLICT DO UPDATE ... WHERE, the same on SQLite and
+        PostgreSQL: it creates the day's row or raises it, or changes nothing
+        (rowcount 0) when the total would pass the limit.
+        """
+        insert = postgresql_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        statement = insert(DailyAutoApprovalRow).values(requester=requester, day=day, total_cents=amount_cents)
+        raised = DailyAutoApprovalRow.total_cents + statement.excluded.total_cents
+        return statement.on_conflict_do_update(
+            index_elements=[DailyAutoApprovalRow.requester, DailyAutoApprovalRow.day],
+            set_={"total_cents": raised},
+            where=raised <= limit_cents,
+        )
+
+    async def _auto_payout_for(self, requester: str, day: date, purpose_key: str) -> Payout | None:
+        async with await self.db() as db:
+            row = await db.scalar(
+                select(PayoutRow)
+                .join(AutoApprovedPayoutRow, AutoApprovedPayoutRow.payout_id == PayoutRow.id)
+                .where(
+                    AutoApprovedPayoutRow.requester == requester,
+                    AutoApprovedPayoutRow.day == day,
+                    AutoApprovedPayoutRow.purpose_key == purpose_key,
+                )
+            )
+        return Payout.of(row) if row else None
+
+    async def _payout_of_call(self, conversation: Conversation, call_id: str) -> Payout | None:
+        async with await self.db() as db:
+            row = await db.scalar(select(PayoutRow).where(
+                PayoutRow.app_name == conversation.app_name, PayoutRow.user_id == conversation.user_id,
+                PayoutRow.session_id == conversation.session_id, PayoutRow.call_id == call_id,
+            ))
+        return Payout.of(row) if row else None
+
+    async def _insert_payout(self, **fields: Any) -> tuple[Payout, bool]:
+        row = PayoutRow(id=new_id("P"), paid_at=self._clock(), **fields)
+        try:
+            async with await self.db() as db, db.begin():
+                db.add(row)
+                if fields["ticket_id"]:
+                    db.add(AuditRow(ticket_id=fields["ticket_id"], at=row.paid_at,
+                                    actor="reimburse", action="paid", detail=row.id))
+            return Payout.of(row), False
+        except IntegrityError:
+            # Someone paid this ticket (or ran this call) first: report that
+            # payout instead of making a second one.
+            async with await self.db() as db:
+                key = (
+                    PayoutRow.ticket_id == fields["ticket_id"]
+                    if fields["ticket_id"]
+                    else (PayoutRow.app_name == fields["app_name"]) & (PayoutRow.user_id == fields["user_id"])
+                    & (PayoutRow.session_id == fields["session_id"]) & (PayoutRow.call_id == fields["call_id"])
+                )
+                existing = await db.scalar(select(PayoutRow).where(key))
+            if existing is None:
+                raise
+            return Payout.of(existing), True
+
+    async def payouts(self, *, session_id: str | None = None, ticket_id: str | None = None) -> list[Payout]:
+        query = select(PayoutRow).order_by(PayoutRow.paid_at)
+        if session_id is not None:
+            query = query.where(PayoutRow.session_id == session_id)
+        if ticket_id is not None:
+            query = query.where(PayoutRow.ticket_id == ticket_id)
+        async with await self.db() as db:
+            return [Payout.of(row) for row in await db.scalars(query)]

@@ -1,0 +1,160 @@
+"""The ledger's tables: tickets, payouts, the audit trail, the daily counters and conversation locks.
+
+The invariants live here, as constraints the database enforces: a payout is
+UNIQUE per ticket and per tool call, a payout made without approval is UNIQUE
+per requester, day and purpose. The indexes serve the inbox's queries.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import Date, DateTime, ForeignKey, Index, Integer, String, UniqueConstraint, text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.schema import CreateIndex
+
+from .records import Conversation
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+# Decided (every move out of pending sets decided_at) but not yet delivered.
+# Written without constants so that SQLite, which matches a partial index's
+# WHERE term by term, can use the index for queries that state the same terms.
+_UNDELIVERED_SQL = text("delivered_at IS NULL AND settled_at IS NULL AND decided_at IS NOT NULL")
+
+
+class TicketRow(Base):
+    __tablename__ = "approval_tickets"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    app_name: Mapped[str] = mapped_column(String(128))
+    user_id: Mapped[str] = mapped_column(String(128))
+    session_id: Mapped[str] = mapped_column(String(128), index=True)
+    call_id: Mapped[str] = mapped_column(String(128))
+    call_name: Mapped[str] = mapped_column(String(128))
+    purpose: Mapped[str] = mapped_column(String(300))
+    amount_cents: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    decided_by: Mapped[str | None] = mapped_column(String(128))
+    decided_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    reason: Mapped[str | None] = mapped_column(String(500))
+    # Where the conversation lives (see approval/conversations.py), so a decision made
+    # in any process reaches it.
+    session_store: Mapped[str] = mapped_column(String(1000), default="app")
+    # A decision reaches the conversation once: `delivered_at` is set by the
+    # run that delivered it, under the conversation's lock (locks.py). The
+    # last failed attempt, if any, says why it has not arrived yet.
+    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    delivery_error: Mapped[str | None] = mapped_column(String(500))
+    # A decision whose conversation is gone is settled by an approver instead:
+    # an approved one is paid without the agent, any other is closed.
+    settled_by: Mapped[str | None] = mapped_column(String(128))
+    settled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    # Call ids are unique within a conversation only: Gemini may supply its own.
+    # The indexes serve the inbox: each list is read in index order (`id` breaks
+    # ties, so pages never overlap) and each total is counted from the index alone.
+    __table_args__ = (
+        Index("ix_approval_tickets_status_created_id", "status", "created_at", "id"),
+        Index("ix_approval_tickets_decided", "decided_at", "id"),
+        # Each inbox load and server sweep first expires the overdue tickets: a range, not a scan.
+        Index("ix_approval_tickets_status_expires", "status", "expires_at"),
+        # Only undelivered, unsettled decisions, so it stays small. delivered_at
+        # and settled_at (always NULL here) are columns too: SQLite counts from
+        # an index only if it holds every column the query names.
+        Index("ix_approval_tickets_undelivered", "decided_at", "id", "delivered_at", "settled_at",
+              sqlite_where=_UNDELIVERED_SQL, postgresql_where=_UNDELIVERED_SQL),
+        UniqueConstraint("app_name", "user_id", "session_id", "call_id"),
+    )
+
+
+class PayoutRow(Base):
+    __tablename__ = "approval_payouts"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    # UNIQUE: at most one payout per ticket, enforced by the database.
+    ticket_id: Mapped[str | None] = mapped_column(
+        ForeignKey("approval_tickets.id"), unique=True
+    )
+    app_name: Mapped[str] = mapped_column(String(128))
+    call_id: Mapped[str] = mapped_column(String(128))
+    user_id: Mapped[str] = mapped_column(String(128))
+    session_id: Mapped[str] = mapped_column(String(128), index=True)
+    purpose: Mapped[str] = mapped_column(String(300))
+    amount_cents: Mapped[int] = mapped_column(Integer)
+    paid_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    # One payout per tool call in a conversation: a re-run of the same call reports it.
+    __table_args__ = (UniqueConstraint("app_name", "user_id", "session_id", "call_id"),)
+
+
+class DailyAutoApprovalRow(Base):
+    """What one requester was paid without approval on one UTC day: the daily cap's counter."""
+
+    __tablename__ = "daily_auto_approvals"
+    requester: Mapped[str] = mapped_column(String(128), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    total_cents: Mapped[int] = mapped_column(Integer)
+
+
+class AutoApprovedPayoutRow(Base):
+    """A payout made without approval, with what the same-purpose rule compares."""
+
+    __tablename__ = "auto_approved_payouts"
+    payout_id: Mapped[str] = mapped_column(ForeignKey("approval_payouts.id"), primary_key=True)
+    requester: Mapped[str] = mapped_column(String(128))
+    day: Mapped[date] = mapped_column(Date)
+    purpose_key: Mapped[str] = mapped_column(String(300))
+
+    # UNIQUE: one payout without approval per requester, UTC day and purpose.
+    __table_args__ = (UniqueConstraint("requester", "day", "purpose_key"),)
+
+
+class AuditRow(Base):
+    __tablename__ = "approval_audit"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    ticket_id: Mapped[str] = mapped_column(String(40), index=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    actor: Mapped[str] = mapped_column(String(128))
+    action: Mapped[str] = mapped_column(String(32))
+    detail: Mapped[str | None] = mapped_column(String(500))
+
+
+class ConversationLockRow(Base):
+    __tablename__ = "conversation_locks"
+    app_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(200))
+    purpose: Mapped[str] = mapped_column(String(200))
+    acquired_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+def undelivered() -> Any:
+    """The partial index's condition (`_UNDELIVERED_SQL`), as the queries state it."""
+    return TicketRow.delivered_at.is_(None) & TicketRow.settled_at.is_(None) & TicketRow.decided_at.is_not(None)
+
+
+def in_conversation(conversation: Conversation) -> Any:
+    """Tickets of this very conversation: the app, the user and the session all match."""
+    return (
+        (TicketRow.app_name == conversation.app_name)
+        & (TicketRow.user_id == conversation.user_id)
+        & (TicketRow.session_id == conversation.session_id)
+    )
+
+
+def create_missing_indexes(conn: Any) -> None:
+    # create_all skips a table that exists, and with it any index declared on
+    # it since: a database made by an older version gets its new indexes here.
+    # Looked up first (a catalog read, no lock on the table); IF NOT EXISTS
+    # for two processes starting at once.
+    for table in Base.metadata.sorted_tables:
+        for index in table.indexes:
+            if index.name and not conn.dialect.has_index(conn, table.name, index.name):
+                conn.execute(CreateIndex(index, if_not_exists=True))

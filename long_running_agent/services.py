@@ -1,0 +1,127 @@
+"""The one place the app is put together: settings, clock, ledger, session stores and runners.
+
+The tools, the guard, the approver CLI, the web server, the tests and the
+benchmarks all take what they need from `services()`, so switching the
+database, the model or the clock is one call (`use_settings`, `use_clock`,
+`use_app`), never an edit of `os.environ`.
+
+Async database engines belong to the event loop that made them, so each loop
+(a CLI command, a server, a test) gets its own `Services`; `close_services()`
+disposes them at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Callable
+from datetime import datetime
+
+from google.adk.apps import App
+from google.adk.runners import Runner
+from google.adk.sessions import BaseSessionService
+
+from .ledger import Ledger, utc_now
+from .ledger.engine import session_service
+from .settings import Settings, settings
+
+Clock = Callable[[], datetime]
+
+
+class Services:
+    """What one event loop runs on, built from one `Settings`."""
+
+    def __init__(self, settings: Settings, clock: Clock, app: App | None) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.ledger = Ledger(settings.database_url, clock=clock)
+        self.configured_app = app
+        self._app = app
+        self._sessions: BaseSessionService | None = None
+        self._others: dict[str, BaseSessionService] = {}
+        self._ledgers: dict[str, Ledger] = {}
+
+    @property
+    def app(self) -> App:
+        """The agent app that runs here: the shipped one, with the model the settings choose."""
+        if self._app is None:
+            from .agent import build_app
+
+            self._app = build_app(self.settings)
+        return self._app
+
+    @property
+    def sessions(self) -> BaseSessionService:
+        """ADK's session store in the app's own database."""
+        if self._sessions is None:
+            self._sessions = session_service(self.settings.database_url)
+        return self._sessions
+
+    def use_sessions(self, sessions: BaseSessionService) -> None:
+        """Keep the app's conversations in `sessions` (a server shares the one ADK serves)."""
+        self._sessions = sessions
+
+    def sessions_at(self, database_url: str) -> BaseSessionService:
+        """ADK's session store in another database (a ticket's conversation may live there)."""
+        if database_url == self.settings.database_url:
+            return self.sessions
+        if database_url not in self._others:
+            self._others[database_url] = session_service(database_url)
+        return self._others[database_url]
+
+    def ledger_at(self, database_url: str) -> Ledger:
+        """The ledger of another database (tests looking into a server's database)."""
+        if database_url == self.settings.database_url:
+            return self.ledger
+        if database_url not in self._ledgers:
+            self._ledgers[database_url] = Ledger(database_url, clock=self.clock)
+        return self._ledgers[database_url]
+
+    def runner(self, sessions: BaseSessionService | None = None, app: App | None = None) -> Runner:
+        """A runner of `app` (default: this app) on `sessions` (default: the app's store)."""
+        return Runner(app=app or self.app, session_service=sessions or self.sessions)
+
+    async def close(self) -> None:
+        for ledger in (self.ledger, *self._ledgers.values()):
+            await ledger.close()
+        for sessions in (self._sessions, *self._others.values()):
+            engine = getattr(sessions, "db_engine", None)
+            if engine is not None:
+                await engine.dispose()
+
+
+_clock: Clock = utc_now
+_app: App | None = None
+# Per loop, by the identities of (settings, clock, app); each Services holds
+# them, so an id cannot be reused while its entry exists.
+_built: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[int, int, int], Services]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def services() -> Services:
+    """The running loop's services, for the current settings, clock and app."""
+    built = _built.setdefault(asyncio.get_running_loop(), {})
+    current = settings()
+    key = (id(current), id(_clock), id(_app))
+    if key not in built:
+        built[key] = Services(current, _clock, _app)
+    return built[key]
+
+
+def use_clock(clock: Clock | None) -> None:
+    """Date everything by `clock` from now on (tests); None is the real clock."""
+    global _clock
+    _clock = clock or utc_now
+
+
+def use_app(app: App | None) -> None:
+    """Run `app` (a test's model, a benchmark's meter) wherever the app runs; None is the shipped one."""
+    global _app
+    _app = app
+
+
+async def close_services() -> None:
+    """Dispose what the running loop built (end of a command, a server or a test)."""
+    for built in _built.pop(asyncio.get_running_loop(), {}).values():
+        await built.close()

@@ -1,0 +1,18 @@
+"""The web surface: `make web`, one server for the dev UI, ADK's API and the approver inbox.
+
+Run with:
+    python -m long_running_agent.web                  # http://127.0.0.1:8000
+    python -m long_running_agent.web --port 8080
+    python -m long_running_agent.web --host 0.0.0.0   # other machines too (see README)
+
+    app.py               the server: ADK's app plus what follows, and `main()`
+    routes.py            the inbox page and the approvals API (an APIRouter)
+    errors.py            every refusal as JSON {error, message, fix}
+    gate.py              user ids, the trusted identity header, production mode, body size
+    security_headers.py  CSP and friends on the inbox and its API
+    views.py             tickets, payouts and audit entries as JSON
+"""
+
+from .app import create_app, main
+
+__all__ = ["create_app", "main"]

@@ -1,0 +1,7 @@
+"""`python -m long_running_agent.web`: serve the dev UI, ADK's API and the approver inbox."""
+
+import sys
+
+from .app import main
+
+sys.exit(main())

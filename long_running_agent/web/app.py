@@ -1,0 +1,156 @@
+"""One server for every surface: ADK's dev UI and API, plus the approver inbox.
+
+ADK's own FastAPI app (what `adk web` serves: the dev UI, /run, /run_sse,
+/apps/...) serves the agent; this module adds the routes approvers use
+(routes.py), the gate in front of ADK's routes (gate.py), JSON for every error
+(errors.py), a /health that asks the database, and a sweep that delivers
+expiries. A decision made here reaches the conversation the requester started
+in the dev UI, over /run, or in any other process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import socket
+import sys
+import warnings
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import uvicorn
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from google.adk.cli.fast_api import get_fast_api_app
+from google.adk.cli.service_registry import get_service_registry
+from google.adk.cli.utils.agent_loader import AgentLoader
+from google.adk.sessions import DatabaseSessionService
+
+from ..agent import APP_NAME
+from ..approval.conversations import GuardedSessionService
+from ..approval.delivery import deliver_due
+from ..ledger.engine import create_engine
+from ..model.choice import choose_model
+from ..services import close_services, services
+from ..settings import Settings, SettingsError, settings
+from . import errors
+from .errors import JsonErrors
+from .gate import Gate
+from .routes import approvals, inbox
+from .security_headers import SecurityHeaders
+
+logger = logging.getLogger(__name__)
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+
+async def sweep_forever(interval: float) -> None:
+    """Expire overdue tickets and deliver what conversations are owed, every `interval` seconds.
+
+    Safe with several replicas: each delivery takes the conversation's lock
+    and checks the ledger again under it, so each decision arrives once.
+    """
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await deliver_due(actor="expiry sweep")
+        except Exception:
+            logger.warning("The expiry sweep failed; it runs again in %s s", interval, exc_info=True)
+
+
+def create_app(config: Settings | None = None, *, host: str = "127.0.0.1", port: int = 8000) -> FastAPI:
+    """ADK's dev UI and API for this package, plus the approver inbox and its API."""
+    config = config or settings()
+    # One tuned session service (WAL and a busy timeout on SQLite, shared with
+    # the ledger's file) for ADK's routes and for delivering decisions. ADK
+    # looks the URL's scheme up in its service registry - the documented hook
+    # for custom session services - before building its own.
+    sessions = GuardedSessionService(db_engine=create_engine(config.database_url))
+
+    def shared_sessions(uri: str, **kwargs: Any) -> DatabaseSessionService:
+        return sessions
+
+    get_service_registry().register_session_service(urlparse(config.database_url).scheme, shared_sessions)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        services().use_sessions(sessions)
+        sweeper = asyncio.create_task(sweep_forever(config.sweep_interval.total_seconds()))
+        yield
+        sweeper.cancel()
+        await close_services()
+
+    app = get_fast_api_app(
+        agents_dir=str(PACKAGE_DIR.parent),
+        # A loader for this one package: the app list shows long_running_agent
+        # only, whatever else (tests, benchmarks, docs) sits in the repo root.
+        agent_loader=AgentLoader(str(PACKAGE_DIR)),
+        session_service_uri=config.database_url,
+        artifact_service_uri="memory://",
+        # PRODUCTION_MODE serves no dev UI (and gate.py closes ADK's /dev routes).
+        web=not config.production,
+        host=host,
+        port=port,
+        # ADK turns on DNS-rebinding protection for a loopback bind, and warns
+        # that its own routes have no authentication for any other.
+        bind_host=host,
+        lifespan=lifespan,
+    )
+    replace_health(app)
+    app.include_router(approvals)
+    app.include_router(inbox)
+    errors.install(app)
+    app.add_middleware(Gate, settings=config)
+    app.add_middleware(JsonErrors)  # even the gate answers JSON if it fails
+    # The page's CSP, X-Frame-Options and friends, on every answer of /inbox and /api/approvals.
+    app.add_middleware(SecurityHeaders)
+    return app
+
+
+def replace_health(app: FastAPI) -> None:
+    """ADK's /health always says ok; this one asks the database."""
+    app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) != "/health"]
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        try:
+            await asyncio.wait_for(services().ledger.ping(), timeout=5)
+        except Exception as error:
+            return JSONResponse({"status": "unavailable", "database": f"unreachable: {type(error).__name__}"},
+                                status_code=503)
+        return JSONResponse({"status": "ok", "database": "ok"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    # ADK flags its own in-memory credential service as experimental on every
+    # start; nothing here can act on it.
+    warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]", category=UserWarning)
+
+    parser = argparse.ArgumentParser(description="Serve the dev UI, ADK's API and the approver inbox.")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    args = parser.parse_args(argv)
+
+    try:
+        config = settings()
+    except SettingsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    choice = choose_model(config.model)
+    # A wildcard bind is reached through this machine's name, not "0.0.0.0".
+    shown_host = socket.gethostname() if args.host in ("0.0.0.0", "::") else args.host
+    base = f"http://{shown_host}:{args.port}"
+    print(f"Model:     {choice.name} ({choice.reason})")
+    print(f"Database:  {config.database_url}")
+    if not config.production:
+        print(f"Dev UI:    {base}/dev-ui/?app={APP_NAME}")
+    print(f"Inbox:     {base}/inbox")
+    names = sorted(set(config.approvers.values()))
+    print(f"Approvers: {', '.join(names)}" if names else
+          "Approvers: none - set APPROVERS=name:token,... in .env so someone can sign in to the inbox")
+    uvicorn.run(create_app(config, host=args.host, port=args.port), host=args.host, port=args.port)
+    return 0

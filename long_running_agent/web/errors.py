@@ -1,0 +1,241 @@
+"""Every answer of the server that is not a success: JSON `{error, message, fix}`, never a plain 500.
+
+The domain raises structured errors (the ledger's, a delivery's outcome, an
+input rule); this module words them for HTTP clients: a status code, a
+stable error code, what is wrong and what to do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..approval.conversations import ConversationInUse
+from ..approval.delivery import Delivery, Outcome
+from ..ledger import (
+    AlreadyDecided,
+    LedgerError,
+    NotAllowed,
+    NotSettleable,
+    TicketExpired,
+    TicketNotFound,
+)
+from ..ledger.inputs import InputError
+
+logger = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    """An answer that is not a success, as a JSON body."""
+
+    def __init__(
+        self, status: int, error: str, message: str, fix: str, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.error, self.message, self.fix = status, error, message, fix
+        self.headers = dict(headers or {})
+        if status == 401:
+            self.headers["WWW-Authenticate"] = "Bearer"
+
+    def body(self) -> dict[str, str]:
+        return {"error": self.error, "message": self.message, "fix": self.fix}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers or None)
+
+
+class JsonErrors:
+    """Answer any unexpected error with JSON `{error, message, fix}`, never a plain-text 500.
+
+    Starlette's outermost handler answers "Internal Server Error" as text and
+    re-raises, which makes uvicorn drop the keep-alive connection. This one
+    sits inside it, answers JSON, and lets the connection live. A stream that
+    already started (an SSE run) can only be ended.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as error:
+            logger.exception("Unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            if started:
+                with contextlib.suppress(Exception):
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+            await unexpected_error(error).response()(scope, receive, send)
+
+
+def unexpected_error(error: Exception) -> ApiError:
+    return ApiError(
+        500, "internal_error",
+        f"The server failed while answering: {type(error).__name__}. Nothing was changed by this answer "
+        "unless GET /api/approvals/{id} shows it.",
+        "Try again; if it persists, the server log has the details.",
+    )
+
+
+def database_unavailable(request: Request, error: Exception) -> ApiError:
+    """The database failed: say what may or may not have happened, and what to do."""
+    logger.warning("Database error on %s %s: %s", request.method, request.url.path, error)
+    ticket = request.path_params.get("ticket_id")
+    deciding = request.method == "POST" and ticket
+    message = (
+        f"The database is unavailable, so this server cannot tell whether the decision on {ticket} was recorded."
+        if deciding else "The database is unavailable; nothing was changed by this request."
+    )
+    fix = (
+        f"When GET /health answers ok again, check GET /api/approvals/{ticket} and repeat only what is missing."
+        if deciding else "Try again when GET /health answers ok."
+    )
+    return ApiError(503, "database_unavailable", message, fix, headers={"Retry-After": "5"})
+
+
+# (status, error code, fix) for what the ledger refuses.
+_LEDGER_ERRORS: dict[type[LedgerError], tuple[int, str, str]] = {
+    TicketNotFound: (404, "ticket_not_found", "Check the id; GET /api/approvals lists the pending tickets."),
+    AlreadyDecided: (409, "already_decided", "Nothing to do: the first decision stands. "
+                     "GET /api/approvals/{id} shows its history."),
+    TicketExpired: (409, "ticket_expired", "Nothing to do: the requester was told it expired and has to ask again."),
+    NotAllowed: (403, "not_allowed", "Another approver has to decide it."),
+    NotSettleable: (409, "not_settleable", "GET /api/approvals/{id} shows its state; deliver it with "
+                    "POST /api/approvals/{id}/deliver while its conversation can be reached."),
+}
+UNDELIVERED_FIX = (
+    "The decision is recorded but has not reached the conversation yet; deliver it with "
+    "POST /api/approvals/{id}/deliver."
+)
+
+
+def ledger_error(error: LedgerError, ticket_id: str) -> ApiError:
+    status, code, fix = _LEDGER_ERRORS.get(type(error), (409, "refused", "See the message."))
+    if isinstance(error, AlreadyDecided) and not (error.ticket.delivered_at or error.ticket.settled_at):
+        fix = UNDELIVERED_FIX
+    return ApiError(status, code, str(error), fix.replace("{id}", ticket_id))
+
+
+# What a delivery that did not happen means for a client: (status, error code, fix).
+_DELIVERY_ERRORS: dict[Outcome, tuple[int, str, str]] = {
+    Outcome.STILL_PENDING: (409, "still_pending",
+                            "Approve or reject it first: POST /api/approvals/{id}/approve or /reject."),
+    Outcome.ALREADY_DELIVERED: (409, "already_delivered",
+                                "Nothing to do. GET /api/approvals/{id} shows its history."),
+    Outcome.BUSY: (409, "conversation_busy",
+                   "Another run is using the conversation; retry POST /api/approvals/{id}/deliver shortly."),
+    Outcome.UNREACHABLE: (502, "conversation_unreachable",
+                          "It reaches the conversation when the requester next writes there. If that can never "
+                          "happen, POST /api/approvals/{id}/settle pays an approved ticket without it."),
+    Outcome.CONVERSATION_MISSING: (410, "conversation_missing",
+                                   "The conversation was deleted; POST /api/approvals/{id}/settle pays an approved "
+                                   "ticket without it (or closes a rejected one)."),
+    Outcome.SETTLED: (409, "already_settled", "Nothing to do. GET /api/approvals/{id} shows its history."),
+    Outcome.FAILED: (502, "delivery_failed",
+                     "Fix the cause (see the server log), then POST /api/approvals/{id}/deliver."),
+}
+
+
+def delivery_error(delivery: Delivery) -> ApiError:
+    status, code, fix = _DELIVERY_ERRORS[delivery.outcome]
+    ticket = delivery.ticket
+    message = {
+        Outcome.STILL_PENDING: f"Ticket {ticket.id} is still pending; there is nothing to deliver.",
+        Outcome.ALREADY_DELIVERED: f"Ticket {ticket.id} was already {ticket.status}, and the decision "
+                                   "reached its conversation.",
+    }.get(delivery.outcome, f"Ticket {ticket.id} is {ticket.status} in the ledger, but the decision has not "
+                            f"reached its conversation: {delivery.detail}. Looked in {delivery.where}.")
+    headers = {"Retry-After": str(int(delivery.retry_after.total_seconds()))} if delivery.retry_after else None
+    return ApiError(status, code, message, fix.replace("{id}", ticket.id), headers=headers)
+
+
+# ADK raises these ValueErrors while matching an incoming message to a pending
+# call, before any plugin runs; /run would answer them with a plain-text 500.
+_RESUME_ERRORS = (
+    "Function call not found for function response ids",
+    "Function response id is required",
+    "Message cannot contain both function responses and text",
+    "Function responses resolve to multiple invocations",
+    "User message cannot contain function calls",
+)
+
+
+def install(app: FastAPI) -> None:
+    """Answer every error of `app` (ADK's routes and ours) as JSON."""
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_request: Request, error: ApiError) -> JSONResponse:
+        return error.response()
+
+    @app.exception_handler(LedgerError)
+    async def _refused(request: Request, error: LedgerError) -> JSONResponse:
+        return ledger_error(error, request.path_params.get("ticket_id", "")).response()
+
+    @app.exception_handler(InputError)
+    async def _bad_input(_request: Request, error: InputError) -> JSONResponse:
+        code = "invalid_body" if error.field == "reason" else "invalid_input"
+        if error.field == "reason" and "needs a reason" in str(error):
+            code = "reason_required"
+        return ApiError(422, code, str(error), f"Correct the {error.field} and send it again.").response()
+
+    @app.exception_handler(ConversationInUse)
+    async def _in_use(_request: Request, error: ConversationInUse) -> JSONResponse:
+        return ApiError(
+            409, "conversation_in_use",
+            f"This conversation cannot be deleted: {error}. Its decision has to reach it first.",
+            "Wait until the tickets are decided and delivered (GET /api/approvals/{id}), then delete it.",
+        ).response()
+
+    @app.exception_handler(DBAPIError)
+    async def _database_down(request: Request, error: DBAPIError) -> JSONResponse:
+        return database_unavailable(request, error).response()
+
+    @app.exception_handler(OSError)
+    async def _database_unreachable(request: Request, error: OSError) -> JSONResponse:
+        return database_unavailable(request, error).response()
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_body(request: Request, error: RequestValidationError) -> JSONResponse:
+        if not request.url.path.startswith("/api/approvals"):
+            return await request_validation_exception_handler(request, error)
+        problems = "; ".join(
+            "body: not valid JSON" if e["type"] == "json_invalid"
+            else f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}"
+            for e in error.errors()
+        )
+        return ApiError(
+            422, "invalid_body", f"The request body is not valid: {problems}.",
+            'Send JSON like {"reason": "not a business expense"} (reason: text, at most 500 '
+            "characters; required to reject), or no body to approve.",
+        ).response()
+
+    @app.exception_handler(ValueError)
+    async def _bad_resume(request: Request, error: ValueError) -> JSONResponse:
+        # ADK's /run lets these escape as a plain-text 500; they are the
+        # caller's mistake, so say which and how to answer a pending call.
+        if request.url.path != "/run" or not str(error).startswith(_RESUME_ERRORS):
+            return unexpected_error(error).response()
+        return ApiError(
+            400, "invalid_function_response", str(error),
+            "Answer only a pending call, with its id: the event whose longRunningToolIds lists it "
+            "(GET /apps/{app}/users/{user}/sessions/{session}). Approvals themselves are decided "
+            "with POST /api/approvals/{ticket_id}/approve or /reject, not over /run.",
+        ).response()

@@ -1,0 +1,204 @@
+"""The approver's routes: the inbox page and the approvals API.
+
+Every /api route needs `Authorization: Bearer <token>` (tokens from
+APPROVERS; a missing token is 401, an unknown one 403):
+
+    GET  /api/approvals                        pending tickets (?limit=&offset=), decisions not
+                                               delivered yet (?undelivered_limit=&undelivered_offset=),
+                                               recent decisions
+    GET  /api/approvals/{ticket_id}            one ticket, its audit trail and payouts
+    POST /api/approvals/{ticket_id}/approve    body optional: {"reason": "..."}
+    POST /api/approvals/{ticket_id}/reject     body required: {"reason": "..."}
+    POST /api/approvals/{ticket_id}/deliver    deliver a recorded decision (after a failure)
+    POST /api/approvals/{ticket_id}/settle     pay (or close) a decision whose conversation is gone
+"""
+
+from __future__ import annotations
+
+import hmac
+from importlib import resources
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import BaseModel, ConfigDict
+
+from ..approval.delivery import Delivery, decide_and_deliver, deliver
+from ..ledger import Ledger
+from ..paging import DEFAULT_LIMIT, MAX_LIMIT, Page, PagingError, parse_limit, parse_offset
+from ..services import services
+from .errors import ApiError, delivery_error
+from .views import agent_reply, audit_json, payout_json, ticket_json
+
+
+async def the_ledger() -> Ledger:
+    # async: FastAPI runs plain functions in a thread, away from the loop the engines belong to
+    return services().ledger
+
+
+async def current_approver(request: Request) -> str:
+    """The approver named by the bearer token; tokens come from APPROVERS (name:token,...)."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError(
+            401, "missing_token", "This API needs an approver token.",
+            "Send the header 'Authorization: Bearer <token>'; tokens are set on the server in APPROVERS.",
+        )
+    approvers = services().settings.approvers
+    for known, name in approvers.items():
+        if hmac.compare_digest(known.encode(), token.strip().encode()):
+            return name
+    raise ApiError(
+        403, "unknown_token",
+        "No approver has this token." if approvers else "No approvers are configured on this server.",
+        "Use the token your administrator gave you; they are set on the server as "
+        "APPROVERS=name:token,name:token (then restart it).",
+    )
+
+
+Approver = Annotated[str, Depends(current_approver)]
+TheLedger = Annotated[Ledger, Depends(the_ledger)]
+
+INBOX_QUERY = ("limit", "offset", "undelivered_limit", "undelivered_offset")
+PAGING_FIX = (
+    f"Page with ?limit=N&offset=N (N from 1 to {MAX_LIMIT}, default {DEFAULT_LIMIT}; offset from 0) for pending "
+    "tickets and ?undelivered_limit=N&undelivered_offset=N for decisions not delivered yet; each answer's "
+    "pending_page.next_offset is where the next page starts."
+)
+
+
+async def inbox_paging(request: Request) -> dict[str, int]:
+    """GET /api/approvals's query string, checked: a 422 names a wrong parameter and the fix."""
+    query = request.query_params
+    try:
+        for name in query:
+            if name not in INBOX_QUERY:
+                raise PagingError(name, f"Unknown query parameter {name!r}.")
+            if len(query.getlist(name)) > 1:
+                raise PagingError(name, f"{name} is given more than once.")
+        return {
+            "limit": parse_limit(query.get("limit")),
+            "offset": parse_offset(query.get("offset")),
+            "undelivered_limit": parse_limit(query.get("undelivered_limit"), "undelivered_limit"),
+            "undelivered_offset": parse_offset(query.get("undelivered_offset"), "undelivered_offset"),
+        }
+    except PagingError as error:
+        raise ApiError(422, "invalid_query", str(error), PAGING_FIX) from None
+
+
+class Decision(BaseModel):
+    """Body of approve and reject."""
+
+    model_config = ConfigDict(extra="forbid")
+    reason: str | None = None
+
+
+approvals = APIRouter(prefix="/api/approvals")
+
+
+@approvals.get("")
+async def list_approvals(
+    approver: Approver, ledger: TheLedger, paging: Annotated[dict[str, int], Depends(inbox_paging)]
+) -> dict[str, Any]:
+    await ledger.expire_due()
+    now = ledger.now()
+    pending = await ledger.list_tickets(limit=paging["limit"], offset=paging["offset"])
+    total_pending = await ledger.count()
+    # Every decision that has not reached its conversation, however old, with its Deliver action.
+    undelivered = await ledger.undelivered(limit=paging["undelivered_limit"], offset=paging["undelivered_offset"])
+    total_undelivered = await ledger.count_undelivered()
+    return {
+        "approver": approver,
+        "pending": [ticket_json(t, now) for t in pending],
+        "total_pending": total_pending,
+        "pending_page": Page(paging["offset"], paging["limit"], total_pending, len(pending)).as_json(),
+        "undelivered": [ticket_json(t, now) for t in undelivered],
+        "total_undelivered": total_undelivered,
+        "undelivered_page": Page(
+            paging["undelivered_offset"], paging["undelivered_limit"], total_undelivered, len(undelivered)
+        ).as_json(),
+        "recent_decisions": [ticket_json(t, now) for t in await ledger.recent_decisions(limit=10)],
+    }
+
+
+@approvals.get("/{ticket_id}")
+async def show_approval(ticket_id: str, _approver: Approver, ledger: TheLedger) -> dict[str, Any]:
+    ticket = await ledger.get(ticket_id)
+    return {
+        "ticket": ticket_json(ticket, ledger.now()),
+        "audit": [audit_json(e) for e in await ledger.audit(ticket_id)],
+        "payouts": [payout_json(p) for p in await ledger.payouts(ticket_id=ticket_id)],
+    }
+
+
+async def delivery_json(ledger: Ledger, delivery: Delivery) -> dict[str, Any]:
+    ticket_id = delivery.ticket.id
+    return {
+        "ticket": ticket_json(await ledger.get(ticket_id), ledger.now()),
+        "payouts": [payout_json(p) for p in await ledger.payouts(ticket_id=ticket_id)],
+        "agent_reply": agent_reply(delivery.events),
+        "delivery": delivery.outcome.value,
+    }
+
+
+async def record_decision(
+    ledger: Ledger, ticket_id: str, approver: str, approve: bool, reason: str | None
+) -> JSONResponse:
+    # The ledger first (a conditional UPDATE: one decision wins), then the
+    # conversation, resumed with the stored call id and name.
+    delivery = await decide_and_deliver(ticket_id, approver=approver, approve=approve, reason=reason)
+    body = await delivery_json(ledger, delivery)
+    if delivery.delivered:
+        return JSONResponse(body)
+    # Recorded, not delivered: 202, with what stands in the way and the fix.
+    return JSONResponse(body | {"delivery_error": delivery_error(delivery).body()}, status_code=202)
+
+
+@approvals.post("/{ticket_id}/approve")
+async def approve(ticket_id: str, approver: Approver, ledger: TheLedger, body: Decision | None = None) -> JSONResponse:
+    return await record_decision(ledger, ticket_id, approver, True, body.reason if body else None)
+
+
+@approvals.post("/{ticket_id}/reject")
+async def reject(ticket_id: str, approver: Approver, ledger: TheLedger, body: Decision | None = None) -> JSONResponse:
+    return await record_decision(ledger, ticket_id, approver, False, body.reason if body else None)
+
+
+@approvals.post("/{ticket_id}/deliver")
+async def deliver_decision(ticket_id: str, approver: Approver, ledger: TheLedger) -> dict[str, Any]:
+    """Deliver a recorded decision whose delivery failed or whose process died."""
+    await ledger.get(ticket_id)
+    delivery = await deliver(ticket_id, actor=approver)
+    if not delivery.delivered:
+        raise delivery_error(delivery)
+    return await delivery_json(ledger, delivery)
+
+
+@approvals.post("/{ticket_id}/settle")
+async def settle(ticket_id: str, approver: Approver, ledger: TheLedger) -> dict[str, Any]:
+    """Finish a decision that cannot reach its conversation: pay it (approved) or close it."""
+    ticket, payout = await ledger.settle(ticket_id, approver=approver)
+    return {"ticket": ticket_json(ticket, ledger.now()), "payouts": [payout_json(payout)] if payout else []}
+
+
+inbox = APIRouter(prefix="/inbox", include_in_schema=False)
+
+
+def _packaged(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+@inbox.get("", response_class=HTMLResponse)
+async def inbox_page() -> HTMLResponse:
+    return HTMLResponse(_packaged("inbox.html"), headers={"Cache-Control": "no-store"})
+
+
+# The page's script and styles are files, not inline, so its CSP can allow 'self' only.
+@inbox.get("/inbox.js")
+async def inbox_script() -> Response:
+    return Response(_packaged("inbox.js"), media_type="text/javascript", headers={"Cache-Control": "no-cache"})
+
+
+@inbox.get("/inbox.css")
+async def inbox_styles() -> Response:
+    return Response(_packaged("inbox.css"), media_type="text/css", headers={"Cache-Control": "no-cache"})

@@ -1,0 +1,56 @@
+"""Tickets, payouts and audit entries as the approvals API shows them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from google.adk.events import Event
+
+from ..ledger import AuditEntry, Payout, Ticket
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat(timespec="seconds") if value else None
+
+
+def ticket_json(ticket: Ticket, now: datetime) -> dict[str, Any]:
+    return {
+        "id": ticket.id,
+        "status": ticket.status.value,
+        "requester": ticket.user_id,
+        "amount": ticket.amount,
+        "amount_text": ticket.amount_text,
+        "purpose": ticket.purpose,
+        "created_at": _iso(ticket.created_at),
+        "age_seconds": int((now - ticket.created_at).total_seconds()),
+        "expires_at": _iso(ticket.expires_at),
+        "decided_by": ticket.decided_by,
+        "decided_at": _iso(ticket.decided_at),
+        "reason": ticket.reason,
+        "delivered_at": _iso(ticket.delivered_at),
+        "delivery_error": ticket.delivery_error,
+        "settled_by": ticket.settled_by,
+        "settled_at": _iso(ticket.settled_at),
+        "session_id": ticket.session_id,
+    }
+
+
+def payout_json(payout: Payout) -> dict[str, Any]:
+    return payout.as_response() | {"requester": payout.user_id}
+
+
+def audit_json(entry: AuditEntry) -> dict[str, Any]:
+    return {"at": _iso(entry.at), "actor": entry.actor, "action": entry.action, "detail": entry.detail}
+
+
+def agent_reply(events: list[Event]) -> str | None:
+    """The last thing the agent said while the decision was delivered, as the requester will see it."""
+    texts = [
+        part.text
+        for event in events
+        if event.author != "user" and event.content and event.content.parts
+        for part in event.content.parts
+        if part.text and not part.thought
+    ]
+    return texts[-1] if texts else None
