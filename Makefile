@@ -20,6 +20,7 @@ demo: $(VENV)/.app
 
 test: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy long_running_agent main.py
 	$(PY) -m pytest
 
 web: $(VENV)/.app
@@ -34,4 +35,4 @@ lint: $(VENV)/.dev
 	$(VENV)/bin/mypy long_running_agent main.py
 
 clean:
-	rm -rf $(VENV) .data .adk .pytest_cache
+	rm -rf $(VENV) .data .adk long_running_agent/.adk .pytest_cache .mypy_cache .ruff_cache

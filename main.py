@@ -92,9 +92,12 @@ async def demo(args: argparse.Namespace, out: Transcript) -> int:
     print(f"Policy:   up to ${app.settings.approval_threshold:,} paid at once; more needs an approver")
     request = args.text or f"Please reimburse ${args.amount:,.2f} for {args.purpose}."
     runner = app.runner()
-    ok = await run_demo(runner, app.ledger, out, request, approve=not args.reject)
-    if ok and not args.text:
-        ok = await run_small(runner, app.ledger, out, "Reimburse $42.50 for a taxi to the airport.")
+    try:
+        ok = await run_demo(runner, app.ledger, out, request, approve=not args.reject)
+        if ok and not args.text:
+            ok = await run_small(runner, app.ledger, out, "Reimburse $42.50 for a taxi to the airport.")
+    finally:
+        await runner.close()
     print("\nThe flow completed." if ok else "\nThe flow did not complete as expected.")
     return 0 if ok else 1
 

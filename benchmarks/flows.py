@@ -35,6 +35,7 @@ from long_running_agent.services import close_services, services, use_app
 from long_running_agent.settings import Settings, settings, use_settings
 
 from .baseline import Bank, seed_runner, stock_session_service
+from .environment import OFFLINE_MODEL
 from .metering import ModelMeter, metered
 
 MEMORY_LEDGER_URL = "sqlite+aiosqlite://"
@@ -156,7 +157,7 @@ def _response(events: list[Event], call_id: str | None) -> dict[str, Any]:
 def open_ours(store: str, url: str | None) -> System:
     """This project on `store`; `url` is the SQLite file or PostgreSQL database (None for memory)."""
     meter = ModelMeter()
-    app = build_app(plugins=[meter])
+    app = build_app(model=OFFLINE_MODEL, plugins=[meter])
     if store == "memory":
         ledger_url = MEMORY_LEDGER_URL
         runner = Runner(app=app, session_service=InMemorySessionService())

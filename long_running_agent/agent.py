@@ -18,7 +18,7 @@ from google.adk.tools import LongRunningFunctionTool
 from .approval.guard import ApprovalGuard
 from .approval.turn_order import merge_consecutive_model_turns
 from .model.choice import choose_model
-from .settings import Settings, model_settings, settings
+from .settings import model_settings, settings
 from .tools import ask_for_approval, reimburse
 
 APP_NAME = "long_running_agent"  # ADK names an app after its folder; adk run files sessions under it
@@ -50,17 +50,11 @@ root_agent = LlmAgent(
 )
 
 
-def build_app(
-    config: Settings | None = None, *, model: str | BaseLlm | None = None, plugins: Sequence[BasePlugin] = ()
-) -> App:
-    """The app every surface runs: the agent plus the approval guard (and any extra plugins).
-
-    The model is `model`, else the one `config` (default: this process's settings) chooses.
-    """
-    chosen = model or choose_model((config or settings()).model).name
-    agent = root_agent if chosen == root_agent.model else root_agent.clone(update={"model": chosen})
+def build_app(*, model: str | BaseLlm | None = None, plugins: Sequence[BasePlugin] = ()) -> App:
+    """The app every surface runs: the agent (with `model`, if given) plus the approval guard and `plugins`."""
+    agent = root_agent if model in (None, root_agent.model) else root_agent.clone(update={"model": model})
     return App(name=APP_NAME, root_agent=agent, plugins=[ApprovalGuard(), *plugins])
 
 
-# What `adk web`, `adk api_server` and `adk run` load: the agent and its guard.
-app = App(name=APP_NAME, root_agent=root_agent, plugins=[ApprovalGuard()])
+# What `adk web`, `adk api_server` and `adk run` load.
+app = build_app()

@@ -120,7 +120,10 @@ async def request(args: argparse.Namespace, out: Transcript) -> int:
     runner = services().runner()
     session = await runner.session_service.create_session(app_name=runner.app_name, user_id=user)
     out.say("user", args.text)
-    events = await out.send(runner, user, session.id, user_text(args.text))
+    try:
+        events = await out.send(runner, user, session.id, user_text(args.text))
+    finally:
+        await runner.close()
     call = pending_call(events)
     if call is None:
         return 0

@@ -46,8 +46,9 @@ class Services:
         """The agent app that runs here: the shipped one, with the model the settings choose."""
         if self._app is None:
             from .agent import build_app
+            from .model.choice import choose_model
 
-            self._app = build_app(self.settings)
+            self._app = build_app(model=choose_model(self.settings.model).name)
         return self._app
 
     @property

@@ -93,7 +93,8 @@ def test_two_processes_approving_at_once_pay_once(db_url):
     ticket_id = request_ticket(db_url)
 
     racers = [start("approve", ticket_id, "--approver", name, url=db_url) for name in ("bob", "carol")]
-    outcomes = [(p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in racers]
+    outputs = [p.communicate(timeout=120) for p in racers]  # reads both pipes while waiting
+    outcomes = [(p.returncode, out, err) for p, (out, err) in zip(racers, outputs, strict=True)]
 
     assert sorted(code for code, _out, _err in outcomes) == [0, 1], outcomes
     assert any("already approved" in err for _code, _out, err in outcomes)

@@ -9,6 +9,7 @@ from support.conversation import Conversation, calls, pending_calls, request_lar
 from support.models import RecordedOfflineModel, ledger_at, make_runner
 
 from long_running_agent.approval.delivery import Outcome, decide_and_deliver
+from long_running_agent.approval.guard import REFUSAL_PREFIX
 from long_running_agent.ledger import TicketExpired, TicketStatus
 
 
@@ -56,7 +57,8 @@ async def test_duplicate_approval_pays_once_and_calls_no_model(db_url):
     assert len(model.requests) == calls_after_first
     assert calls(again, "reimburse") == []
     assert len(await ledger.payouts(ticket_id=pending["ticket_id"])) == 1
-    assert "already approved" in texts(again)[0]
+    assert texts(again)[0].startswith(REFUSAL_PREFIX)
+    assert [e.action for e in await ledger.audit(pending["ticket_id"])].count("delivered") == 1
 
 
 async def test_rejection_explains_and_pays_nothing(db_url):

@@ -15,15 +15,18 @@ from long_running_agent.model.choice import GEMINI_DEFAULT, choose_model
 from long_running_agent.settings import SettingsError, load_settings, model_settings
 
 
-def test_adk_loader_finds_the_app_with_its_guard_like_adk_web():
+async def test_adk_loader_finds_the_app_with_its_guard_like_adk_web():
     loader = AgentLoader(str(ROOT))
-    assert "long_running_agent" in loader.list_agents()
+    # Only the agent: tests/ and benchmarks/ are not packages, so ADK lists neither.
+    assert loader.list_agents() == ["long_running_agent"]
     loaded = loader.load_agent("long_running_agent")
     assert isinstance(loaded, App) and loaded.name == "long_running_agent"
     assert [p.name for p in loaded.plugins] == ["approval_guard"]
-    tools = {getattr(t, "name", None): t for t in loaded.root_agent.tools}
-    assert isinstance(tools["ask_for_approval"], LongRunningFunctionTool)
-    assert not isinstance(tools.get("reimburse"), LongRunningFunctionTool)
+    # The tools as ADK declares them to the model (a plain function becomes a FunctionTool).
+    tools = {t.name: t for t in await loaded.root_agent.canonical_tools()}
+    assert set(tools) == {"ask_for_approval", "reimburse"}
+    assert isinstance(tools["ask_for_approval"], LongRunningFunctionTool) and tools["ask_for_approval"].is_long_running
+    assert not tools["reimburse"].is_long_running
 
 
 @pytest.mark.parametrize("env, name, reason", [

@@ -1,6 +1,6 @@
 """Deciding a ticket and delivering the decision to its conversation.
 
-Used by the approver CLI (`python main.py approve|reject|resume`) and the
+Used by the approver CLI (`python main.py approve|reject|deliver`) and the
 inbox server. The ledger is written first; then the decision is delivered:
 the FunctionResponse is rebuilt from the ledger's stored call id and name and
 sent to the conversation in the store where it lives (conversations.py), so a
@@ -144,7 +144,7 @@ async def deliver_due(*, actor: str, grace: timedelta = timedelta(seconds=30)) -
     Delivers expiries, and decisions whose own delivery never finished (the
     process that made them died) once `grace` has passed. A delivery that
     failed with a reason is left to the requester's next message or to an
-    approver's `resume`, not retried in a loop.
+    approver's `deliver`, not retried in a loop.
     """
     ledger = services().ledger
     await ledger.expire_due()

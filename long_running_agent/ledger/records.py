@@ -37,10 +37,6 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
-def as_utc(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
 @dataclass(frozen=True)
 class Conversation:
     """Where a conversation is, as ADK names it: app, user and session."""
