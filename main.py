@@ -25,10 +25,10 @@ from google.genai import types
 
 import long_running_agent  # noqa: F401  (loads .env before the settings are read)
 from long_running_agent import cli
-from long_running_agent.cli import Transcript, pending_call, tool_response, user_text
 from long_running_agent.ledger import Ledger
 from long_running_agent.model.choice import choose_model
 from long_running_agent.services import services
+from long_running_agent.transcript import Transcript, pending_call, tool_response, user_text
 
 REQUESTER = "alice"
 APPROVER = "bob"

@@ -22,7 +22,6 @@ its store could not be reached).
 
 from __future__ import annotations
 
-import json
 import logging
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
@@ -37,14 +36,14 @@ from google.adk.runners import Runner
 from google.genai import types
 
 from ..ledger import Conversation, Ledger, LedgerError, Ticket, TicketStatus
-from ..ledger.inputs import MAX_MESSAGE, InputError, is_canonical_name, printable
+from ..ledger.inputs import InputError
 from ..ledger.locks import HeldLock
 from ..services import services
 from ..tools import APPROVAL_TOOL
+from .notes import REFUSAL_PREFIX, already_delivered, as_sent, claimed_status, unacceptable
 
 logger = logging.getLogger(__name__)
 
-REFUSAL_PREFIX = "Approval response not accepted: "
 # Marks the agent's refusal notes: people see them, the model is not shown
 # them again (turn_order.py leaves them out of its requests).
 NOTE_MARK = "approval_guard_note"
@@ -93,48 +92,6 @@ def _stored_call(context: InvocationContext, call_id: str | None) -> types.Funct
     return None
 
 
-def _claimed_status(response: types.FunctionResponse) -> str | None:
-    payload: Any = response.response or {}
-    status = payload.get("status") if isinstance(payload, dict) else None
-    if status is None and isinstance(payload, dict):
-        status = payload.get("result")  # adk web and adk run wrap plain text as {"result": ...}
-    return str(status).strip().lower() if status is not None else None
-
-
-def _unacceptable(context: InvocationContext, message: types.Content) -> tuple[str, types.Content] | None:
-    """A message this app does not take, as (the agent's note, what is stored instead)."""
-    user_id = context.session.user_id
-    if not is_canonical_name(user_id):
-        note = (
-            f"I can't take requests from the user id {printable(user_id)!r}: user ids here are plain lower-case "
-            "names (letters a-z, digits and . _ @ + -), so that nobody can look like somebody else. "
-            "Start a session with such an id, e.g. alice."
-        )
-        return note, _record_of(message)
-    size = sum(len(p.text or "") for p in message.parts or []) + sum(
-        len(json.dumps(p.function_response.response, default=str)) for p in message.parts or [] if p.function_response
-    )
-    if size > MAX_MESSAGE:
-        note = (f"Your message has {size:,} characters; I take at most {MAX_MESSAGE:,}. "
-                "Please send a shorter one: the purpose and the amount are enough.")
-        return note, types.Content(role="user", parts=[types.Part(
-            text=f"(a message of {size:,} characters, not stored)", thought=True)])
-    return None
-
-
-def _record_of(message: types.Content) -> types.Content:
-    """What was sent, as a thought: kept for people, never read by the model or ADK's resume."""
-    responses = [p.function_response for p in message.parts or [] if p.function_response]
-    if responses:
-        return types.Content(role="user", parts=[types.Part(text=_as_sent(responses), thought=True)])
-    return message
-
-
-def _as_sent(responses: list[types.FunctionResponse]) -> str:
-    sent = "; ".join(f"{r.name}: {json.dumps(r.response, default=str)}" for r in responses)
-    return f"Answered {sent[:300]}"
-
-
 class ApprovalGuard(BasePlugin):
     """Lets an approval resume the agent only as the ledger records it, and only once."""
 
@@ -156,7 +113,7 @@ class ApprovalGuard(BasePlugin):
             await self._refresh(invocation_context)
 
         responses = [p.function_response for p in user_message.parts or [] if p.function_response]
-        if problem := _unacceptable(invocation_context, user_message):
+        if problem := unacceptable(invocation_context, user_message):
             note, kept = problem
             run.note = note
             return kept
@@ -168,7 +125,7 @@ class ApprovalGuard(BasePlugin):
         except Refused as refusal:
             run.delivering.clear()
             run.note = REFUSAL_PREFIX + str(refusal)
-            return types.Content(role="user", parts=[types.Part(text=_as_sent(responses), thought=True)])
+            return types.Content(role="user", parts=[types.Part(text=as_sent(responses), thought=True)])
         return types.Content(role="user", parts=parts)
 
     async def before_agent_callback(
@@ -286,7 +243,7 @@ class ApprovalGuard(BasePlugin):
         if ticket.status is TicketStatus.PENDING:
             await ledger.record_refusal(
                 ticket.id, actor=context.session.user_id,
-                detail=f"response claiming {_claimed_status(response)!r} while pending",
+                detail=f"response claiming {claimed_status(response)!r} while pending",
             )
             raise Refused(
                 f"ticket {ticket.id} is still pending, and only an approver can decide it "
@@ -294,7 +251,7 @@ class ApprovalGuard(BasePlugin):
                 "The decision then reaches this conversation by itself; ask me for news any time."
             )
         if ticket.delivered_at or ticket.settled_at:
-            raise Refused(await _already_delivered(ledger, ticket))
+            raise Refused(await already_delivered(ledger, ticket))
         run.delivering.append(ticket.id)
         return types.Part(function_response=types.FunctionResponse(
             id=call.id, name=call.name, response=ticket.as_response()
@@ -312,7 +269,7 @@ class ApprovalGuard(BasePlugin):
                 return await ledger.expire(ticket.id)
             except LedgerError:
                 return await ledger.get(ticket.id)
-        claimed = _claimed_status(response)
+        claimed = claimed_status(response)
         if services().settings.dev_chat_approval and claimed in (TicketStatus.APPROVED, TicketStatus.REJECTED):
             # DEV_CHAT_APPROVAL: the chat answer box acts as an approver, and
             # the ledger records it as such. Never enable this in production.
@@ -329,18 +286,3 @@ class ApprovalGuard(BasePlugin):
         return ticket
 
 
-async def _already_delivered(ledger: Ledger, ticket: Ticket) -> str:
-    """What became of a delivered decision, for a repeated answer."""
-    by = f" by {ticket.decided_by}" if ticket.decided_by else ""
-    payouts = await ledger.payouts(ticket_id=ticket.id)
-    if payouts:
-        outcome = f"{payouts[0].amount_text} was paid (payout {payouts[0].id})"
-    else:
-        outcome = "nothing was paid"
-    if ticket.settled_at:
-        return (f"ticket {ticket.id} was {ticket.status}{by} and then settled by {ticket.settled_by} "
-                f"without this conversation: {outcome}. This response was ignored.")
-    return (
-        f"ticket {ticket.id} was already {ticket.status}{by}, and that decision reached this "
-        f"conversation: {outcome}. This repeated response was ignored."
-    )
