@@ -79,7 +79,7 @@ async def run_small(runner: Runner, ledger: Ledger, out: Transcript, request: st
     events = await out.send(runner, REQUESTER, session.id, user_text(request))
     if pending_call(events):
         # A second demo on the same (UTC) day repeats this expense, so the daily
-        # rules send it to an approver, and the agent says why (README, "Split purchases").
+        # rules send it to an approver, and the agent says why (docs/security.md, "Split purchases").
         return True
     return len(await ledger.payouts(session_id=session.id)) == 1
 

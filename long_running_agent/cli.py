@@ -118,7 +118,8 @@ def report(delivery: Delivery, out: Transcript) -> int:
         out.show(event)
     decided = f"Ticket {ticket.id} is {ticket.status}" + (f" by {ticket.decided_by}" if ticket.decided_by else "")
     if delivery.outcome is Outcome.DELIVERED:
-        print(f"\n{decided}; the decision reached the conversation ({delivery.where or 'delivered meanwhile'}).")
+        where = f" in {delivery.where}" if delivery.where else ""
+        print(f"\n{decided}; the decision reached the conversation{where}.")
         return 0
     if delivery.outcome is Outcome.ALREADY_DELIVERED:
         print(f"{decided}, and the decision already reached the conversation; nothing to do.\n"

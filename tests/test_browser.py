@@ -31,6 +31,10 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
 ]
 TICKET = re.compile(r"Ticket (T-[0-9a-f]+) is waiting for an approver")
+ICON_FONT = Path("/usr/share/fonts/woff/material-design-icons-iconfont/MaterialIcons-Regular.woff2")
+ICON_FONT_URLS = ("https://fonts.gstatic.com/s/materialicons/", "https://fonts.gstatic.com/s/materialsymbolsoutlined/")
+# The pictures the docs show, taken by these tests on every run so they show the pages as they are.
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(),
@@ -53,9 +57,14 @@ async def browser_on(base_url: str) -> AsyncIterator[BrowserContext]:
         context.set_default_timeout(15_000)
 
         async def loopback_only(route: Route) -> None:
-            # The dev UI asks fonts.gstatic.com for icon fonts; offline means offline.
-            if route.request.url.startswith(("http://127.0.0.1:", "data:", "blob:")):
+            # The dev UI asks fonts.gstatic.com for its icon fonts; offline means
+            # offline, so they come from Debian's copy when it is installed
+            # (fonts-material-design-icons-iconfont), else icons show their names.
+            url = route.request.url
+            if url.startswith(("http://127.0.0.1:", "data:", "blob:")):
                 await route.continue_()
+            elif ICON_FONT.is_file() and url.startswith(ICON_FONT_URLS):
+                await route.fulfill(path=str(ICON_FONT), content_type="font/woff2")
             else:
                 await route.abort()
 
@@ -133,7 +142,7 @@ async def test_request_in_dev_ui_approved_in_inbox_shows_payout_in_chat(context,
     await expect(row).to_contain_text("alice")
     await expect(row).to_contain_text("team lunch")
     await expect(row).to_contain_text("$250.00")
-    await inbox.screenshot(path=tmp_path / "2-inbox-pending.png")
+    await inbox.screenshot(path=DOCS / "inbox.png")
     await row.locator("button.approve").click()
 
     await expect(inbox.locator("#notice")).to_contain_text(f"Approved {ticket_id}")
@@ -283,7 +292,7 @@ async def test_plain_adk_web_request_approved_by_main_py_shows_payout_after_relo
 
             await chat.reload()
             await expect(chat.get_by_text(re.compile(r"\$250\.00 for team lunch was paid"))).to_be_visible()
-            await chat.screenshot(path=tmp_path / "2-plain-adk-web-paid.png")
+            await chat.screenshot(path=DOCS / "dev-ui.png")
             # The note is in the agent's row, not in the requester's message.
             note_row = chat.locator("app-event-row", has_text="Approval response not accepted").first
             assert "THOUGHT" not in (await note_row.inner_text()).upper()

@@ -33,3 +33,8 @@ def test_readme_transcript_matches_python_main_py(sqlite_url):
     result = run(url=sqlite_url)
     assert result.returncode == 0, result.stderr
     assert _normalise(result.stdout) == _normalise(shown.group(1))
+
+
+def test_readme_is_a_short_tutorial():
+    # The reference lives in docs/; the README stays readable in ten minutes.
+    assert len(README) <= 15_000, f"README.md has {len(README):,} characters; move detail to docs/"

@@ -22,7 +22,7 @@ from long_running_agent.ledger import Conversation as ConversationKey
 from long_running_agent.ledger.policy import purpose_key
 
 LIMIT_CENTS = 25_000
-README_SECTION = (ROOT / "README.md").read_text().split("### Split purchases\n")[1].split("\n### ")[0]
+DOCS_SECTION = (ROOT / "docs" / "security.md").read_text().split("## Split purchases\n")[1].split("\n## ")[0]
 
 
 async def unticketed_total(ledger: Ledger) -> int:
@@ -83,9 +83,9 @@ async def test_the_requester_is_told_why_and_a_ticket_is_opened(db_url):
     assert "reimbursed $200.00 today" in reply and "$250.00" in reply and ticket.id in reply
     [requested] = await ledger_at(db_url).audit(ticket.id)
     assert "needs approval" in requested.detail
-    # The README shows this very exchange.
-    assert refusal["message"] in README_SECTION
-    assert f"agent    | {reply.replace(ticket.id, 'T-…')}\n" in README_SECTION
+    # The docs show this very exchange.
+    assert refusal["message"] in DOCS_SECTION
+    assert f"agent    | {reply.replace(ticket.id, 'T-…')}\n" in DOCS_SECTION
 
 
 async def test_a_near_duplicate_purpose_needs_an_approver(db_url):

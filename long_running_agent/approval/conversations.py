@@ -99,7 +99,7 @@ def describe(locator: str) -> str:
     """The store, in words for people."""
     kind, _, where = locator.partition(":")
     return {
-        APP_STORE: "the app's database (EXPENSES_DATABASE_URL)",
+        APP_STORE: "the app's database",
         "sqlite": f"ADK's session file {where}",
         "database": f"the session database {where}",
         "memory": f"the memory of process {where.split(':')[1] if ':' in where else where} "

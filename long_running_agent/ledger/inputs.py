@@ -85,6 +85,9 @@ def purpose(raw: object) -> str:
     return text
 
 
+_UNPRINTABLE = re.compile(_CONTROL.pattern.replace("\\x00-\\x1f", "\\x00-\\x09\\x0b-\\x1f"))
+
+
 def printable(text: str) -> str:
-    """`text` safe for a terminal: control characters shown as escapes, never obeyed."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    """`text` safe for a terminal: control characters (but line breaks) shown as escapes, never obeyed."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)

@@ -4,7 +4,7 @@ It is not a language model: it reads the request ADK builds (the system
 instruction, the tool declarations and the conversation) and applies a few
 plain rules, the way a careful model would use these two tools. It is good
 enough to drive the tutorial, the tests and an `adk web` chat; set a Gemini
-key to talk to a real model (see README, "Switching to Gemini"). Amounts are
+key to talk to a real model (see docs/gemini.md). Amounts are
 read by `amounts_in_text`: one dollar amount, read for sure, or a question.
 """
 

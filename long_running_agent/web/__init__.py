@@ -3,7 +3,7 @@
 Run with:
     python -m long_running_agent.web                  # http://127.0.0.1:8000
     python -m long_running_agent.web --port 8080
-    python -m long_running_agent.web --host 0.0.0.0   # other machines too (see README)
+    python -m long_running_agent.web --host 0.0.0.0   # other machines too (docs/deployment.md)
 
     app.py               the server: ADK's app plus what follows, and `main()`
     routes.py            the inbox page and the approvals API (an APIRouter)

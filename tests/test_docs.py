@@ -1,0 +1,104 @@
+"""The docs show what the programs really print, and every picture they show exists.
+
+Each console session in README.md and docs/*.md is run for real (support/
+transcripts.py) and must print what the page shows; `UPDATE_DOCS=1` rewrites
+the pages from a fresh run instead. The curl sessions need curl and jq.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from support.processes import ROOT
+from support.project import fresh_project, main_py, plain_adk, plain_env, ticket_in
+from support.servers import APP, LUNCH, web_server
+from support.transcripts import Session, blocks, normalize, run, update, updating
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "README.md"]
+SESSIONS = {name: (page, steps) for page in PAGES if page.exists() for name, steps in blocks(page).items()}
+HOME_SHOWN = "~/long-running-agent"
+# The tokens the docs show (README, "Configuration"): choose your own.
+DOC_APPROVERS = "bob:change-me-bob,carol:change-me-carol,alice:change-me-alice"
+
+
+def check(name: str, session: Session) -> None:
+    page, expected = SESSIONS[name]
+    actual = run(expected, session)
+    if updating():
+        update(page, name, actual)
+        return
+    for want, got in zip(expected, actual, strict=True):
+        assert normalize(got.output) == normalize(want.output), (
+            f"{page.name}, session {name}, `$ {want.command}` printed:\n{got.output}\n\n"
+            "Run UPDATE_DOCS=1 .venv/bin/python -m pytest tests/test_docs.py to refresh the page."
+        )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A fresh clone's folder (with the project's venv) and a HOME with no settings."""
+    project = fresh_project(tmp_path)
+    (project / ".venv").symlink_to(ROOT / ".venv")
+    yield project, tmp_path / "home"
+
+
+def test_every_session_in_the_docs_is_checked():
+    checked = {"adk-web-approve", "memory-store-approve", "ticket-history", "http-api", "http-api-errors"}
+    assert set(SESSIONS) == checked, "a session in the docs has no test, or a test lost its session"
+
+
+def test_every_picture_the_docs_show_exists():
+    for page in PAGES:
+        for target in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", page.read_text()):
+            assert (page.parent / target).is_file(), f"{page.name} shows {target}, which is missing"
+
+
+def test_readme_approval_of_a_plain_adk_web_ticket(project):
+    folder, home = project
+    with plain_adk("api_server", folder, home) as adk:
+        ticket = _request(adk.base_url, "alice")
+        check("adk-web-approve", Session(folder, plain_env(home), ticket, {str(folder): HOME_SHOWN}))
+
+
+def test_docs_approval_of_a_conversation_kept_in_another_process(project):
+    folder, home = project
+    with plain_adk("api_server", folder, home, "--session_service_uri", "memory://") as adk:
+        ticket = _request(adk.base_url, "alice")
+        check("memory-store-approve", Session(folder, plain_env(home), ticket, {str(folder): HOME_SHOWN}))
+
+
+def test_docs_ticket_history(project):
+    folder, home = project
+    requested = main_py(folder, home, "request", LUNCH, "--user", "alice")
+    ticket = re.search(r"Ticket (T-[0-9a-f]+) is pending", requested.stdout)
+    assert ticket, requested.stdout + requested.stderr
+    check("ticket-history", Session(folder, plain_env(home), ticket.group(1), {str(folder): HOME_SHOWN}))
+
+
+@pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq")),
+                    reason="the curl sessions need curl and jq: apt-get install -y curl jq")
+def test_docs_http_api_walkthrough(tmp_path):
+    with web_server(tmp_path, APPROVERS=DOC_APPROVERS) as server:
+        env = os.environ | {"ADK": server.base_url, "HOME": str(tmp_path / "home")}
+        port = server.base_url.rsplit(":", 1)[1]
+        session = Session(tmp_path, env, None, {f"127.0.0.1:{port}": "127.0.0.1:8000"})
+        check("http-api", session)
+        check("http-api-errors", session)
+
+
+def _request(base_url: str, user: str) -> str:
+    """Ask for $250 over ADK's API, as the dev UI does; returns the ticket id."""
+    session = httpx.post(f"{base_url}/apps/{APP}/users/{user}/sessions", json={}, timeout=30).json()["id"]
+    answer = httpx.post(f"{base_url}/run", timeout=60, json={
+        "appName": APP, "userId": user, "sessionId": session,
+        "newMessage": {"role": "user", "parts": [{"text": LUNCH}]},
+    })
+    texts = [p.get("text", "") for e in answer.json() for p in (e.get("content") or {}).get("parts", [])]
+    return ticket_in(" ".join(texts))
+
