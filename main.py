@@ -13,6 +13,7 @@ The approver CLI (long_running_agent/cli.py; each command is a fresh process):
     python main.py show T-...
     python main.py deliver T-...        # deliver a decision whose delivery did not finish
     python main.py settle T-... --approver bob   # its conversation is gone: pay (or close) it
+    python main.py migrate              # bring the database to this version's schema
 """
 
 from __future__ import annotations

@@ -30,12 +30,13 @@ from .ledger import (
     TicketStatus,
 )
 from .ledger.inputs import InputError, name, printable
+from .ledger.migrate import SchemaBehind
 from .paging import DEFAULT_LIMIT, MAX_LIMIT, Page, PagingError, parse_limit, parse_offset
 from .services import close_services, services
 from .settings import SettingsError
 from .transcript import Transcript, pending_call, tool_response, user_text
 
-COMMANDS = ("request", "inbox", "approve", "reject", "deliver", "settle", "show")
+COMMANDS = ("request", "inbox", "approve", "reject", "deliver", "settle", "show", "migrate")
 
 
 def _age(created: datetime, now: datetime) -> str:
@@ -188,6 +189,16 @@ async def show(args: argparse.Namespace, out: Transcript) -> int:
     return 0
 
 
+async def migrate(args: argparse.Namespace, out: Transcript) -> int:
+    """Bring the database to this version's schema (the server does it on start too)."""
+    before, after = await services().prepare()
+    if before == after:
+        print(f"The database is at schema revision {after}, as this version needs; nothing to do.")
+    else:
+        print(f"Upgraded the database from schema revision {before or 'none'} to {after}.")
+    return 0
+
+
 # --- arguments and errors ----------------------------------------------------------
 
 
@@ -222,6 +233,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     settling.add_argument("--approver", required=True, help="who settles it")
     showing = commands.add_parser("show", help="a ticket and its history")
     showing.add_argument("ticket")
+    commands.add_parser("migrate", help="bring the database to this version's schema")
 
 
 def explain(error: LedgerError) -> str:
@@ -241,7 +253,7 @@ def explain(error: LedgerError) -> str:
 
 
 HANDLERS = {"request": request, "inbox": inbox, "approve": decide, "reject": decide,
-            "deliver": deliver_decision, "settle": settle, "show": show}
+            "deliver": deliver_decision, "settle": settle, "show": show, "migrate": migrate}
 
 
 def run(args: argparse.Namespace, command: Callable[[argparse.Namespace, Transcript], Coroutine[Any, Any, int]]) -> int:
@@ -259,7 +271,7 @@ def run(args: argparse.Namespace, command: Callable[[argparse.Namespace, Transcr
     except LedgerError as error:
         print(f"error: {explain(error)}", file=sys.stderr)
         return 1
-    except (SettingsError, InputError) as error:
+    except (SettingsError, InputError, SchemaBehind) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except Exception as error:  # a database or model outage: one line, no traceback

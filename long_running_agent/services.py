@@ -19,10 +19,11 @@ from datetime import datetime
 
 from google.adk.apps import App
 from google.adk.runners import Runner
-from google.adk.sessions import BaseSessionService
+from google.adk.sessions import BaseSessionService, DatabaseSessionService
 
 from .ledger import Ledger, utc_now
 from .ledger.engine import session_service
+from .ledger.migrate import startup_lock
 from .settings import Settings, settings
 
 Clock = Callable[[], datetime]
@@ -34,7 +35,7 @@ class Services:
     def __init__(self, settings: Settings, clock: Clock, app: App | None) -> None:
         self.settings = settings
         self.clock = clock
-        self.ledger = Ledger(settings.database_url, clock=clock)
+        self.ledger = Ledger(settings.database_url, clock=clock, auto_migrate=settings.auto_migrate)
         self.configured_app = app
         self._app = app
         self._sessions: BaseSessionService | None = None
@@ -77,6 +78,19 @@ class Services:
         if database_url not in self._ledgers:
             self._ledgers[database_url] = Ledger(database_url, clock=self.clock)
         return self._ledgers[database_url]
+
+    async def prepare(self) -> tuple[str | None, str]:
+        """Ready the database before serving: the ledger's migrations and ADK's session tables.
+
+        Under the database's start-up lock (ledger/migrate.py), so replicas that
+        start together take turns instead of creating the same tables at once.
+        """
+        async with startup_lock(self.ledger.engine):
+            moved = await self.ledger.prepare()
+            sessions = self.sessions
+            if isinstance(sessions, DatabaseSessionService):
+                await sessions.prepare_tables()
+        return moved
 
     def runner(self, sessions: BaseSessionService | None = None, app: App | None = None) -> Runner:
         """A runner of `app` (default: this app) on `sessions` (default: the app's store)."""

@@ -36,6 +36,7 @@ class Settings:
     trusted_user_header: str | None
     production: bool
     daily_auto_approval_limit: Decimal
+    auto_migrate: bool = True
     model: ModelSettings = field(default_factory=lambda: ModelSettings(None, None))
 
 
@@ -171,4 +172,5 @@ def load_settings() -> Settings:
         trusted_user_header=header,
         production=production,
         daily_auto_approval_limit=_dollars_or_zero("DAILY_AUTO_APPROVAL_LIMIT", "250", high="10000000"),
+        auto_migrate=os.getenv("AUTO_MIGRATE", "").strip() == "" or _flag("AUTO_MIGRATE"),
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import event, inspect, text
+from sqlalchemy import event, text
 from support.tickets import APP, open_tickets
 
 from long_running_agent.ledger import Ledger, TicketStatus
@@ -167,30 +167,6 @@ async def test_inbox_queries_read_indexes_and_count_from_them_alone(db_url):
         assert sorted_apart == []
     finally:
         await ledger.close()
-
-
-async def test_a_database_from_before_these_indexes_gets_them(db_url):
-    ledger = Ledger(db_url)
-    try:
-        await ledger.count()  # makes the schema
-        new = ["ix_approval_tickets_status_created_id", "ix_approval_tickets_decided",
-               "ix_approval_tickets_status_expires", "ix_approval_tickets_undelivered"]
-        async with ledger.engine.begin() as conn:
-            for name in new:
-                await conn.execute(text(f"DROP INDEX {name}"))
-    finally:
-        await ledger.close()
-
-    reopened = Ledger(db_url)
-    try:
-        await reopened.count()
-        async with reopened.engine.connect() as conn:
-            existing = await conn.run_sync(
-                lambda sync: {index["name"] for index in inspect(sync).get_indexes("approval_tickets")}
-            )
-        assert set(new) <= existing
-    finally:
-        await reopened.close()
 
 
 @pytest.mark.parametrize("page, shown", [

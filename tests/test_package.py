@@ -121,3 +121,22 @@ def test_daily_auto_approval_limit_is_dollars_and_zero_is_allowed(monkeypatch, v
             load_settings()
     else:
         assert load_settings().daily_auto_approval_limit == limit
+
+
+def test_every_file_the_package_reads_is_in_its_package_data():
+    """An installed copy (pip install .) has the inbox's files and the migrations, not only the modules."""
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    package = ROOT / "long_running_agent"
+    missing = []
+    for path in package.rglob("*"):
+        if path.is_dir() or "__pycache__" in path.parts:
+            continue
+        if path.suffix == ".py" and (path.parent / "__init__.py").exists():
+            continue  # a module of a package: setuptools finds it
+        owner = next(p for p in [path.parent, *path.parent.parents] if (p / "__init__.py").exists())
+        patterns = declared.get(".".join(owner.relative_to(ROOT).parts), [])
+        if not any(path.relative_to(owner).match(pattern) for pattern in patterns):
+            missing.append(str(path.relative_to(ROOT)))
+    assert missing == [], "add these to [tool.setuptools.package-data] in pyproject.toml"

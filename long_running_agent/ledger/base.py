@@ -1,4 +1,4 @@
-"""What every part of the ledger stands on: an engine, a clock, and the tables made on first use."""
+"""What every part of the ledger stands on: an engine, a clock, and tables at this code's schema."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from .engine import create_engine
+from .migrate import SchemaBehind, current, head, migrate
 from .records import utc_now
-from .schema import Base, create_missing_indexes
 
 if TYPE_CHECKING:
     from .locks import ConversationLocks
@@ -25,8 +25,9 @@ def new_id(prefix: str) -> str:
 class LedgerBase:
     """One database (a SQLite file or PostgreSQL) and the clock that dates everything in it."""
 
-    def __init__(self, url: str, *, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(self, url: str, *, clock: Callable[[], datetime] = utc_now, auto_migrate: bool = True) -> None:
         self.url = url
+        self.auto_migrate = auto_migrate
         self.engine = create_engine(url)
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         self._clock = clock
@@ -47,15 +48,21 @@ class LedgerBase:
         return self._locks
 
     async def db(self) -> AsyncSession:
-        """A database session, after making sure the tables exist."""
+        """A database session, once the tables are at this code's schema (migrate.py)."""
         if not self._schema_ready:
             async with self._schema_lock:
                 if not self._schema_ready:
-                    async with self.engine.begin() as conn:
-                        await conn.run_sync(Base.metadata.create_all)
-                        await conn.run_sync(create_missing_indexes)
-                    self._schema_ready = True
+                    await self.prepare()
         return self._sessions()
+
+    async def prepare(self) -> tuple[str | None, str]:
+        """Bring the tables to this code's schema, or refuse (AUTO_MIGRATE=false); returns (from, to)."""
+        found = await current(self.engine)
+        if found != head() and not self.auto_migrate:
+            raise SchemaBehind(found, head())
+        moved = await migrate(self.engine) if found != head() else (found, found)
+        self._schema_ready = True
+        return moved
 
     async def ping(self) -> None:
         """Reach the database (for /health): raises if it cannot be reached."""

@@ -2,7 +2,8 @@
 
 The invariants live here, as constraints the database enforces: a payout is
 UNIQUE per ticket and per tool call, a payout made without approval is UNIQUE
-per requester, day and purpose. The indexes serve the inbox's queries.
+per requester, day and purpose. The indexes serve the inbox's queries. A change
+here needs a migration (ledger/migrations/); a test checks that they agree.
 """
 
 from __future__ import annotations
@@ -10,15 +11,20 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Date, DateTime, ForeignKey, Index, Integer, String, UniqueConstraint, text
+from sqlalchemy import Date, DateTime, ForeignKey, Index, Integer, MetaData, String, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.schema import CreateIndex
 
 from .records import Conversation
 
 
 class Base(DeclarativeBase):
-    pass
+    # Named constraints, so a migration can name what it changes (Alembic's advice).
+    metadata = MetaData(naming_convention={
+        "ix": "ix_%(column_0_label)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    })
 
 
 # Decided (every move out of pending sets decided_at) but not yet delivered.
@@ -147,14 +153,3 @@ def in_conversation(conversation: Conversation) -> Any:
         & (TicketRow.user_id == conversation.user_id)
         & (TicketRow.session_id == conversation.session_id)
     )
-
-
-def create_missing_indexes(conn: Any) -> None:
-    # create_all skips a table that exists, and with it any index declared on
-    # it since: a database made by an older version gets its new indexes here.
-    # Looked up first (a catalog read, no lock on the table); IF NOT EXISTS
-    # for two processes starting at once.
-    for table in Base.metadata.sorted_tables:
-        for index in table.indexes:
-            if index.name and not conn.dialect.has_index(conn, table.name, index.name):
-                conn.execute(CreateIndex(index, if_not_exists=True))

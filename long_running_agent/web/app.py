@@ -79,6 +79,9 @@ def create_app(config: Settings | None = None, *, host: str = "127.0.0.1", port:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         services().use_sessions(sessions)
+        # The schema before the first request, under the database's start-up
+        # lock: replicas that start together take turns.
+        await services().prepare()
         sweeper = asyncio.create_task(sweep_forever(config.sweep_interval.total_seconds()))
         yield
         sweeper.cancel()

@@ -49,6 +49,15 @@ def web_server(
     `database_url` defaults to a SQLite file in `directory`; several servers
     given the same one are replicas. `settings` are extra environment variables.
     """
+    with web_servers(directory, 1, database_url=database_url, name=name, **settings) as [server]:
+        yield server
+
+
+@contextmanager
+def web_servers(
+    directory: Path, count: int, *, database_url: str | None = None, name: str = "replica", **settings: str
+) -> Iterator[list[WebServer]]:
+    """Start `count` servers on one database at the same moment; the block runs once all serve."""
     home = directory / "home"
     (home / ".adk").mkdir(parents=True, exist_ok=True)
     # Answers the dev UI's telemetry question, so its consent dialog stays closed.
@@ -65,36 +74,52 @@ def web_server(
         "GEMINI_API_KEY": "",
         "PYTHONUNBUFFERED": "1",
     } | settings
-    log = directory / f"{name}.log"
-    for _attempt in range(3):
-        port = free_port()
-        with log.open("w") as out:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "long_running_agent.web", "--port", str(port)],
-                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-            )
-        base_url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while process.poll() is None and time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base_url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        if process.poll() is None:
-            break
-        if "address already in use" not in log.read_text().lower():
-            pytest.fail(f"the web server exited early:\n{log.read_text()[-3000:]}")
-    else:
-        pytest.fail(f"no free port for the web server:\n{log.read_text()[-3000:]}")
+    logs = [directory / (f"{name}.log" if count == 1 else f"{name}-{i}.log") for i in range(count)]
+    running: list[tuple[subprocess.Popen[bytes], str]] = []
     try:
-        yield WebServer(base_url, database_url, log)
+        launched = [_launch(env, log) for log in logs]  # all at once, before any is waited for
+        for log, (process, base_url) in zip(logs, launched, strict=True):
+            for _attempt in range(3):
+                running.append((process, base_url))
+                if _serves(process, base_url, log):
+                    break
+                running.pop()
+                process, base_url = _launch(env, log)  # its port was taken meanwhile: another one
+            else:
+                pytest.fail(f"no free port for the web server:\n{log.read_text()[-3000:]}")
+        yield [WebServer(base_url, database_url, log) for (_process, base_url), log in zip(running, logs, strict=True)]
     finally:
-        process.terminate()
+        for process, _base_url in running:
+            process.terminate()
+        for process, _base_url in running:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _launch(env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "long_running_agent.web", "--port", str(port)],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )
+    return process, f"http://127.0.0.1:{port}"
+
+
+def _serves(process: subprocess.Popen[bytes], base_url: str, log: Path) -> bool:
+    """Wait until the server answers /health; False if its port was taken, a failed test otherwise."""
+    deadline = time.monotonic() + 60
+    while process.poll() is None and time.monotonic() < deadline:
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
+            if httpx.get(f"{base_url}/health", timeout=1).status_code == 200:
+                return True
+        except httpx.TransportError:
+            time.sleep(0.1)
+    if process.poll() is None:
+        pytest.fail(f"the web server did not answer /health within 60 s:\n{log.read_text()[-3000:]}")
+    if "address already in use" in log.read_text().lower():
+        return False
+    pytest.fail(f"the web server exited early:\n{log.read_text()[-3000:]}")

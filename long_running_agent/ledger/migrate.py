@@ -1,0 +1,159 @@
+"""The database at the schema this code needs: Alembic migrations, one process at a time.
+
+The ledger's tables change by migrations (`ledger/migrations/versions/`), run
+on start: by `python main.py migrate`, by `make web` before it serves, and by
+any process on its first use of the ledger. Each upgrade is one transaction:
+it completes, or nothing changed. With `AUTO_MIGRATE=false` a database that is
+behind is refused instead, with the command that upgrades it.
+
+Processes that start together (replicas on one PostgreSQL database) take
+turns: a PostgreSQL advisory lock, or a lock file beside a SQLite file, is held
+while the ledger is migrated and ADK's session tables are created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+from collections.abc import AsyncIterator
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import event, inspect, text
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+# Any fixed number: the key of this app's advisory lock on PostgreSQL.
+ADVISORY_LOCK_KEY = 2_024_113_001
+
+
+class SchemaBehind(Exception):
+    """The database is at an older schema, and this process may not upgrade it."""
+
+    def __init__(self, current: str | None, head: str) -> None:
+        self.current, self.head = current, head
+        super().__init__(
+            f"The database is at schema revision {current or 'none'}; this version needs {head}. "
+            "Upgrade it with: python main.py migrate (or set AUTO_MIGRATE=true)."
+        )
+
+
+def config() -> Config:
+    cfg = Config(str(MIGRATIONS / "alembic.ini"))
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
+
+
+def head() -> str:
+    revision = ScriptDirectory.from_config(config()).get_current_head()
+    assert revision is not None
+    return revision
+
+
+def _current(connection: Connection) -> str | None:
+    revision = MigrationContext.configure(connection).get_current_revision()
+    if revision is None and inspect(connection).has_table("approval_tickets"):
+        return "0001"  # made by release 0.1, which created its tables itself
+    return revision
+
+
+def _upgrade(connection: Connection) -> tuple[str | None, str]:
+    cfg = config()
+    cfg.attributes["connection"] = connection
+    before = MigrationContext.configure(connection).get_current_revision()
+    found = _current(connection)
+    if found is not None and found != before:
+        command.stamp(cfg, found)  # mark release 0.1's tables as what they are
+    command.upgrade(cfg, "head")
+    return found, head()
+
+
+async def current(engine: AsyncEngine) -> str | None:
+    async with engine.connect() as connection:
+        return await connection.run_sync(_current)
+
+
+async def migrate(engine: AsyncEngine) -> tuple[str | None, str]:
+    """Upgrade the ledger's tables to this code's schema, in one transaction; returns (from, to)."""
+    async with startup_lock(engine):
+        migrating = _transactional(engine)
+        try:
+            async with migrating.begin() as connection:
+                return await connection.run_sync(_upgrade)
+        finally:
+            if migrating is not engine:
+                await migrating.dispose()
+
+
+def _transactional(engine: AsyncEngine) -> AsyncEngine:
+    """An engine whose transactions hold DDL too: on SQLite, a separate one that says BEGIN itself.
+
+    Python's sqlite3 driver opens a transaction only before INSERT, UPDATE or
+    DELETE, so a CREATE or DROP would commit at once and a failed upgrade would
+    stop halfway. SQLAlchemy's documented remedy: let the driver begin nothing
+    and emit BEGIN (IMMEDIATE: take the write lock first) on every begin.
+    """
+    database = engine.url.database
+    if engine.url.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return engine  # an in-memory database is this engine's own, and thrown away anyway
+    migrating = create_async_engine(engine.url, poolclass=NullPool, connect_args={"timeout": 30})
+
+    @event.listens_for(migrating.sync_engine, "connect")
+    def _no_implicit_transactions(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+    @event.listens_for(migrating.sync_engine, "begin")
+    def _begin(connection: Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return migrating
+
+
+_holding: ContextVar[bool] = ContextVar("holding_startup_lock", default=False)
+
+
+@contextlib.asynccontextmanager
+async def startup_lock(engine: AsyncEngine) -> AsyncIterator[None]:
+    """Hold the database's start-up lock: one process at a time changes its schema (re-entrant)."""
+    if _holding.get():
+        yield
+        return
+    token = _holding.set(True)
+    try:
+        async with _locked(engine):
+            yield
+    finally:
+        _holding.reset(token)
+
+
+@contextlib.asynccontextmanager
+async def _locked(engine: AsyncEngine) -> AsyncIterator[None]:
+    url = engine.url
+    if url.get_backend_name() == "postgresql":
+        async with engine.connect() as holder:
+            await holder.execute(text("SELECT pg_advisory_lock(:key)"), {"key": ADVISORY_LOCK_KEY})
+            try:
+                yield
+            finally:
+                await holder.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": ADVISORY_LOCK_KEY})
+        return
+    database = make_url(url).database
+    if not database or database == ":memory:":
+        yield  # only this process can see an in-memory database
+        return
+    lock = open(os.path.abspath(database) + ".lock", "a")  # noqa: SIM115 (held across the yield)
+    try:
+        await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()

@@ -1,0 +1,176 @@
+"""Schema migrations: a database made by release 0.1 upgrades and keeps working; nothing stops halfway.
+
+`tests/fixtures/release_0_1.*.sql` are dumps of databases that release 0.1
+(commit 2488170) made by itself: `python main.py` (a paid ticket) and
+`python main.py request` (a pending one), on SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+import asyncpg
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy.engine import Connection
+from support.models import ledger_at
+from support.processes import ROOT, run
+
+from long_running_agent.ledger import migrate
+from long_running_agent.ledger.records import utc_now
+from long_running_agent.ledger.schema import Base
+from long_running_agent.services import Services, close_services
+from long_running_agent.settings import settings
+
+FIXTURES = ROOT / "tests" / "fixtures"
+LEDGER_TABLES = set(Base.metadata.tables)
+
+
+def load_release_0_1(url: str) -> None:
+    """Fill the empty database at `url` with what release 0.1 left in it."""
+    if url.startswith("sqlite"):
+        path = url.split(":///", 1)[1]
+        with sqlite3.connect(path) as db:
+            db.executescript((FIXTURES / "release_0_1.sqlite.sql").read_text())
+        return
+
+    async def load() -> None:
+        connection = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+        try:
+            await connection.execute((FIXTURES / "release_0_1.postgres.sql").read_text())
+        finally:
+            await connection.close()
+
+    asyncio.run(load())
+
+
+def _differences(connection: Connection) -> list[object]:
+    context = MigrationContext.configure(connection, opts={"compare_type": True})
+    return [d for d in compare_metadata(context, Base.metadata) if _names_a_ledger_table(d)]
+
+
+def _names_a_ledger_table(difference: object) -> bool:
+    text = repr(difference)
+    return any(f"'{table}'" in text or f"name='{table}'" in text for table in LEDGER_TABLES)
+
+
+async def _schema_differences(url: str) -> list[object]:
+    async with ledger_at(url).engine.connect() as connection:
+        return await connection.run_sync(_differences)
+
+
+async def test_the_migrations_build_exactly_the_tables_the_code_declares(db_url):
+    assert await ledger_at(db_url).prepare() == (None, migrate.head())
+
+    assert await _schema_differences(db_url) == [], "ledger/schema.py and ledger/migrations/ disagree; add a migration"
+
+
+def test_a_release_0_1_database_upgrades_and_its_pending_ticket_pays_once(db_url):
+    load_release_0_1(db_url)
+
+    upgraded = run("migrate", url=db_url)
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert f"from schema revision 0001 to {migrate.head()}" in upgraded.stdout
+    assert asyncio.run(_closing(_schema_differences(db_url))) == [], "an upgraded database differs from a new one"
+
+    inbox = run("inbox", url=db_url)
+    [pending] = re.findall(r"^(T-[0-9a-f]{12}) +alice +\$480\.00", inbox.stdout, re.M)
+    approved = run("approve", pending, "--approver", "bob", url=db_url)
+    assert approved.returncode == 0, approved.stderr
+    assert f"Payouts for {pending}: 1" in approved.stdout and "was paid" in approved.stdout
+    again = run("approve", pending, "--approver", "carol", url=db_url)
+    assert again.returncode == 1 and "already approved by bob" in again.stderr
+
+    history = run("show", pending, url=db_url).stdout
+    assert [a for a in re.findall(r"^\s+\S+ \S+\s+(\w+)\s+by", history, re.M)] == [
+        "requested", "approved", "paid", "delivered"]
+    # What 0.1 recorded before the upgrade is all still there.
+    [paid_by_0_1] = [t for t in _paid_tickets(db_url) if t != pending]
+    paid_before = run("show", paid_by_0_1, url=db_url).stdout
+    assert "Paid: P-" in paid_before and "requested" in paid_before
+
+
+async def _closing(work):
+    try:
+        return await work
+    finally:
+        await close_services()
+
+
+def _paid_tickets(url: str) -> list[str]:
+    async def find() -> list[str]:
+        try:
+            return [p.ticket_id for p in await ledger_at(url).payouts() if p.ticket_id]
+        finally:
+            await close_services()
+
+    return asyncio.run(find())
+
+
+def test_a_database_behind_is_refused_with_the_command_when_auto_migrate_is_off(sqlite_url, monkeypatch):
+    load_release_0_1(sqlite_url)
+    monkeypatch.setenv("AUTO_MIGRATE", "false")
+
+    refused = run("inbox", url=sqlite_url)
+
+    assert refused.returncode == 1
+    assert "schema revision 0001" in refused.stderr and "python main.py migrate" in refused.stderr
+    with sqlite3.connect(sqlite_url.split(":///", 1)[1]) as db:
+        assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'alembic_version'").fetchone() == (0,)
+
+
+FAILING = '''
+"""A revision that fails halfway, for the test."""
+import sqlalchemy as sa
+from alembic import op
+
+revision = "9999"
+down_revision = "{head}"
+
+
+def upgrade():
+    op.create_table("halfway", sa.Column("id", sa.Integer, primary_key=True))
+    op.add_column("approval_tickets", sa.Column("halfway", sa.Integer))
+    raise RuntimeError("the upgrade failed here")
+'''
+
+
+async def test_an_upgrade_that_fails_changes_nothing(db_url, tmp_path, monkeypatch):
+    scripts = tmp_path / "migrations"
+    shutil.copytree(migrate.MIGRATIONS, scripts)
+    (scripts / "versions" / "9999_halfway.py").write_text(FAILING.format(head=migrate.head()))
+    ledger = ledger_at(db_url)
+    await ledger.prepare()
+    before = migrate.head()
+    monkeypatch.setattr(migrate, "MIGRATIONS", Path(scripts))
+
+    with pytest.raises(RuntimeError, match="failed here"):
+        await migrate.migrate(ledger.engine)
+
+    async with ledger.engine.connect() as connection:
+        tables = await connection.run_sync(lambda c: set(c.dialect.get_table_names(c)))
+        assert "halfway" not in tables
+        assert await connection.run_sync(lambda c: MigrationContext.configure(c).get_current_revision()) == before
+        columns = await connection.run_sync(lambda c: c.dialect.get_columns(c, "approval_tickets"))
+    assert "halfway" not in {column["name"] for column in columns}
+
+
+async def test_processes_that_prepare_one_empty_database_at_once_take_turns(db_url):
+    """What replicas started together do (tests/test_replicas.py runs real ones)."""
+    replicas = [Services(settings(), utc_now, None) for _ in range(4)]
+    try:
+        moved = await asyncio.gather(*(replica.prepare() for replica in replicas))
+        # Each sees every table: its ledger reads and ADK's store answers.
+        for replica in replicas:
+            assert await replica.ledger.payouts() == []
+            assert (await replica.sessions.list_sessions(app_name="long_running_agent", user_id="alice")).sessions == []
+    finally:
+        for replica in replicas:
+            await replica.close()
+
+    assert sorted(moved, key=lambda m: m[0] or "") == [(None, migrate.head())] + [(migrate.head(), migrate.head())] * 3
