@@ -11,6 +11,7 @@ name, as ADK's human-in-the-loop sample does.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from google.adk.agents import LlmAgent
@@ -22,6 +23,8 @@ from google.adk.tools import LongRunningFunctionTool, ToolContext
 
 from long_running_agent.agent import instruction
 
+from .environment import OFFLINE_MODEL
+
 APP_NAME = "seed_baseline"
 
 
@@ -32,23 +35,8 @@ class Bank:
         self.payouts: Counter[str] = Counter()
 
 
-def seed_agent(bank: Bank) -> LlmAgent:
-    def ask_for_approval(purpose: str, amount: float, tool_context: ToolContext) -> dict[str, Any]:
-        """Ask a manager to approve a reimbursement above the limit.
-
-        Args:
-            purpose: What the expense was for.
-            amount: The amount in US dollars.
-
-        Returns:
-            The ticket, with status "pending" until a manager decides.
-        """
-        return {
-            "status": "pending",
-            "ticket_id": f"ticket-{tool_context.function_call_id}",
-            "purpose": purpose,
-            "amount": amount,
-        }
+def paying_reimburse(bank: Bank) -> Callable[..., dict[str, Any]]:
+    """The baseline's `reimburse`: pays whatever it is asked to, counting each payout in `bank`."""
 
     def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> dict[str, Any]:
         """Pay an expense back to the employee.
@@ -69,11 +57,32 @@ def seed_agent(bank: Bank) -> LlmAgent:
             "amount": amount,
         }
 
+    return reimburse
+
+
+def seed_agent(bank: Bank) -> LlmAgent:
+    def ask_for_approval(purpose: str, amount: float, tool_context: ToolContext) -> dict[str, Any]:
+        """Ask a manager to approve a reimbursement above the limit.
+
+        Args:
+            purpose: What the expense was for.
+            amount: The amount in US dollars.
+
+        Returns:
+            The ticket, with status "pending" until a manager decides.
+        """
+        return {
+            "status": "pending",
+            "ticket_id": f"ticket-{tool_context.function_call_id}",
+            "purpose": purpose,
+            "amount": amount,
+        }
+
     return LlmAgent(
         name="expense_agent",
-        model="offline-expense-model",
+        model=OFFLINE_MODEL,
         instruction=instruction,
-        tools=[LongRunningFunctionTool(func=ask_for_approval), reimburse],
+        tools=[LongRunningFunctionTool(func=ask_for_approval), paying_reimburse(bank)],
     )
 
 

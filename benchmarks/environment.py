@@ -46,9 +46,9 @@ def configure() -> None:
     ))
 
 
-def child_env() -> dict[str, str]:
-    """The environment for a process the benchmark starts: the same pinned settings."""
-    return {k: v for k, v in os.environ.items() if k not in UNSET} | PINNED
+def child_env(**settings: str) -> dict[str, str]:
+    """The environment for a process the benchmark starts: the same pinned settings, plus `settings`."""
+    return {k: v for k, v in os.environ.items() if k not in UNSET} | PINNED | settings
 
 
 def machine() -> dict[str, str | int]:

@@ -5,6 +5,10 @@ A `System` is one agent on one store. Both systems run the same steps:
 approver's decision is delivered as the FunctionResponse for that call, and
 the agent pays), and `duplicate` (the same approval delivered a second time).
 
+The third system, `confirmation`, is ADK's own tool confirmation
+(confirmation.py): its pending call is ADK's `adk_request_confirmation`, and
+its client approves with `{"confirmed": true}` instead of a ticket's status.
+
 This project's system is the app as shipped: `build_app()` (the `App`
 with its ApprovalGuard plugin, sessions in `DatabaseSessionService`) and the
 ledger at the same URL. On the in-memory store it runs with ADK's
@@ -35,13 +39,15 @@ from long_running_agent.services import close_services, services, use_app
 from long_running_agent.settings import Settings, settings, use_settings
 
 from .baseline import Bank, seed_runner, stock_session_service
+from .confirmation import CONFIRMATION_CALL, CONFIRMED, confirmation_runner
 from .environment import OFFLINE_MODEL
 from .metering import ModelMeter, metered
 
 MEMORY_LEDGER_URL = "sqlite+aiosqlite://"
 REQUEST = "Please reimburse $250.00 for the team offsite lunch."
 APPROVER = "bob"
-OURS, SEED = "ours", "seed"
+OURS, SEED, CONFIRMATION = "ours", "seed", "confirmation"
+SYSTEMS = (OURS, SEED, CONFIRMATION)
 
 
 @dataclass
@@ -105,14 +111,14 @@ class System:
         if self.ledger is not None:
             delivery = await decide_and_deliver(pending.ticket_id, approver=APPROVER, approve=True)
             return delivery.events
-        return await self._run(pending.user_id, pending.session_id, self._seed_approval(pending))
+        return await self._run(pending.user_id, pending.session_id, self._client_approval(pending))
 
     async def duplicate(self, pending: Pending) -> list[Event]:
         """Deliver the same approval again, exactly as the application sent it."""
         if self.ledger is not None:
             ticket = await self.ledger.get(pending.ticket_id)
             return await self._run(pending.user_id, pending.session_id, decision_message(ticket))
-        return await self._run(pending.user_id, pending.session_id, self._seed_approval(pending))
+        return await self._run(pending.user_id, pending.session_id, self._client_approval(pending))
 
     async def payouts(self, pending: Pending) -> int:
         if self.ledger is not None:
@@ -133,10 +139,13 @@ class System:
             await service.db_engine.dispose()
         await close_services()
 
-    def _seed_approval(self, pending: Pending) -> types.Content:
-        response = types.FunctionResponse(
-            id=pending.call.id, name=pending.call.name, response={**pending.response, "status": "approved"}
-        )
+    def _client_approval(self, pending: Pending) -> types.Content:
+        """The approval as the client sends it: the seed's approved ticket, or ADK's confirmation."""
+        if pending.call.name == CONFIRMATION_CALL:
+            answer = dict(CONFIRMED)
+        else:
+            answer = {**pending.response, "status": "approved"}
+        response = types.FunctionResponse(id=pending.call.id, name=pending.call.name, response=answer)
         return types.Content(role="user", parts=[types.Part(function_response=response)])
 
     async def _run(self, user_id: str, session_id: str, message: types.Content) -> list[Event]:
@@ -177,5 +186,12 @@ def open_seed(store: str, url: str | None) -> System:
     return System(SEED, store, runner, metered(runner), bank=bank)
 
 
+def open_confirmation(store: str, url: str | None) -> System:
+    """ADK's tool confirmation on ADK's stock session service for `store`."""
+    bank = Bank()
+    runner = confirmation_runner(bank, stock_session_service(store, url))
+    return System(CONFIRMATION, store, runner, metered(runner), bank=bank)
+
+
 def open_system(name: str, store: str, url: str | None) -> System:
-    return (open_ours if name == OURS else open_seed)(store, url)
+    return {OURS: open_ours, SEED: open_seed, CONFIRMATION: open_confirmation}[name](store, url)

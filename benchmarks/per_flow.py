@@ -4,9 +4,10 @@ All configurations are open together and take turns: each repeat runs a batch
 of flows in a row on every configuration before the next repeat starts, so a
 burst of noise on this shared machine lands on all of them alike. A batch's
 figure is its mean flow time; a configuration's figure is the median of its
-batches. After the timed repeats, one more flow per configuration is approved
-a second time (the same FunctionResponse, resent) to count what a duplicate
-approval costs.
+batches. After the timed repeats, one more flow per configuration counts the
+model calls of its request and of its approval, then is approved a second
+time (the same FunctionResponse, resent) to count what a duplicate approval
+costs.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .flows import OURS, SEED, Pending, System, open_system
+from .flows import SYSTEMS, Pending, System, open_system
 from .stores import Stores
 
 
@@ -22,7 +23,7 @@ async def measure_per_flow(
     stores: Stores, *, repeats: int, flows_per_repeat: int, warmup_flows: int
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     systems: list[System] = []
-    for name in (OURS, SEED):
+    for name in SYSTEMS:
         for store in stores.kinds:
             systems.append(open_system(name, store, await stores.fresh(store)))
     batches: dict[int, list[tuple[float, float, float]]] = {i: [] for i in range(len(systems))}
@@ -52,7 +53,7 @@ async def measure_per_flow(
             if payouts != [1] * len(payouts):
                 raise RuntimeError(f"{system.name}/{system.store}: payouts per flow {set(payouts)}, expected 1")
             calls, sent = system.meter.total_calls, system.meter.total_bytes
-            duplicate = await _duplicate_cost(system, counter + 1 + i)
+            counted = await _counted_flow(system, counter + 1 + i)
             rows.append({
                 "system": system.name,
                 "store": system.store,
@@ -68,7 +69,7 @@ async def measure_per_flow(
                 "flows": len(flows[i]),
                 "model_calls_per_payout": calls / sum(payouts),
                 "request_bytes_per_payout": sent / sum(payouts),
-                **duplicate,
+                **counted,
             })
     finally:
         for system in systems:
@@ -79,24 +80,34 @@ async def measure_per_flow(
     return rows, _cost_summary(per_system_cost)
 
 
-async def _duplicate_cost(system: System, n: int) -> dict[str, int]:
-    pending, _times = await system.flow(n)
+async def _counted_flow(system: System, n: int) -> dict[str, int]:
+    """One flow, phase by phase: model calls of the request and the approval, then a duplicate's cost."""
+    pending = await system.request(f"employee-{n}")
+    asked = system.meter.calls[pending.session_id]
+    await system.approve(pending)
     calls, payouts = system.meter.calls[pending.session_id], await system.payouts(pending)
-    await system.duplicate(pending)
+    events = await system.duplicate(pending)
     return {
+        "request_model_calls": asked,
+        "approval_model_calls": calls - asked,
         "duplicate_extra_model_calls": system.meter.calls[pending.session_id] - calls,
         "duplicate_extra_payouts": await system.payouts(pending) - payouts,
+        # What the client gets back for the duplicate: events, and how many carry text.
+        "duplicate_events": len(events),
+        "duplicate_replies": sum(1 for e in events if e.content and any(p.text for p in e.content.parts or [])),
     }
 
 
 def _cost_summary(per_store: list[dict[str, Any]]) -> dict[str, Any]:
     summary: dict[str, Any] = {"per_store": per_store}
-    for name in (OURS, SEED):
+    for name in SYSTEMS:
         rows = [r for r in per_store if r["system"] == name]
         summary[name] = {
             "model_calls_per_payout": max(r["model_calls_per_payout"] for r in rows),
             "request_bytes_per_payout": statistics.median(r["request_bytes_per_payout"] for r in rows),
-            "duplicate_extra_model_calls": max(r["duplicate_extra_model_calls"] for r in rows),
-            "duplicate_extra_payouts": max(r["duplicate_extra_payouts"] for r in rows),
+            **{key: max(r[key] for r in rows) for key in (
+                "request_model_calls", "approval_model_calls", "duplicate_extra_model_calls",
+                "duplicate_extra_payouts", "duplicate_events", "duplicate_replies",
+            )},
         }
     return summary

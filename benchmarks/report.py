@@ -19,6 +19,9 @@ OUR_STORAGE = {
 }
 
 
+SYSTEMS = ("ours", "seed", "confirmation")
+
+
 def storage(system: str, store: str) -> str:
     return OUR_STORAGE[store] if system == "ours" else SEED_SERVICES[store]
 
@@ -50,7 +53,10 @@ def markdown(results: dict[str, Any]) -> str:
         "`ours` is this project as shipped (the App with its ApprovalGuard, sessions in "
         "DatabaseSessionService, the ledger beside them); `seed` is the seed's pattern: a plain "
         "LongRunningFunctionTool agent on the same model, tools that just answer pending/paid, "
-        "no ledger, no guard, on ADK's stock session services. Our in-memory configuration is "
+        "no ledger, no guard, on ADK's stock session services; `confirmation` is ADK's own tool "
+        "confirmation on the same stock services: one tool, `FunctionTool(reimburse, "
+        "require_confirmation=<amount above the limit>)`, approved by answering ADK's "
+        "`adk_request_confirmation` call with `{\"confirmed\": true}`. Our in-memory configuration is "
         "InMemorySessionService with the ledger on an in-memory SQLite database "
         "(`sqlite+aiosqlite://`).",
         "",
@@ -67,22 +73,30 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "## 1. Model calls and request bytes",
         "",
-        "| System | Model calls per approved payout | Request bytes per approved payout "
-        "| Duplicate approval: extra model calls | Duplicate approval: extra payouts |",
-        "| --- | --- | --- | --- | --- |",
+        "| System | Model calls per approved payout | of which: request + approval "
+        "| Request bytes per approved payout | Duplicate approval: extra model calls "
+        "| Duplicate approval: extra payouts | Duplicate approval: events back (with text) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for system in ("ours", "seed"):
-        c = cost[system]
+    for system in SYSTEMS:
+        c = cost.get(system)
+        if c is None:
+            continue
         lines.append(
-            f"| {system} | {c['model_calls_per_payout']:.2f} | {c['request_bytes_per_payout']:,.0f} "
-            f"| {c['duplicate_extra_model_calls']} | {c['duplicate_extra_payouts']} |"
+            f"| {system} | {c['model_calls_per_payout']:.2f} "
+            f"| {c['request_model_calls']} + {c['approval_model_calls']} "
+            f"| {c['request_bytes_per_payout']:,.0f} "
+            f"| {c['duplicate_extra_model_calls']} | {c['duplicate_extra_payouts']} "
+            f"| {c['duplicate_events']} ({c['duplicate_replies']}) |"
         )
     lines += [
         "",
         "Counted by a plugin's `before_model_callback` over every flow of section 2; a request's "
-        "bytes are its contents, system instruction and tool declarations as JSON. The duplicate "
-        "is the same approval FunctionResponse sent a second time after the flow, on every store "
-        "(the figure is the largest seen).",
+        "bytes are its contents, system instruction and tool declarations as JSON. One more flow "
+        "per configuration counts the model calls of the request and of the approval apart, then "
+        "sends the same approval again (for `confirmation`: the same `{\"confirmed\": true}` "
+        "FunctionResponse to the same `adk_request_confirmation` call), on every store; each "
+        "figure is the largest seen.",
         "",
         "## 2. One flow at a time (request + approval + payout)",
         "",
@@ -141,8 +155,7 @@ def markdown(results: dict[str, Any]) -> str:
         "CPU ms per flow is the process's CPU time (all its threads) while the flows ran, divided "
         "by the flows.",
         "",
-        *_by_backlog("4. Approver inbox with many pending tickets",
-                     "Inbox query ms (first page + count)", results["inbox"]),
+        *_inbox(results["inbox"]),
         "",
         *_by_backlog("5. Resuming one ticket with many pending",
                      "Approve + resume + payout ms", results["resume"]),
@@ -150,7 +163,9 @@ def markdown(results: dict[str, Any]) -> str:
         "The backlog is real rows: one genuine pending request, copied by SQL (ticket, audit row, "
         "session and its events) with new keys, then ANALYZE / VACUUM ANALYZE.",
         "",
-        "## 6. `python main.py`, cold",
+        *_replicas(results.get("replicas") or {}, results["machine"]),
+        "",
+        "## 7. `python main.py`, cold",
         "",
         "| Wall s | Fastest run s | Import main only s | Peak RSS MB | Runs |",
         "| --- | --- | --- | --- | --- |",
@@ -168,6 +183,86 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _inbox(rows: list[dict[str, Any]]) -> list[str]:
+    """Section 4: the inbox's one read per store and size, each query's share, and the plans."""
+    from .inbox import QUERIES
+
+    lines = [
+        "## 4. Approver inbox: the read behind GET /api/approvals",
+        "",
+        "| Store | Pending | Decided | Whole read ms | " + " | ".join(f"{q} ms" for q in QUERIES)
+        + " | Queries without an index |",
+        "| --- | --- | --- | --- | " + " | ".join("---" for _ in QUERIES) + " | --- |",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {STORE_LABELS[row['store']]} | {row['pending']:,} | {row['decided']:,} "
+            f"| {_ms(row['median_s'])} ({row['repeats']}) | "
+            + " | ".join(f"{row['query_ms'][q]:.2f}" for q in QUERIES)
+            + f" | {', '.join(row['unindexed']) or 'none'} |"
+        )
+    lines += [
+        "",
+        "The whole read is `ledger.read_inbox(...)` with the API's defaults, what `GET /api/approvals` "
+        "runs (and `python main.py inbox`, without the recent decisions): the expiry sweep's SELECT, "
+        "50 pending tickets and their total, 50 undelivered decisions and their total, the 10 latest "
+        "decisions. Each query's time is its median at the driver (statement sent to result); the "
+        "rest of the whole read is the ORM, the session and the connection check-out. The store "
+        "holds the decided tickets (delivered long ago, plus 5 whose delivery failed) beside the "
+        "pending ones, all copies of one real ticket row; ANALYZE / VACUUM ANALYZE after each growth.",
+    ]
+    biggest: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row["pending"] >= biggest.get(row["store"], {"pending": -1})["pending"]:
+            biggest[row["store"]] = row
+    for store, row in biggest.items():
+        lines += ["", f"Plans on {STORE_LABELS[store]} at {row['pending']:,} pending "
+                      f"({'EXPLAIN QUERY PLAN' if store == 'sqlite' else 'EXPLAIN'}):", ""]
+        lines += [f"- {query}: `{plan}`" for query, plan in row["plans"].items()]
+    return lines
+
+
+def _replicas(summary: dict[str, Any], machine: dict[str, Any]) -> list[str]:
+    """Section 6: flows/s and CPU per flow with 1 and 2 servers on one PostgreSQL database."""
+    title = ["## 6. Throughput per replica (PostgreSQL)", ""]
+    if not summary:
+        return title + ["Not measured: it needs PostgreSQL."]
+    lines = title + [
+        "| Replicas | Flows/s | Errors | Flow p50 s | Replica CPU ms/flow | PostgreSQL CPU ms/flow "
+        "| Load generator CPU ms/flow | Replicas busy (cores) | Machine busy (cores) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in summary["by_replicas"]:
+        lines.append(
+            f"| {row['replicas']} | {row['flows_per_s']:.1f} ({summary['repeats']}) | {row['errors']} "
+            f"| {row['flow_p50_s']:.2f} | {row['replica_cpu_ms_per_flow']:.0f} "
+            f"| {row['postgres_cpu_ms_per_flow']:.0f} | {row['load_generator_cpu_ms_per_flow']:.0f} "
+            f"| {row['replica_busy_cores']:.2f} | {row['machine_busy_cores']:.2f} of {machine['cores']} |"
+        )
+    one, two = summary["by_replicas"]
+    server_ms = two["replica_cpu_ms_per_flow"] + two["postgres_cpu_ms_per_flow"]
+    lines += [
+        "",
+        f"2 replicas / 1 replica: **{summary['ratio']:.2f}x**. Double payouts over all runs: "
+        f"{summary['double_payouts']}. A replica and PostgreSQL together used {server_ms:.0f} ms of "
+        f"CPU per flow, so this machine's {machine['cores']} cores allow at most about "
+        f"{machine['cores'] * 1000 / server_ms:.0f} flows/s however many replicas run (less the load "
+        "generator's share).",
+        "",
+        f"Each replica is `python -m long_running_agent.web` in its own process, all on one PostgreSQL "
+        f"database whose schema is made once before they start; "
+        f"{'each pinned to a core' if summary['pinned'] else 'not pinned to cores'}. A load generator "
+        f"in the benchmark's process runs whole flows over HTTP on 127.0.0.1 (create a session, POST "
+        f"/run, POST /api/approvals/ID/approve), {summary['in_flight_per_replica']} at once per replica, "
+        f"{summary['flows_per_replica']} flows per replica per run; with 2 replicas each approval goes "
+        "to the other replica than the one that opened the ticket. Runs alternate 1 and 2 replicas; "
+        "figures are medians over the runs. CPU per flow comes from /proc (replicas, PostgreSQL's "
+        "processes) and the load generator's own process time; machine busy counts every process on "
+        "the machine, other users' too.",
+    ]
+    return lines
+
+
 def _by_backlog(title: str, measure: str, rows: list[dict[str, Any]]) -> list[str]:
     """A section with one median per store and number of pending tickets."""
     return [f"## {title}", "", f"| Store | Pending tickets | {measure} |", "| --- | --- | --- |"] + [
@@ -181,23 +276,23 @@ def chart(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"ours": "#1a73e8", "seed": "#9aa0a6"}
+    colors = {"ours": "#1a73e8", "seed": "#9aa0a6", "confirmation": "#34a853"}
     fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
     m = results["machine"]
     fig.suptitle(
-        f"Approval flow: this project (ours) vs the seed's pattern - offline model, "
+        f"Approval flow: this project (ours) vs the seed's pattern and ADK's tool confirmation - offline model, "
         f"{m['cores']} cores, Python {m['python']}, ADK {m['google_adk']}",
         fontsize=11,
     )
 
     ax = axes[0][0]
     stores = [s for s in ("memory", "sqlite", "postgres") if any(r["store"] == s for r in results["per_flow"])]
-    for offset, system in ((-0.2, "ours"), (0.2, "seed")):
+    for offset, system in ((-0.27, "ours"), (0.0, "seed"), (0.27, "confirmation")):
         values = [
             next((r["flow_s"] * 1000 for r in results["per_flow"] if r["system"] == system and r["store"] == s), 0)
             for s in stores
         ]
-        bars = ax.bar([i + offset for i in range(len(stores))], values, 0.4, label=system, color=colors[system])
+        bars = ax.bar([i + offset for i in range(len(stores))], values, 0.27, label=system, color=colors[system])
         ax.bar_label(bars, fmt="%.0f", fontsize=8)
     ours_memory = next(
         r["flow_s"] * 1000 for r in results["per_flow"] if r["system"] == "ours" and r["store"] == "memory"
@@ -234,7 +329,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
     ax.set_ylim(bottom=0)
     ax.set_xlabel("pending tickets")
     ax.set_ylabel("ms (median)")
-    ax.set_title("3. Approver inbox: first page + count", fontsize=10)
+    ax.set_title("3. Approver inbox: the read behind GET /api/approvals", fontsize=10)
     ax.legend(fontsize=8)
 
     ax = axes[1][1]

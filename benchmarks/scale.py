@@ -1,18 +1,16 @@
-"""The approver's inbox and a single resume, with many tickets pending.
+"""Resuming a single ticket with many tickets pending.
 
 The store is filled the fast way: one real request leaves a pending ticket,
 then SQL copies that ticket (with its audit row, its session and the
 session's events) until the wanted number of tickets is pending, all in one
-INSERT ... SELECT per table. Each copy gets its own ticket, call and session
-id, so every index holds as many distinct keys as a real backlog would. The
-store is then ANALYZEd (on PostgreSQL: VACUUM ANALYZE), as autovacuum would
-do by itself after a bulk load.
+INSERT ... SELECT per table (`copy_sql`). Each copy gets its own ticket, call
+and session id, so every index holds as many distinct keys as a real backlog
+would. The store is then ANALYZEd (on PostgreSQL: VACUUM ANALYZE), as
+autovacuum would do by itself after a bulk load.
 
-- inbox: `ledger.list_tickets(TicketStatus.PENDING)` (the first page, oldest first) plus
-  `ledger.count(TicketStatus.PENDING)`, what the inbox page and `python main.py inbox` run.
-- resume: a fresh request is made (not timed), then the approver's
-  `decide_and_resume` is timed: the ledger decision, the guard's checks, the
-  agent's resume and the payout.
+A fresh request is made (not timed), then the approver's `decide_and_deliver`
+is timed: the ledger decision, the guard's checks, the agent's resume and the
+payout. The inbox at the same scale is inbox.py's.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ from typing import Any
 
 from google.adk.sessions.schemas.v1 import Base as AdkBase
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from long_running_agent.ledger import TicketStatus
 from long_running_agent.ledger.schema import Base
@@ -67,53 +66,14 @@ class Backlog:
         if wanted > 0:
             async with self.engine.begin() as conn:
                 for table in _UNIQUE:
-                    await conn.execute(text(self._copy_sql(table)), {
+                    await conn.execute(text(copy_sql(self.engine.dialect.name, table)), {
                         "first": self.copies + 1,
                         "last": self.copies + wanted,
                         "template": self.template[_TEMPLATE[table][1]],
                     })
             self.copies += wanted
-            await self._analyze()
+            await analyze(self.engine)
         return time.perf_counter() - started
-
-    def _copy_sql(self, table: str) -> str:
-        columns = [c for c in _columns(table) if not (table == "approval_audit" and c == "id")]
-        selected = ", ".join(
-            f"{c} || '-' || CAST(n.i AS TEXT)" if c in _UNIQUE[table] else c for c in columns
-        )
-        key = _TEMPLATE[table][0]
-        if self.engine.dialect.name == "sqlite":
-            numbers = (
-                "WITH RECURSIVE n(i) AS (SELECT :first UNION ALL SELECT i + 1 FROM n WHERE i < :last) "
-            )
-            source = f"FROM {table}, n"
-        else:
-            numbers = ""
-            source = f"FROM {table}, generate_series(CAST(:first AS INTEGER), CAST(:last AS INTEGER)) AS n(i)"
-        return (
-            f"{numbers}INSERT INTO {table} ({', '.join(columns)}) "
-            f"SELECT {selected} {source} WHERE {table}.{key} = :template"
-        )
-
-    async def _analyze(self) -> None:
-        if self.engine.dialect.name == "sqlite":
-            async with self.engine.begin() as conn:
-                await conn.execute(text("ANALYZE"))
-            return
-        # The throwaway server runs with synchronous_commit=off, so VACUUM can
-        # mark the new pages all-visible (what index-only scans need) only once
-        # the WAL has been flushed, a moment later; autovacuum would get there
-        # by itself.
-        async with self.engine.connect() as conn:
-            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            for _attempt in range(20):
-                await conn.execute(text("VACUUM ANALYZE"))
-                visible, pages = (await conn.execute(text(
-                    "SELECT relallvisible, relpages FROM pg_class WHERE relname = 'approval_tickets'"
-                ))).one()
-                if visible >= pages:
-                    return
-                await asyncio.sleep(0.25)
 
     async def pending(self) -> int:
         assert self.system.ledger is not None
@@ -125,20 +85,50 @@ def _columns(table: str) -> list[str]:
     return [c.name for c in metadata.tables[table].columns]
 
 
-async def time_inbox(system: System, repeats: int) -> dict[str, float]:
-    """Median seconds of the inbox query (first page + count), after two warm-ups."""
-    ledger = system.ledger
-    assert ledger is not None
-    samples = []
-    for n in range(repeats + 2):
-        started = time.perf_counter()
-        page = await ledger.list_tickets(TicketStatus.PENDING)
-        total = await ledger.count(TicketStatus.PENDING)
-        elapsed = time.perf_counter() - started
-        if n >= 2:
-            samples.append(elapsed)
-        assert page and total >= len(page)
-    return {"median_s": statistics.median(samples), "pending": float(total)}
+def copy_sql(dialect: str, table: str, *, tag: str = "", values: dict[str, str] | None = None) -> str:
+    """INSERT ... SELECT: copies of `table`'s template row (`:template`), numbered `:first` to `:last`.
+
+    Each key column gets "-<tag><n>" appended; `values` sets other columns to
+    SQL expressions (e.g. a status) instead of the template's values.
+    """
+    values = values or {}
+    columns = [c for c in _columns(table) if not (table == "approval_audit" and c == "id")]
+    selected = ", ".join(
+        f"{c} || '-{tag}' || CAST(n.i AS TEXT)" if c in _UNIQUE[table] else values.get(c, c) for c in columns
+    )
+    key = _TEMPLATE[table][0]
+    if dialect == "sqlite":
+        numbers = "WITH RECURSIVE n(i) AS (SELECT :first UNION ALL SELECT i + 1 FROM n WHERE i < :last) "
+        source = f"FROM {table}, n"
+    else:
+        numbers = ""
+        source = f"FROM {table}, generate_series(CAST(:first AS INTEGER), CAST(:last AS INTEGER)) AS n(i)"
+    return (
+        f"{numbers}INSERT INTO {table} ({', '.join(columns)}) "
+        f"SELECT {selected} {source} WHERE {table}.{key} = :template"
+    )
+
+
+async def analyze(engine: AsyncEngine) -> None:
+    """Fresh planner statistics after a bulk load, as autovacuum would gather by itself."""
+    if engine.dialect.name == "sqlite":
+        async with engine.begin() as conn:
+            await conn.execute(text("ANALYZE"))
+        return
+    # The throwaway server runs with synchronous_commit=off, so VACUUM can
+    # mark the new pages all-visible (what index-only scans need) only once
+    # the WAL has been flushed, a moment later; autovacuum would get there
+    # by itself.
+    async with engine.connect() as conn:
+        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        for _attempt in range(20):
+            await conn.execute(text("VACUUM ANALYZE"))
+            visible, pages = (await conn.execute(text(
+                "SELECT relallvisible, relpages FROM pg_class WHERE relname = 'approval_tickets'"
+            ))).one()
+            if visible >= pages:
+                return
+            await asyncio.sleep(0.25)
 
 
 async def time_resume(system: System, repeats: int) -> dict[str, float]:
@@ -155,32 +145,19 @@ async def time_resume(system: System, repeats: int) -> dict[str, float]:
     return {"median_s": statistics.median(samples)}
 
 
-async def measure_scale(
-    stores: Stores,
-    *,
-    inbox_sizes: list[int],
-    resume_sizes: list[int],
-    inbox_repeats: int,
-    resume_repeats: int,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Inbox and resume timings per durable store, growing one backlog through the sizes."""
-    inbox, resume = [], []
+async def measure_resume(stores: Stores, *, sizes: list[int], repeats: int) -> list[dict[str, Any]]:
+    """Resume timings per durable store, growing one backlog through the sizes."""
+    resume = []
     for store in ("sqlite", "postgres"):
         if not stores.has(store):
             continue
         system = open_system(OURS, store, await stores.fresh(store))
         try:
             backlog = Backlog(system)
-            for size in sorted(set(inbox_sizes) | set(resume_sizes)):
+            for size in sorted(sizes):
                 fill_s = await backlog.grow_to(size)
-                pending = await backlog.pending()
-                if size in inbox_sizes:
-                    timed = await time_inbox(system, inbox_repeats)
-                    inbox.append({"store": store, "pending": pending, "fill_s": fill_s,
-                                  "repeats": inbox_repeats, "median_s": timed["median_s"]})
-                if size in resume_sizes:
-                    resume.append({"store": store, "pending": pending, "repeats": resume_repeats,
-                                   **await time_resume(system, resume_repeats)})
+                resume.append({"store": store, "pending": await backlog.pending(), "fill_s": fill_s,
+                               "repeats": repeats, **await time_resume(system, repeats)})
         finally:
             await system.close()
-    return inbox, resume
+    return resume

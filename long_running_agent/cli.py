@@ -22,7 +22,7 @@ from .approval.conversations import describe
 from .approval.delivery import Delivery, Outcome, decide_and_deliver, deliver, deliver_due
 from .ledger import (
     AlreadyDecided,
-    Ledger,
+    Inbox,
     LedgerError,
     NotAllowed,
     NotSettleable,
@@ -76,9 +76,11 @@ async def request(args: argparse.Namespace, out: Transcript) -> int:
 
 async def inbox(args: argparse.Namespace, out: Transcript) -> int:
     await catch_up()
-    ledger = services().ledger
-    tickets = await ledger.list_tickets(limit=args.limit, offset=args.offset)
-    page = Page(args.offset, args.limit, await ledger.count(), len(tickets))
+    # The same read as GET /api/approvals; the CLI shows no recent decisions (`show` has a ticket's history).
+    inbox = await services().ledger.read_inbox(limit=args.limit, offset=args.offset,
+                                               undelivered_limit=args.limit, recent=0)
+    tickets = inbox.pending
+    page = Page(args.offset, args.limit, inbox.total_pending, len(tickets))
     more = f" --limit {args.limit}" if args.limit != DEFAULT_LIMIT else ""
     if not page.total:
         print("No pending tickets.")
@@ -91,19 +93,19 @@ async def inbox(args: argparse.Namespace, out: Transcript) -> int:
         print(f"{'TICKET':<16} {'REQUESTER':<12} {'AMOUNT':>12}  {'AGE':>4}  PURPOSE")
         for t in tickets:
             print(f"{t.id:<16} {printable(t.user_id):<12} {t.amount_text:>12}  "
-                  f"{_age(t.created_at, ledger.now()):>4}  {printable(t.purpose)}")
+                  f"{_age(t.created_at, inbox.now):>4}  {printable(t.purpose)}")
         if page.next_offset is not None:
             print(f"Next page: python main.py inbox --offset {page.next_offset}{more}")
-    await show_undelivered(ledger, args.limit)
+    show_undelivered(inbox, args.limit)
     return 0
 
 
-async def show_undelivered(ledger: Ledger, limit: int) -> None:
+def show_undelivered(inbox: Inbox, limit: int) -> None:
     """Decisions that have not reached their conversation, oldest first, with why."""
-    tickets = await ledger.undelivered(limit=limit)
+    tickets = inbox.undelivered
     if not tickets:
         return
-    page = Page(0, limit, await ledger.count_undelivered(), len(tickets))
+    page = Page(0, limit, inbox.total_undelivered, len(tickets))
     print(f"\nDecided, not delivered: {page.describe()}. Deliver one with: python main.py deliver TICKET\n"
           "(if its conversation is gone for good: python main.py settle TICKET --approver NAME)")
     print(f"{'TICKET':<16} {'STATUS':<9} {'DECIDED BY':<12} WHY IT HAS NOT ARRIVED")

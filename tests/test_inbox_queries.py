@@ -78,6 +78,27 @@ async def test_undelivered_decisions_are_listed_however_old(db_url):
         await ledger.close()
 
 
+async def test_the_inbox_read_expires_overdue_tickets_before_it_lists_them(db_url):
+    clock = Clock()
+    ledger = Ledger(db_url, clock=clock)
+    try:
+        old = await open_tickets(ledger, 2, "old")
+        clock.now += timedelta(days=2)
+        fresh = await open_tickets(ledger, 1, "fresh")
+        clock.now += timedelta(days=1, seconds=1)  # the old ones' three days are over
+
+        inbox = await ledger.read_inbox(limit=10, undelivered_limit=10)
+
+        assert [t.id for t in inbox.pending] == [fresh[0].id] and inbox.total_pending == 1
+        # An expiry is a decision the requester has not been told of yet.
+        assert {t.id for t in inbox.undelivered} == {t.id for t in old} == {t.id for t in inbox.recent_decisions}
+        assert {t.status for t in inbox.undelivered} == {TicketStatus.EXPIRED} and inbox.total_undelivered == 2
+        assert inbox.now == clock.now
+        assert (await ledger.read_inbox(limit=10, undelivered_limit=10, recent=0)).recent_decisions == []
+    finally:
+        await ledger.close()
+
+
 async def add_delivered_decisions(ledger: Ledger, count: int) -> None:
     async with await ledger.db() as db, db.begin():
         db.add_all(
@@ -131,16 +152,12 @@ async def test_inbox_queries_read_indexes_and_count_from_them_alone(db_url):
                 sent.append((statement, parameters))
 
         event.listen(ledger.engine.sync_engine, "before_cursor_execute", capture)
-        expired = await ledger.expire_due()
-        page = await ledger.list_tickets(limit=10, offset=10)
-        total = await ledger.count()
-        undelivered = await ledger.undelivered(limit=10)
-        total_undelivered = await ledger.count_undelivered()
-        recent = await ledger.recent_decisions(limit=10)
+        # The one read GET /api/approvals and `python main.py inbox` make.
+        inbox = await ledger.read_inbox(limit=10, offset=10, undelivered_limit=10)
         event.remove(ledger.engine.sync_engine, "before_cursor_execute", capture)
-        assert (len(expired), len(page), total, len(undelivered), total_undelivered, len(recent)) == (
-            0, 10, 30, 5, 5, 10)
-        assert len(sent) == 6, sent
+        assert (len(inbox.pending), inbox.total_pending, len(inbox.undelivered), inbox.total_undelivered,
+                len(inbox.recent_decisions)) == (10, 30, 5, 5, 10)
+        assert len(sent) == 6, sent  # the expiry sweep's SELECT, then five reads
 
         expiry_plan, page_plan, count_plan, undelivered_plan, undelivered_count_plan, recent_plan = await plans(
             ledger, sent)

@@ -57,6 +57,29 @@ def test_requests_with_amount_and_purpose_call_the_right_tool(text, tool, args):
     assert (part.function_call.name, part.function_call.args) == (tool, args)
 
 
+ONLY_REIMBURSE = types.Tool(function_declarations=[types.FunctionDeclaration(name="reimburse")])
+ONLY_APPROVAL = types.Tool(function_declarations=[types.FunctionDeclaration(name="ask_for_approval")])
+
+
+@pytest.mark.parametrize("tools, text, tool, args", [
+    # An agent whose reimburse waits for ADK's tool confirmation has no ask_for_approval to call.
+    (ONLY_REIMBURSE, "Reimburse $250 for the team lunch", "reimburse", {"purpose": "team lunch", "amount": 250.0}),
+    (ONLY_REIMBURSE, "Reimburse $42.50 for a taxi", "reimburse", {"purpose": "taxi", "amount": 42.5}),
+    (ONLY_APPROVAL, "Reimburse $250 for the team lunch", "ask_for_approval",
+     {"purpose": "team lunch", "amount": 250.0}),
+    (ONLY_APPROVAL, "Reimburse $42.50 for a taxi", None, "the reimburse tool is not available"),
+])
+def test_each_request_goes_to_a_tool_the_agent_has(tools, text, tool, args):
+    only = LlmRequest(contents=[user(text)], config=types.GenerateContentConfig(
+        system_instruction="Amounts up to $100 are paid directly.", tools=[tools]))
+    part = next_turn(only)
+    if tool:
+        assert part.function_call is not None, part.text
+        assert (part.function_call.name, part.function_call.args) == (tool, args)
+    else:
+        assert part.function_call is None and args in part.text
+
+
 def test_threshold_is_the_one_the_app_enforces(configure):
     configure(approval_threshold=Decimal("200"))
     part = next_turn(request(user("Reimburse $150 for a train ticket")))

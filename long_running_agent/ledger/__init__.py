@@ -6,7 +6,8 @@
     inputs.py     one rule per input: names, reasons, purposes, message sizes
     schema.py     the tables, with the constraints that keep the invariants
     engine.py     database engines, for the ledger and ADK's session store
-    store.py      `Ledger`: tickets.py + payouts.py + deliveries.py on one database
+    inbox.py      the approver's inbox in one read, for the API and the CLI
+    store.py      `Ledger`: tickets.py + payouts.py + deliveries.py + inbox.py on one database
     locks.py      one run at a time per conversation, across processes
 """
 
@@ -22,11 +23,12 @@ from .errors import (
     TicketExpired,
     TicketNotFound,
 )
+from .inbox import Inbox
 from .records import DECIDED, AuditEntry, Conversation, Payout, Ticket, TicketStatus, utc_now
 from .store import Ledger
 
 __all__ = [
-    "DAILY_LIMIT", "DECIDED", "SAME_PURPOSE", "AlreadyDecided", "AuditEntry", "Conversation", "Ledger",
+    "DAILY_LIMIT", "DECIDED", "SAME_PURPOSE", "AlreadyDecided", "AuditEntry", "Conversation", "Inbox", "Ledger",
     "LedgerError", "NeedsApproval", "NotAllowed", "NotApproved", "NotSettleable", "Payout", "Ticket",
     "TicketExpired", "TicketNotFound", "TicketStatus", "utc_now",
 ]

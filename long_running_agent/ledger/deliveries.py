@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Select, func, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 
@@ -21,25 +21,34 @@ from .schema import AuditRow, PayoutRow, TicketRow, in_conversation, undelivered
 from .tickets import Tickets
 
 
+def undelivered_in(
+    conversation: Conversation | None = None, limit: int | None = None, offset: int = 0
+) -> Select[TicketRow]:
+    """Decided tickets whose decision has not reached their conversation, oldest decision first."""
+    query = (
+        select(TicketRow).where(undelivered())
+        .order_by(TicketRow.decided_at, TicketRow.id).offset(offset).limit(limit)
+    )
+    return query if conversation is None else query.where(in_conversation(conversation))
+
+
+def count_undelivered_in() -> Select[int]:
+    """How many decisions have not reached their conversation (counted in their partial index)."""
+    return select(func.count()).select_from(TicketRow).where(undelivered())
+
+
 class Deliveries(Tickets):
     async def undelivered(
         self, conversation: Conversation | None = None, *, limit: int | None = None, offset: int = 0
     ) -> list[Ticket]:
         """Decided tickets whose decision has not reached their conversation, oldest decision first."""
-        query = (
-            select(TicketRow).where(undelivered())
-            .order_by(TicketRow.decided_at, TicketRow.id).offset(offset).limit(limit)
-        )
-        if conversation is not None:
-            query = query.where(in_conversation(conversation))
         async with await self.db() as db:
-            return [Ticket.of(row) for row in await db.scalars(query)]
+            return [Ticket.of(row) for row in await db.scalars(undelivered_in(conversation, limit, offset))]
 
     async def count_undelivered(self) -> int:
         """How many decisions have not reached their conversation (counted in their partial index)."""
         async with await self.db() as db:
-            total = await db.scalar(select(func.count()).select_from(TicketRow).where(undelivered()))
-        return int(total or 0)
+            return int(await db.scalar(count_undelivered_in()) or 0)
 
     async def open_in(self, conversation: Conversation) -> list[Ticket]:
         """Tickets that still need this conversation: pending, or decided and not yet delivered."""

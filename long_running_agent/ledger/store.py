@@ -2,16 +2,17 @@
 
 One database (a SQLite file by default, or PostgreSQL through one SQLAlchemy
 URL) holds the tickets (tickets.py), the payouts and their daily rules
-(payouts.py), and whether each decision reached its conversation
-(deliveries.py). The database, not a scan of session events, guarantees that
-a ticket is decided once and paid at most once.
+(payouts.py), whether each decision reached its conversation
+(deliveries.py), and the approver's inbox read from them (inbox.py). The
+database, not a scan of session events, guarantees that a ticket is decided
+once and paid at most once.
 """
 
 from __future__ import annotations
 
-from .deliveries import Deliveries
+from .inbox import InboxQueries
 from .payouts import Payouts
 
 
-class Ledger(Deliveries, Payouts):
+class Ledger(InboxQueries, Payouts):
     """Tickets, payouts, deliveries and their audit trail in one SQL database."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Select, func, select, update
 from sqlalchemy.engine import CursorResult
 
 from . import inputs
@@ -26,6 +26,23 @@ def _same_person(user_id: str, name: str) -> bool:
         return inputs.name(user_id) == name
     except inputs.InputError:
         return False
+
+
+def tickets_in(status: TicketStatus, limit: int, offset: int = 0) -> Select[TicketRow]:
+    """One page of the tickets in `status`, oldest first, in index order (`id` breaks ties)."""
+    return (select(TicketRow).where(TicketRow.status == status)
+            .order_by(TicketRow.created_at, TicketRow.id).offset(offset).limit(limit))
+
+
+def count_in(status: TicketStatus) -> Select[int]:
+    """How many tickets are in `status` (counted in the status index)."""
+    return select(func.count()).select_from(TicketRow).where(TicketRow.status == status)
+
+
+def latest_decisions(limit: int) -> Select[TicketRow]:
+    """The latest decisions, newest first (read backwards along the decision index)."""
+    return (select(TicketRow).where(TicketRow.decided_at.is_not(None))
+            .order_by(TicketRow.decided_at.desc(), TicketRow.id.desc()).limit(limit))
 
 
 class Tickets(LedgerBase):
@@ -86,30 +103,17 @@ class Tickets(LedgerBase):
     ) -> list[Ticket]:
         """One page of the tickets in `status`, oldest first, in index order (`id` breaks ties)."""
         async with await self.db() as db:
-            rows = await db.scalars(
-                select(TicketRow).where(TicketRow.status == status)
-                .order_by(TicketRow.created_at, TicketRow.id).offset(offset).limit(limit)
-            )
-            return [Ticket.of(row) for row in rows]
+            return [Ticket.of(row) for row in await db.scalars(tickets_in(status, limit, offset))]
 
     async def recent_decisions(self, limit: int = 20) -> list[Ticket]:
         """The latest decisions, newest first."""
         async with await self.db() as db:
-            rows = await db.scalars(
-                select(TicketRow)
-                .where(TicketRow.decided_at.is_not(None))
-                .order_by(TicketRow.decided_at.desc(), TicketRow.id.desc())
-                .limit(limit)
-            )
-            return [Ticket.of(row) for row in rows]
+            return [Ticket.of(row) for row in await db.scalars(latest_decisions(limit))]
 
     async def count(self, status: TicketStatus = TicketStatus.PENDING) -> int:
         """How many tickets are in `status` (counted in the status index)."""
         async with await self.db() as db:
-            total = await db.scalar(
-                select(func.count()).select_from(TicketRow).where(TicketRow.status == status)
-            )
-        return int(total or 0)
+            return int(await db.scalar(count_in(status)) or 0)
 
     async def decide(
         self,

@@ -177,7 +177,10 @@ def _answer_user(contents: list[types.Content], text: str, request: LlmRequest) 
     amount, _span = found
     if not purpose:
         return _text(f"What was the {_money(abs(amount))} for?")
-    tool = REIMBURSE_TOOL if amount <= threshold else APPROVAL_TOOL
+    # Without ask_for_approval to call, reimburse is the only way to pay: an agent
+    # whose reimburse waits for ADK's tool confirmation above the limit (see
+    # benchmarks/confirmation.py) gets the large amount through reimburse too.
+    tool = APPROVAL_TOOL if amount > threshold and APPROVAL_TOOL in tools else REIMBURSE_TOOL
     if tool not in tools:
         return _text(f"I cannot do that here: the {tool} tool is not available.")
     return _call(tool, purpose, amount)

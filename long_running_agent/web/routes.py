@@ -100,24 +100,22 @@ approvals = APIRouter(prefix="/api/approvals")
 async def list_approvals(
     approver: Approver, ledger: TheLedger, paging: Annotated[dict[str, int], Depends(inbox_paging)]
 ) -> dict[str, Any]:
-    await ledger.expire_due()
-    now = ledger.now()
-    pending = await ledger.list_tickets(limit=paging["limit"], offset=paging["offset"])
-    total_pending = await ledger.count()
-    # Every decision that has not reached its conversation, however old, with its Deliver action.
-    undelivered = await ledger.undelivered(limit=paging["undelivered_limit"], offset=paging["undelivered_offset"])
-    total_undelivered = await ledger.count_undelivered()
+    # The read `python main.py inbox` makes too (ledger/inbox.py). Every decision that has not
+    # reached its conversation is listed, however old, so the page can offer its Deliver action.
+    inbox = await ledger.read_inbox(**paging)
+    now = inbox.now
     return {
         "approver": approver,
-        "pending": [ticket_json(t, now) for t in pending],
-        "total_pending": total_pending,
-        "pending_page": Page(paging["offset"], paging["limit"], total_pending, len(pending)).as_json(),
-        "undelivered": [ticket_json(t, now) for t in undelivered],
-        "total_undelivered": total_undelivered,
+        "pending": [ticket_json(t, now) for t in inbox.pending],
+        "total_pending": inbox.total_pending,
+        "pending_page": Page(paging["offset"], paging["limit"], inbox.total_pending, len(inbox.pending)).as_json(),
+        "undelivered": [ticket_json(t, now) for t in inbox.undelivered],
+        "total_undelivered": inbox.total_undelivered,
         "undelivered_page": Page(
-            paging["undelivered_offset"], paging["undelivered_limit"], total_undelivered, len(undelivered)
+            paging["undelivered_offset"], paging["undelivered_limit"], inbox.total_undelivered,
+            len(inbox.undelivered),
         ).as_json(),
-        "recent_decisions": [ticket_json(t, now) for t in await ledger.recent_decisions(limit=10)],
+        "recent_decisions": [ticket_json(t, now) for t in inbox.recent_decisions],
     }
 
 

@@ -1,0 +1,186 @@
+"""The approver's inbox with many tickets pending and many decided: the read the inbox really makes.
+
+What is timed is `ledger.read_inbox(...)` with the inbox's defaults: the one
+call behind `GET /api/approvals` (and, without the recent decisions, behind
+`python main.py inbox`). It runs six queries: the expiry sweep's SELECT of
+overdue tickets, a page of 50 pending tickets and their total, a page of 50
+decisions not delivered yet and their total, and the 10 latest decisions.
+
+The store holds what a busy ledger holds. One real request leaves a pending
+ticket; SQL copies that ticket row (scale.py's `copy_sql`) into `decided`
+approved tickets whose decisions were delivered long ago, a few approved
+ones whose delivery failed (what the undelivered list of a real inbox
+holds), and then pending ones, growing through the sizes. Only the
+ticket table is copied: the inbox reads nothing else. After each growth the
+store is ANALYZEd (VACUUM ANALYZE on PostgreSQL) as autovacuum would be.
+
+Per size: the median of the whole read, the median of each query (timed at
+the driver, from sending the statement to its result), and each query's plan
+(SQLite `EXPLAIN QUERY PLAN`, PostgreSQL `EXPLAIN`) with real statistics, and
+whether it reads an index without a sort on the side.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from long_running_agent.ledger import Inbox, Ledger
+from long_running_agent.paging import DEFAULT_LIMIT
+
+from .flows import OURS, open_system
+from .scale import analyze, copy_sql
+from .stores import Stores
+
+# The six queries of one read, in the order read_inbox sends them.
+QUERIES = ("overdue tickets", "pending page", "pending total", "undelivered page", "undelivered total",
+           "recent decisions")
+UNDELIVERED = 5
+_DECIDED = {"status": "'approved'", "decided_by": "'bench-approver'", "decided_at": "created_at"}
+_DELIVERED = _DECIDED | {"delivered_at": "created_at"}
+_NOT_DELIVERED = _DECIDED | {"delivery_error": "'the conversation could not be reached (benchmark)'"}
+
+
+class StatementTimer:
+    """Times each SELECT the engine sends, at the driver; `taken()` hands over what was recorded."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine.sync_engine
+        self.sent: list[tuple[str, Any, float]] = []
+        self._started: dict[int, float] = {}
+
+    def _before(self, _conn: Any, cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
+        self._started[id(cursor)] = time.perf_counter()
+
+    def _after(self, _conn: Any, cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
+        started = self._started.pop(id(cursor), None)
+        if started is not None and statement.lstrip().upper().startswith("SELECT"):
+            self.sent.append((statement, parameters, time.perf_counter() - started))
+
+    @contextmanager
+    def recording(self) -> Iterator[None]:
+        event.listen(self.engine, "before_cursor_execute", self._before)
+        event.listen(self.engine, "after_cursor_execute", self._after)
+        try:
+            yield
+        finally:
+            event.remove(self.engine, "before_cursor_execute", self._before)
+            event.remove(self.engine, "after_cursor_execute", self._after)
+
+    def taken(self) -> list[tuple[str, Any, float]]:
+        sent, self.sent = self.sent, []
+        return sent
+
+
+async def read_as_the_api_does(ledger: Ledger) -> Inbox:
+    """GET /api/approvals with no query string: the first pages, their totals, the latest decisions."""
+    return await ledger.read_inbox(limit=DEFAULT_LIMIT, undelivered_limit=DEFAULT_LIMIT)
+
+
+async def time_inbox(ledger: Ledger, repeats: int) -> dict[str, Any]:
+    """Median seconds of the whole read and of each query, after two warm-ups; the statements sent."""
+    timer = StatementTimer(ledger.engine)
+    totals: list[float] = []
+    per_query: list[list[float]] = [[] for _ in QUERIES]
+    statements: list[tuple[str, Any]] = []
+    with timer.recording():
+        for n in range(repeats + 2):
+            started = time.perf_counter()
+            inbox = await read_as_the_api_does(ledger)
+            elapsed = time.perf_counter() - started
+            sent = timer.taken()
+            if len(sent) != len(QUERIES):
+                raise RuntimeError(f"the inbox read sent {len(sent)} queries, expected {len(QUERIES)}: "
+                                   f"{[s[:60] for s, _p, _t in sent]}")
+            if n < 2:
+                statements = [(statement, parameters) for statement, parameters, _t in sent]
+                continue
+            totals.append(elapsed)
+            for samples, (_s, _p, took) in zip(per_query, sent, strict=True):
+                samples.append(took)
+    return {
+        "median_s": statistics.median(totals),
+        "query_ms": {name: statistics.median(s) * 1000 for name, s in zip(QUERIES, per_query, strict=True)},
+        "shown": {"pending": len(inbox.pending), "total_pending": inbox.total_pending,
+                  "undelivered": len(inbox.undelivered), "total_undelivered": inbox.total_undelivered,
+                  "recent_decisions": len(inbox.recent_decisions)},
+        "statements": statements,
+    }
+
+
+async def query_plans(engine: AsyncEngine, statements: list[tuple[str, Any]]) -> list[str]:
+    """The database's plan for each statement, one string each (lines joined by " | ")."""
+    sqlite = engine.dialect.name == "sqlite"
+    plans = []
+    async with engine.connect() as conn:
+        for statement, parameters in statements:
+            rows = (await conn.exec_driver_sql(
+                ("EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN ") + statement, parameters
+            )).all()
+            plans.append(" | ".join(str(row[-1]).strip() for row in rows))
+    return plans
+
+
+def reads_an_index(dialect: str, plan: str) -> bool:
+    """True when the plan reads the tickets through an index and sorts nothing on the side."""
+    if dialect == "sqlite":
+        steps = [s for s in plan.split(" | ") if "approval_tickets" in s]
+        return bool(steps) and all(" USING " in s for s in steps) and "TEMP B-TREE" not in plan
+    return "Index" in plan and "Seq Scan" not in plan and "Sort" not in plan
+
+
+async def _fill(engine: AsyncEngine, template: str, *, first: int, last: int, tag: str,
+                values: dict[str, str] | None = None) -> None:
+    if last < first:
+        return
+    async with engine.begin() as conn:
+        await conn.execute(text(copy_sql(engine.dialect.name, "approval_tickets", tag=tag, values=values)),
+                           {"first": first, "last": last, "template": template})
+
+
+async def measure_inbox(
+    stores: Stores, *, sizes: list[int], decided: int, repeats: int
+) -> list[dict[str, Any]]:
+    """Per durable store: the inbox read at each number of pending tickets, `decided` decided beside."""
+    rows = []
+    for store in ("sqlite", "postgres"):
+        if not stores.has(store):
+            continue
+        system = open_system(OURS, store, await stores.fresh(store))
+        ledger = system.ledger
+        assert ledger is not None
+        try:
+            started = time.perf_counter()
+            template = (await system.request("inbox-requester")).ticket_id
+            await _fill(ledger.engine, template, first=1, last=decided, tag="d", values=_DELIVERED)
+            await _fill(ledger.engine, template, first=1, last=UNDELIVERED, tag="u", values=_NOT_DELIVERED)
+            copies = 0
+            for size in sorted(sizes):
+                await _fill(ledger.engine, template, first=copies + 1, last=size - 1, tag="p")
+                copies = max(copies, size - 1)
+                await analyze(ledger.engine)
+                fill_s = time.perf_counter() - started
+                timed = await time_inbox(ledger, repeats)
+                plans = await query_plans(ledger.engine, timed.pop("statements"))
+                dialect = ledger.engine.dialect.name
+                rows.append({
+                    "store": store,
+                    "pending": timed["shown"]["total_pending"],
+                    "decided": decided + UNDELIVERED,
+                    "undelivered": timed["shown"]["total_undelivered"],
+                    "repeats": repeats,
+                    "fill_s": fill_s,
+                    **timed,
+                    "plans": dict(zip(QUERIES, plans, strict=True)),
+                    "unindexed": [q for q, p in zip(QUERIES, plans, strict=True) if not reads_an_index(dialect, p)],
+                })
+                started = time.perf_counter()
+        finally:
+            await system.close()
+    return rows

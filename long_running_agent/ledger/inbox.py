@@ -1,0 +1,57 @@
+"""The approver's inbox in one read: what `GET /api/approvals` and `python main.py inbox` show.
+
+Overdue tickets are expired first, so the inbox never offers a ticket that can
+no longer be decided. Then, on one connection: one page of pending tickets,
+oldest first, and their total; one page of decisions that have not reached
+their conversation, and their total; the latest decisions. Each is one query
+answered from an index of schema.py (tests/test_inbox_queries.py checks the
+plans, benchmarks/inbox.py times this read with 100k tickets pending).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from .deliveries import Deliveries, count_undelivered_in, undelivered_in
+from .records import Ticket, TicketStatus
+from .tickets import count_in, latest_decisions, tickets_in
+
+RECENT_DECISIONS = 10
+
+
+@dataclass(frozen=True)
+class Inbox:
+    """One read of the inbox: each list is one page, each total counts its whole list."""
+
+    now: datetime
+    pending: list[Ticket]
+    total_pending: int
+    undelivered: list[Ticket]
+    total_undelivered: int
+    recent_decisions: list[Ticket]
+
+
+class InboxQueries(Deliveries):
+    async def read_inbox(
+        self, *, limit: int, offset: int = 0, undelivered_limit: int, undelivered_offset: int = 0,
+        recent: int = RECENT_DECISIONS,
+    ) -> Inbox:
+        """Expire what is overdue, then read the pages, their totals and the `recent` latest decisions."""
+        await self.expire_due()
+        # One session for the five reads: on PostgreSQL each session of its own
+        # would add a pool check-out (a ping), a BEGIN and a ROLLBACK.
+        async with await self.db() as db:
+            pending = await db.scalars(tickets_in(TicketStatus.PENDING, limit, offset))
+            total_pending = await db.scalar(count_in(TicketStatus.PENDING))
+            undelivered = await db.scalars(undelivered_in(limit=undelivered_limit, offset=undelivered_offset))
+            total_undelivered = await db.scalar(count_undelivered_in())
+            recent_rows = list(await db.scalars(latest_decisions(recent))) if recent else []
+            return Inbox(
+                now=self.now(),
+                pending=[Ticket.of(row) for row in pending],
+                total_pending=int(total_pending or 0),
+                undelivered=[Ticket.of(row) for row in undelivered],
+                total_undelivered=int(total_undelivered or 0),
+                recent_decisions=[Ticket.of(row) for row in recent_rows],
+            )
