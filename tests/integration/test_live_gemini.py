@@ -8,41 +8,19 @@ Run with:
     GOOGLE_API_KEY=... .venv/bin/python -m pytest tests/integration -q
     LIVE_GEMINI_MODEL=gemini-2.5-flash GOOGLE_API_KEY=... .venv/bin/python -m pytest tests/integration -q
 
-tests/conftest.py takes GOOGLE_API_KEY / GEMINI_API_KEY out of the environment
-so that no other test can reach Gemini, and keeps the value for this one;
-LIVE_GEMINI_API_KEY works too.
+The key: tests/support/live.py.
 """
 
 from __future__ import annotations
-
-import os
-import sys
 
 import pytest
 from google.adk.models.google_llm import Gemini
 from google.genai import types
 from support.conversation import Conversation, calls, pending_calls, responses
+from support.live import LIVE_KEY, LIVE_MODEL, NEEDS_KEY
 from support.models import ledger_at, runner_with
 
-from long_running_agent.model.choice import GEMINI_DEFAULT
-
-
-def _live_key() -> str | None:
-    saved = getattr(sys.modules.get("conftest"), "ORIGINAL_GEMINI_KEY", None)
-    return (
-        os.environ.get("LIVE_GEMINI_API_KEY")
-        or saved
-        or os.environ.get("GOOGLE_API_KEY")
-        or os.environ.get("GEMINI_API_KEY")
-    )
-
-
-LIVE_KEY = _live_key()
-LIVE_MODEL = os.environ.get("LIVE_GEMINI_MODEL") or GEMINI_DEFAULT
-
-pytestmark = pytest.mark.skipif(
-    not LIVE_KEY, reason="needs a Gemini key: set GOOGLE_API_KEY (or LIVE_GEMINI_API_KEY) to run"
-)
+pytestmark = pytest.mark.skipif(not LIVE_KEY, reason=NEEDS_KEY)
 
 
 @pytest.fixture

@@ -1,0 +1,125 @@
+"""How ADK's evaluator sends this app's resume turns: the pending call's id on the answer, each turn scored apart.
+
+An eval case's user turn can be the approval's FunctionResponse, but the
+pending call's id is made at run time, so the eval file cannot name it, and
+ADK 2.13's evaluator sends each user turn exactly as written (a response
+without an id is not resumed, one with an unknown id raises). In `adk web`
+the dev UI puts the pending call's id on the answer you type; this module
+does the same for the evaluator: a response with no id gets the id of the
+one call of that name still waiting for an answer. The message then reaches
+the app as shipped - the approval guard checks it against the ledger, ADK
+resumes the original invocation - exactly as from the dev UI.
+
+ADK resumes the original invocation, and the evaluator files events by
+invocation id, so it would score the request and its resume as one
+invocation and stop with "Inferences should match conversations in eval
+case". A plugin cannot change an event's invocation id (the runner keeps
+the original), so the evaluator's record of a turn that resumed an earlier
+invocation is given an id of its own here; the session is not touched.
+
+Both happen in the evaluator's per-turn step,
+`EvaluationGenerator._generate_inferences_for_single_user_invocation`, the
+one place `adk eval` and `AgentEvaluator` both go through.
+`use_in_adk_evaluator()` wraps it; `eval/agent.py` calls it, so only a
+process that evaluates this app is affected. google-adk is pinned below
+2.14, and tests/test_eval.py fails if the step changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+
+from google.adk.evaluation.evaluation_generator import EvaluationGenerator
+from google.adk.events import Event
+from google.adk.runners import Runner
+from google.adk.sessions import Session
+from google.genai import types
+
+# `adk eval long_running_agent/eval` loads this folder as a top-level package
+# named "agent", where `..` leads nowhere: the app package is imported by name.
+from long_running_agent.settings import DEFAULT_DATABASE_URL, settings
+
+_STEP = "_generate_inferences_for_single_user_invocation"
+
+
+class EvalSetupError(RuntimeError):
+    """The eval was started without what its resume turns need."""
+
+
+def pending_call_id(session: Session, name: str | None) -> str:
+    """The id of the one long-running call named `name` that no user response has answered yet."""
+    pending: list[str] = []
+    for event in session.events:
+        for call in event.get_function_calls():
+            if call.name == name and call.id in (event.long_running_tool_ids or set()):
+                pending.append(call.id)
+        if event.author == "user":
+            answered = {response.id for response in event.get_function_responses()}
+            pending = [call_id for call_id in pending if call_id not in answered]
+    if len(pending) != 1:
+        raise EvalSetupError(
+            f"The eval case answers {name!r}, but the conversation has {len(pending)} pending calls of "
+            "that name; the turn before must leave exactly one waiting (or give the response its id)."
+        )
+    return pending[0]
+
+
+def answering_pending_calls(session: Session, message: types.Content) -> types.Content:
+    """`message` with the pending call's id on each function response that has none."""
+    parts = message.parts or []
+    if not any(part.function_response and not part.function_response.id for part in parts):
+        return message
+    check_chat_approval()
+    return types.Content(role=message.role, parts=[
+        types.Part(function_response=part.function_response.model_copy(
+            update={"id": pending_call_id(session, part.function_response.name)}
+        )) if part.function_response and not part.function_response.id else part
+        for part in parts
+    ])
+
+
+def check_ledger() -> None:
+    """Every turn: the eval pays and approves its own tickets, so it must not write to the app's ledger."""
+    if settings().database_url == DEFAULT_DATABASE_URL:
+        raise EvalSetupError(
+            "The eval pays expenses and approves its own tickets, and expects a fresh ledger; point "
+            'EXPENSES_DATABASE_URL at a throwaway one, e.g. "sqlite+aiosqlite:///$(mktemp -d)/eval.db".'
+        )
+
+
+def check_chat_approval() -> None:
+    """A resume turn: only DEV_CHAT_APPROVAL lets an answer in the chat decide a ticket."""
+    if not settings().dev_chat_approval:
+        raise EvalSetupError(
+            "The eval's resume turns answer the approval in the chat, which only DEV_CHAT_APPROVAL=true "
+            "allows; run the eval with it, on a throwaway ledger (see docs/testing.md)."
+        )
+
+
+async def _one_turn(
+    runner: Runner, user_id: str, session_id: str, user_content: types.Content
+) -> AsyncGenerator[Event, None]:
+    """ADK's step for one user turn, with the pending call's id filled in and a resume filed as its own turn."""
+    check_ledger()
+    session = await runner.session_service.get_session(
+        app_name=runner.app_name, user_id=user_id, session_id=session_id
+    )
+    earlier = {event.invocation_id for event in session.events} if session else set()
+    message = answering_pending_calls(session, user_content) if session else user_content
+    turn_id: str | None = None
+    async with aclosing(_adk_step(runner, user_id, session_id, message)) as events:
+        async for event in events:
+            if turn_id is None:
+                turn_id = Event.new_id() if event.invocation_id in earlier else event.invocation_id
+            # A copy: the evaluator's record changes, the session keeps ADK's ids.
+            yield event if event.invocation_id == turn_id else event.model_copy(update={"invocation_id": turn_id})
+
+
+_adk_step = getattr(EvaluationGenerator, _STEP)
+
+
+def use_in_adk_evaluator() -> None:
+    """Make ADK's evaluator send this app's resume turns as above (once per process)."""
+    if getattr(EvaluationGenerator, _STEP) is not _one_turn:
+        setattr(EvaluationGenerator, _STEP, staticmethod(_one_turn))
