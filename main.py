@@ -9,7 +9,9 @@ The approver CLI (long_running_agent/cli.py; each command is a fresh process):
     python main.py request "Reimburse $250 for the team lunch" --user alice
     python main.py inbox                # pending tickets, 50 a page: --limit 20 --offset 40
     python main.py approve T-... --approver bob
+    python main.py approve T-... --approver bob --amount 200 --reason "per diem cap"   # less than asked
     python main.py reject T-... --approver bob --reason "not a business expense"
+    python main.py cancel T-... --user alice     # the requester withdraws a pending request
     python main.py show T-...
     python main.py deliver T-...        # deliver a decision whose delivery did not finish
     python main.py settle T-... --approver bob   # its conversation is gone: pay (or close) it

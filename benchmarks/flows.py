@@ -45,6 +45,8 @@ from .metering import ModelMeter, metered
 
 MEMORY_LEDGER_URL = "sqlite+aiosqlite://"
 REQUEST = "Please reimburse $250.00 for the team offsite lunch."
+# Two expenses above the limit in one message: two pending calls from one model turn.
+SEVERAL = "Please reimburse $250.00 for the team offsite lunch and $480.00 for the conference ticket."
 APPROVER = "bob"
 OURS, SEED, CONFIRMATION = "ours", "seed", "confirmation"
 SYSTEMS = (OURS, SEED, CONFIRMATION)
@@ -106,6 +108,16 @@ class System:
                 if call.id in (event.long_running_tool_ids or set()):
                     return Pending(user_id, session.id, call, _response(events, call.id))
         raise RuntimeError(f"no pending call for {text!r}")
+
+    async def request_several(self, user_id: str, text: str = SEVERAL) -> list[Pending]:
+        """Ask for several expenses in one message; one pending call each."""
+        session = await self.runner.session_service.create_session(
+            app_name=self.runner.app_name, user_id=user_id
+        )
+        events = await self._run(user_id, session.id, types.Content(role="user", parts=[types.Part(text=text)]))
+        return [Pending(user_id, session.id, call, _response(events, call.id))
+                for event in events for call in event.get_function_calls()
+                if call.id in (event.long_running_tool_ids or set())]
 
     async def approve(self, pending: Pending) -> list[Event]:
         if self.ledger is not None:

@@ -1,9 +1,11 @@
 """Counting model calls and request bytes with an ADK plugin.
 
-`ModelMeter.before_model_callback` sees every request ADK is about to send to
-the model; it records one call and the request's size as JSON (contents,
-system instruction and tool declarations: what would go over the wire to
-Gemini) and returns None, so the call goes ahead unchanged.
+`ModelMeter` sees every request ADK sends to the model and records one call
+and the request's size as JSON (contents, system instruction and tool
+declarations: what would go over the wire to Gemini). It takes the request
+in `before_model_callback` and measures it in `after_model_callback`, once
+the agent's own callbacks (which may reshape the request, as this app's
+approval/turn_order.py does) have run and the model has read it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class ModelMeter(BasePlugin):
         super().__init__(name="model_meter")
         self.calls: Counter[str] = Counter()
         self.bytes: Counter[str] = Counter()
+        self._sent: dict[str, LlmRequest] = {}
 
     async def before_model_callback(
         self, *, callback_context: CallbackContext, llm_request: LlmRequest
@@ -44,9 +47,17 @@ class ModelMeter(BasePlugin):
         if llm_request.model != OFFLINE_MODEL:
             # A real model would make the figures meaningless (and cost money).
             raise RuntimeError(f"benchmark expected {OFFLINE_MODEL}, got {llm_request.model}")
-        session_id = callback_context.session.id
-        self.calls[session_id] += 1
-        self.bytes[session_id] += request_bytes(llm_request)
+        self._sent[callback_context.invocation_id] = llm_request
+        return None
+
+    async def after_model_callback(
+        self, *, callback_context: CallbackContext, llm_response: LlmResponse
+    ) -> LlmResponse | None:
+        request = self._sent.pop(callback_context.invocation_id, None)
+        if request is not None:
+            session_id = callback_context.session.id
+            self.calls[session_id] += 1
+            self.bytes[session_id] += request_bytes(request)
         return None
 
     @property

@@ -53,7 +53,7 @@ async def measure_per_flow(
             if payouts != [1] * len(payouts):
                 raise RuntimeError(f"{system.name}/{system.store}: payouts per flow {set(payouts)}, expected 1")
             calls, sent = system.meter.total_calls, system.meter.total_bytes
-            counted = await _counted_flow(system, counter + 1 + i)
+            counted = await _counted_flow(system, counter + 1 + i) | await _several_flow(system, counter + 1 + i)
             rows.append({
                 "system": system.name,
                 "store": system.store,
@@ -98,6 +98,22 @@ async def _counted_flow(system: System, n: int) -> dict[str, int]:
     }
 
 
+async def _several_flow(system: System, n: int) -> dict[str, Any]:
+    """Two expenses in one message, approved one after the other: their cost, and any extra payout."""
+    pending = await system.request_several(f"several-{n}")
+    if len(pending) != 2:
+        raise RuntimeError(f"{system.name}: {len(pending)} pending calls for two expenses, expected 2")
+    for each in pending:
+        await system.approve(each)
+    session_id = pending[0].session_id
+    payouts = await system.payouts(pending[0])
+    return {
+        "several_model_calls_per_payout": system.meter.calls[session_id] / 2,
+        "several_request_bytes_per_payout": system.meter.bytes[session_id] / 2,
+        "several_extra_payouts": payouts - 2,
+    }
+
+
 def _cost_summary(per_store: list[dict[str, Any]]) -> dict[str, Any]:
     summary: dict[str, Any] = {"per_store": per_store}
     for name in SYSTEMS:
@@ -108,6 +124,7 @@ def _cost_summary(per_store: list[dict[str, Any]]) -> dict[str, Any]:
             **{key: max(r[key] for r in rows) for key in (
                 "request_model_calls", "approval_model_calls", "duplicate_extra_model_calls",
                 "duplicate_extra_payouts", "duplicate_events", "duplicate_replies",
+                "several_model_calls_per_payout", "several_request_bytes_per_payout", "several_extra_payouts",
             )},
         }
     return summary

@@ -75,8 +75,10 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "| System | Model calls per approved payout | of which: request + approval "
         "| Request bytes per approved payout | Duplicate approval: extra model calls "
-        "| Duplicate approval: extra payouts | Duplicate approval: events back (with text) |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| Duplicate approval: extra payouts | Duplicate approval: events back (with text) "
+        "| Two at once: model calls per payout | Two at once: request bytes per payout "
+        "| Two at once: extra payouts |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for system in SYSTEMS:
         c = cost.get(system)
@@ -87,7 +89,9 @@ def markdown(results: dict[str, Any]) -> str:
             f"| {c['request_model_calls']} + {c['approval_model_calls']} "
             f"| {c['request_bytes_per_payout']:,.0f} "
             f"| {c['duplicate_extra_model_calls']} | {c['duplicate_extra_payouts']} "
-            f"| {c['duplicate_events']} ({c['duplicate_replies']}) |"
+            f"| {c['duplicate_events']} ({c['duplicate_replies']}) "
+            f"| {c['several_model_calls_per_payout']:.2f} | {c['several_request_bytes_per_payout']:,.0f} "
+            f"| {c['several_extra_payouts']} |"
         )
     lines += [
         "",
@@ -96,7 +100,10 @@ def markdown(results: dict[str, Any]) -> str:
         "per configuration counts the model calls of the request and of the approval apart, then "
         "sends the same approval again (for `confirmation`: the same `{\"confirmed\": true}` "
         "FunctionResponse to the same `adk_request_confirmation` call), on every store; each "
-        "figure is the largest seen.",
+        "figure is the largest seen. \"Two at once\": one message naming two expenses above the "
+        "limit (two pending calls from one model turn), approved one after the other. Tokens "
+        "cannot be counted offline (Gemini's tokenizer is not on this machine); at about 4 bytes "
+        "a token, divide the bytes by 4 for an estimate.",
         "",
         "## 2. One flow at a time (request + approval + payout)",
         "",

@@ -108,6 +108,19 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     add("Model calls per approved payout <= baseline",
         f"ours {ours['model_calls_per_payout']:.2f}, seed {seed['model_calls_per_payout']:.2f}",
         ours["model_calls_per_payout"] <= seed["model_calls_per_payout"])
+    add("Model calls per approved payout <= 4",
+        f"ours {ours['model_calls_per_payout']:.2f} (one at a time), "
+        f"{ours['several_model_calls_per_payout']:.2f} (two at once)",
+        max(ours["model_calls_per_payout"], ours["several_model_calls_per_payout"]) <= 4)
+    add("Request bytes per approved payout <= baseline",
+        f"ours {ours['request_bytes_per_payout']:,.0f}, seed {seed['request_bytes_per_payout']:,.0f}; "
+        f"two at once: ours {ours['several_request_bytes_per_payout']:,.0f}, "
+        f"seed {seed['several_request_bytes_per_payout']:,.0f}",
+        ours["request_bytes_per_payout"] <= seed["request_bytes_per_payout"]
+        and ours["several_request_bytes_per_payout"] <= seed["several_request_bytes_per_payout"])
+    add("Two approvals at once: 0 extra payouts",
+        f"ours {ours['several_extra_payouts']}, seed {seed['several_extra_payouts']}",
+        ours["several_extra_payouts"] == 0)
     add("Duplicate approval: 0 extra model calls, 0 extra payouts",
         f"ours {ours['duplicate_extra_model_calls']} calls / {ours['duplicate_extra_payouts']} payouts; "
         f"seed {seed['duplicate_extra_model_calls']} calls / {seed['duplicate_extra_payouts']} payouts",

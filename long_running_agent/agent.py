@@ -16,37 +16,31 @@ from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools import LongRunningFunctionTool
 
 from .approval.guard import ApprovalGuard
-from .approval.turn_order import merge_consecutive_model_turns
+from .approval.turn_order import prepare_model_request
 from .model.choice import choose_model
 from .settings import model_settings, settings
-from .tools import ask_for_approval, reimburse
+from .tools import ask_for_approval, cancel_request, reimburse
 
 APP_NAME = "long_running_agent"  # ADK names an app after its folder; adk run files sessions under it
 
 
 def instruction(_context: ReadonlyContext) -> str:
     limit = settings().approval_threshold
-    return f"""You help employees get their expenses reimbursed, in US dollars.
-You need the purpose and the amount; ask for whichever is missing.
-Amounts up to ${limit:,} are paid directly: call reimburse.
-Larger amounts need approval: call ask_for_approval once, then tell the user
-the ticket id and that it is waiting for an approver. When reimburse answers
-"needs_approval" (too much paid without approval today, or the same purpose
-again), call ask_for_approval with the same purpose and amount, then tell the
-user its "why" and the ticket id. When the ticket comes
-back "approved", call reimburse with the same purpose and amount. When it is
-"rejected" or "expired", explain that nothing was paid and why.
-Never claim money was paid unless reimburse returned status "paid"."""
+    return f"""You reimburse employees' expenses in US dollars. Each needs a purpose and an amount;
+ask for what is missing. Up to ${limit:,}: call reimburse. Above: call ask_for_approval, then tell
+the user the ticket id and that it waits for an approver. Several expenses: one call each.
+If reimburse answers "needs_approval", call ask_for_approval with the same purpose and amount.
+When a ticket comes back "approved", call reimburse with its purpose and the approved amount;
+otherwise say nothing was paid, and why. Never say money was paid unless reimburse returned "paid"."""
 
 
 root_agent = LlmAgent(
     name="expense_agent",
     model=choose_model(model_settings()).name,
-    description="Reimburses expenses; larger amounts wait for a human approver.",
     instruction=instruction,
-    tools=[LongRunningFunctionTool(func=ask_for_approval), reimburse],
-    # After a resume ADK can send two model turns in a row; Gemini refuses that.
-    before_model_callback=merge_consecutive_model_turns,
+    tools=[LongRunningFunctionTool(func=ask_for_approval), reimburse, cancel_request],
+    # The conversation as the ledger knows it, in turns Gemini accepts (approval/turn_order.py).
+    before_model_callback=prepare_model_request,
 )
 
 

@@ -1,4 +1,4 @@
-"""The approver CLI: `python main.py request|inbox|approve|reject|deliver|settle|show`.
+"""The approver CLI: `python main.py request|inbox|approve|reject|cancel|deliver|settle|show|migrate`.
 
 Each command is a fresh process; the ledger and the conversations persist, so
 a ticket opened in one process (or in `adk web`) is decided in another. Any
@@ -19,12 +19,13 @@ from datetime import datetime
 from typing import Any
 
 from .approval.conversations import describe
-from .approval.delivery import Delivery, Outcome, decide_and_deliver, deliver, deliver_due
+from .approval.delivery import Delivery, Outcome, decide_and_deliver, deliver, deliver_due, withdraw_and_deliver
 from .ledger import (
     AlreadyDecided,
     Inbox,
     LedgerError,
     NotAllowed,
+    NotRequester,
     NotSettleable,
     TicketNotFound,
     TicketStatus,
@@ -34,9 +35,9 @@ from .ledger.migrate import SchemaBehind
 from .paging import DEFAULT_LIMIT, MAX_LIMIT, Page, PagingError, parse_limit, parse_offset
 from .services import close_services, services
 from .settings import SettingsError
-from .transcript import Transcript, pending_call, tool_response, user_text
+from .transcript import Transcript, pending_calls, tool_response, user_text
 
-COMMANDS = ("request", "inbox", "approve", "reject", "deliver", "settle", "show", "migrate")
+COMMANDS = ("request", "inbox", "approve", "reject", "cancel", "deliver", "settle", "show", "migrate")
 
 
 def _age(created: datetime, now: datetime) -> str:
@@ -63,14 +64,12 @@ async def request(args: argparse.Namespace, out: Transcript) -> int:
         events = await out.send(runner, user, session.id, user_text(args.text))
     finally:
         await runner.close()
-    call = pending_call(events)
-    if call is None:
-        return 0
-    ticket_id = tool_response(events, call.id).get("ticket_id")
-    if not ticket_id:
+    tickets = [tool_response(events, call.id).get("ticket_id") for call in pending_calls(events)]
+    if not all(tickets):
         return 1
-    print(f"\nTicket {ticket_id} is pending (session {session.id}). An approver runs:\n"
-          f"  python main.py approve {ticket_id} --approver NAME")
+    for ticket_id in tickets:
+        print(f"\nTicket {ticket_id} is pending (session {session.id}). An approver runs:\n"
+              f"  python main.py approve {ticket_id} --approver NAME")
     return 0
 
 
@@ -120,6 +119,10 @@ def report(delivery: Delivery, out: Transcript) -> int:
     for event in delivery.events:
         out.show(event)
     decided = f"Ticket {ticket.id} is {ticket.status}" + (f" by {ticket.decided_by}" if ticket.decided_by else "")
+    if ticket.status is TicketStatus.CANCELLED:
+        decided = f"Ticket {ticket.id} was withdrawn by {ticket.decided_by}"
+    if ticket.changed:
+        decided += f" for {ticket.payable_text} of the {ticket.amount_text} asked"
     if delivery.outcome is Outcome.DELIVERED:
         where = f" in {delivery.where}" if delivery.where else ""
         print(f"\n{decided}; the decision reached the conversation{where}.")
@@ -152,12 +155,19 @@ def report(delivery: Delivery, out: Transcript) -> int:
 async def decide(args: argparse.Namespace, out: Transcript) -> int:
     await catch_up()
     delivery = await decide_and_deliver(
-        args.ticket, approver=args.approver, approve=args.command == "approve", reason=args.reason
+        args.ticket, approver=args.approver, approve=args.command == "approve", reason=args.reason,
+        amount=getattr(args, "approved_amount", None),
     )
     status = report(delivery, out)
     payouts = await services().ledger.payouts(ticket_id=delivery.ticket.id)
     print(f"Payouts for {delivery.ticket.id}: {len(payouts)}")
     return status
+
+
+async def withdraw(args: argparse.Namespace, out: Transcript) -> int:
+    """The requester withdraws a pending request; its conversation is told."""
+    await catch_up()
+    return report(await withdraw_and_deliver(args.ticket, requester=args.user), out)
 
 
 async def deliver_decision(args: argparse.Namespace, out: Transcript) -> int:
@@ -177,7 +187,7 @@ async def show(args: argparse.Namespace, out: Transcript) -> int:
     await catch_up()
     ledger = services().ledger
     ticket = await ledger.get(args.ticket)
-    print(printable(json.dumps(ticket.as_response(), indent=2)))
+    print(printable(json.dumps(ticket.as_record(), indent=2)))
     print(f"\nConversation: {ticket.user_id} / {ticket.session_id} in {describe(ticket.session_store)}")
     if ticket.status is not TicketStatus.PENDING:
         print("Delivered: " + (f"{ticket.delivered_at:%Y-%m-%d %H:%M:%S}" if ticket.delivered_at
@@ -227,7 +237,15 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
         deciding = commands.add_parser(verb, help=f"{verb} a ticket and deliver the decision to its conversation")
         deciding.add_argument("ticket")
         deciding.add_argument("--approver", required=True, help="who decides (not the requester)")
-        deciding.add_argument("--reason", required=verb == "reject", help="why (required to reject)")
+        deciding.add_argument("--reason", required=verb == "reject",
+                              help="why (required to reject, and to approve less than asked)")
+        if verb == "approve":
+            # Its own dest: the demo's --amount (main.py) names the request's amount.
+            deciding.add_argument("--amount", dest="approved_amount",
+                                  help="approve less than was asked, e.g. 200 (with --reason)")
+    cancelling = commands.add_parser("cancel", help="withdraw a pending request (only its requester)")
+    cancelling.add_argument("ticket")
+    cancelling.add_argument("--user", required=True, help="the requester")
     delivering = commands.add_parser("deliver", help="deliver a decided ticket to its conversation (after a crash)")
     delivering.add_argument("ticket")
     settling = commands.add_parser("settle", help="pay (or close) a decided ticket whose conversation is gone")
@@ -249,12 +267,14 @@ def explain(error: LedgerError) -> str:
         return f"{error} It has not reached its conversation yet; run: python main.py deliver {ticket.id}"
     if isinstance(error, NotAllowed):
         return f"{error} Another approver has to decide it."
+    if isinstance(error, NotRequester):
+        return f"{error} An approver can reject it instead."
     if isinstance(error, NotSettleable):
         return f"{error} See: python main.py show {error.ticket.id}"
     return str(error)
 
 
-HANDLERS = {"request": request, "inbox": inbox, "approve": decide, "reject": decide,
+HANDLERS = {"request": request, "inbox": inbox, "approve": decide, "reject": decide, "cancel": withdraw,
             "deliver": deliver_decision, "settle": settle, "show": show, "migrate": migrate}
 
 

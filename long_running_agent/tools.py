@@ -1,15 +1,25 @@
-"""The agent's two tools: `ask_for_approval` (long-running) and `reimburse`.
+"""The agent's tools: `ask_for_approval` (long-running), `reimburse` and `cancel_request`.
 
 `ask_for_approval` opens a ticket in the ledger and returns at once with
 status "pending"; the decision arrives later as a FunctionResponse with the
-same call id and name. `reimburse` asks the ledger, not the conversation,
-whether money may be paid: above the threshold only an approved, unpaid
-ticket for the same purpose and amount pays out.
+same call id and name. The model may call it several times in one turn, one
+ticket per expense; each is decided and delivered on its own.
 
-Within the threshold the ledger's daily rules apply (split purchases): a
-requester's payouts without approval are capped per UTC day, and the same
-purpose twice in a day needs an approver. `reimburse` then answers
-"needs_approval", and `ask_for_approval` accepts that small amount.
+`reimburse` asks the ledger, not the conversation, whether money may be paid:
+above the threshold only an approved, unpaid ticket for the same purpose and
+amount pays out, and it pays what the approver approved (which may be less
+than was asked), never more. Within the threshold the ledger's daily rules
+apply (split purchases): a requester's payouts without approval are capped
+per UTC day, and the same purpose twice in a day needs an approver;
+`reimburse` then answers "needs_approval", and `ask_for_approval` accepts
+that small amount.
+
+`cancel_request` lets the requester withdraw a pending ticket from the chat.
+
+The docstrings are what the model reads, in every request of every turn, so
+they say only what the model needs; the responses likewise carry only what
+the model acts on (the purpose and amount are in its own call). Everything
+else is in the ledger (`python main.py show T-...`).
 """
 
 from __future__ import annotations
@@ -20,7 +30,7 @@ from google.adk.tools import ToolContext
 
 from .approval.conversations import locate
 from .ledger import DAILY_LIMIT, Conversation, LedgerError, NeedsApproval
-from .ledger.inputs import is_canonical_name
+from .ledger.inputs import InputError, is_canonical_name
 from .ledger.policy import (
     PolicyError,
     from_cents,
@@ -36,6 +46,7 @@ from .settings import Settings
 # The names the guard, the ledger and the offline model know the tools by.
 APPROVAL_TOOL = "ask_for_approval"
 REIMBURSE_TOOL = "reimburse"
+CANCEL_TOOL = "cancel_request"
 
 
 def _dollars(cents: int) -> str:
@@ -66,24 +77,7 @@ def _daily_rules(user_id: str, purpose: str, settings: Settings) -> dict[str, An
 
 
 async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContext) -> dict[str, Any]:
-    """Ask a human approver to approve a reimbursement.
-
-    Use it for amounts above the limit, and for a smaller amount when
-    reimburse answered status "needs_approval" (same purpose and amount).
-    Returns immediately with status "pending" and a ticket_id (and, for a
-    smaller amount, "why": tell the user that too). The decision
-    ("approved", "rejected" or "expired") arrives later as an update to this
-    same call; do not call this tool again for the same expense while it is
-    pending.
-
-    Args:
-        purpose: What the expense was for, in the employee's words, e.g. "team lunch".
-        amount: The amount to reimburse, in US dollars, e.g. 250.00.
-
-    Returns:
-        The ticket: status, ticket_id, purpose, amount, created_at and
-        expires_at; or status "error" with a message to relay to the user.
-    """
+    """Open a ticket for an approver, one per expense."""
     app = services()
     settings, ledger = app.settings, app.ledger
     try:
@@ -126,24 +120,7 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
 
 
 async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> dict[str, Any]:
-    """Pay an expense back to the employee.
-
-    Amounts up to the approval limit are usually paid at once. Larger amounts
-    are paid only after ask_for_approval for the same purpose and amount came
-    back "approved"; otherwise this tool refuses. A smaller amount may answer
-    status "needs_approval" (too much paid without approval today, or the same
-    purpose again): then call ask_for_approval with the same purpose and
-    amount, and after "approved" call this tool again.
-
-    Args:
-        purpose: What the expense was for; for an approved ticket, the ticket's purpose.
-        amount: The amount in US dollars; for an approved ticket, the ticket's amount.
-
-    Returns:
-        The payout record (status "paid" or "already_paid", payout_id,
-        purpose, amount, paid_at); status "needs_approval" with a message
-        for the user; or status "error" with the reason.
-    """
+    """Pay an expense in US dollars."""
     app = services()
     settings, ledger = app.settings, app.ledger
     try:
@@ -166,16 +143,22 @@ async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> d
                 **_daily_rules(session.user_id, clean_purpose, settings),
             )
     except NeedsApproval as refusal:
-        return {
-            "status": "needs_approval",
-            "reason": refusal.reason,
-            "message": explain(refusal),
-            "purpose": clean_purpose,
-            "amount": float(clean_amount),
-            "paid_today_without_approval": float(from_cents(refusal.paid_today_cents)),
-            "daily_limit": float(from_cents(refusal.limit_cents)),
-            "next_step": "Tell the user the message, then call ask_for_approval with this purpose and amount.",
-        }
+        return {"status": "needs_approval", "reason": refusal.reason, "message": explain(refusal),
+                "next": "call ask_for_approval with this purpose and amount"}
     except LedgerError as error:
         return {"status": "error", "error": str(error)}
     return payout.as_response(already_paid=already_paid)
+
+
+async def cancel_request(ticket_id: str, tool_context: ToolContext) -> dict[str, Any]:
+    """Withdraw the user's pending ticket when they ask to."""
+    # Local: approval.delivery runs the agent, which imports this module.
+    from .approval.delivery import answer_withdrawal
+
+    session = tool_context.session
+    try:
+        ticket = await services().ledger.cancel(str(ticket_id).strip(), requester=session.user_id)
+    except (LedgerError, InputError) as error:
+        return {"status": "error", "error": str(error)}
+    await answer_withdrawal(ticket, tool_context.get_invocation_context())
+    return {"status": "cancelled", "ticket_id": ticket.id}

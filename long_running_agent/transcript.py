@@ -57,13 +57,16 @@ def user_text(text: str) -> types.Content:
     return types.Content(role="user", parts=[types.Part(text=text)])
 
 
+def pending_calls(events: list[Event]) -> list[types.FunctionCall]:
+    """The long-running calls the agent is waiting on (one per expense), found via long_running_tool_ids."""
+    return [call for event in events for call in event.get_function_calls()
+            if call.id in (event.long_running_tool_ids or set())]
+
+
 def pending_call(events: list[Event]) -> types.FunctionCall | None:
-    """The long-running call the agent is waiting on, found via long_running_tool_ids."""
-    for event in events:
-        for call in event.get_function_calls():
-            if call.id in (event.long_running_tool_ids or set()):
-                return call
-    return None
+    """The first long-running call the agent is waiting on."""
+    calls = pending_calls(events)
+    return calls[0] if calls else None
 
 
 def tool_response(events: list[Event], call_id: str | None) -> dict[str, Any]:

@@ -44,7 +44,12 @@ async def test_duplicate_approval_costs_ours_and_adk_confirmation_nothing_and_th
     assert cost["seed"]["duplicate_extra_model_calls"] > 0
     assert cost["seed"]["duplicate_extra_payouts"] > 0
     assert cost["ours"]["model_calls_per_payout"] <= cost["seed"]["model_calls_per_payout"]
-    assert cost["ours"]["request_bytes_per_payout"] > 0
+    # What the model reads, measured side by side: this project's requests are no larger than the plain pattern's.
+    assert 0 < cost["ours"]["request_bytes_per_payout"] <= cost["seed"]["request_bytes_per_payout"]
+    # Two approvals from one model turn: each paid once here; the plain pattern pays the first one again.
+    assert cost["ours"]["several_extra_payouts"] == 0 and cost["seed"]["several_extra_payouts"] == 1
+    assert cost["ours"]["several_model_calls_per_payout"] <= 4
+    assert 0 < cost["ours"]["several_request_bytes_per_payout"] <= cost["seed"]["several_request_bytes_per_payout"]
     # ADK's confirmation: one model call to ask, one after the confirmation; a resent one runs nothing.
     confirmation = cost["confirmation"]
     assert (confirmation["request_model_calls"], confirmation["approval_model_calls"]) == (1, 1)
@@ -127,7 +132,9 @@ def test_report_marks_each_target_and_draws_the_chart(tmp_path: Path) -> None:
 def _tiny_results() -> dict:
     flow = {"request_s": 0.01, "approve_s": 0.01, "repeats": 1, "flows_timed": 1}
     cost = {"model_calls_per_payout": 4.0, "request_bytes_per_payout": 9000.0, "request_model_calls": 2,
-            "approval_model_calls": 2, "duplicate_events": 1, "duplicate_replies": 1}
+            "approval_model_calls": 2, "duplicate_events": 1, "duplicate_replies": 1,
+            "several_model_calls_per_payout": 3.0, "several_request_bytes_per_payout": 8000.0,
+            "several_extra_payouts": 0}
     return {
         "date": "2026-01-01",
         "run_seconds": 1.0,

@@ -11,6 +11,7 @@ that is not to 127.0.0.1 is blocked.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -35,6 +36,11 @@ ICON_FONT = Path("/usr/share/fonts/woff/material-design-icons-iconfont/MaterialI
 ICON_FONT_URLS = ("https://fonts.gstatic.com/s/materialicons/", "https://fonts.gstatic.com/s/materialsymbolsoutlined/")
 # The pictures the docs show, taken by these tests on every run so they show the pages as they are.
 DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def picture(name: str, tmp_path: Path) -> Path:
+    """Where a screenshot the docs show goes: docs/ with UPDATE_DOCS=1, else the test's own folder."""
+    return (DOCS if os.environ.get("UPDATE_DOCS") == "1" else tmp_path) / name
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(),
@@ -142,7 +148,7 @@ async def test_request_in_dev_ui_approved_in_inbox_shows_payout_in_chat(context,
     await expect(row).to_contain_text("alice")
     await expect(row).to_contain_text("team lunch")
     await expect(row).to_contain_text("$250.00")
-    await inbox.screenshot(path=DOCS / "inbox.png")
+    await inbox.screenshot(path=picture("inbox.png", tmp_path))
     await row.locator("button.approve").click()
 
     await expect(inbox.locator("#notice")).to_contain_text(f"Approved {ticket_id}")
@@ -179,12 +185,40 @@ async def test_request_in_dev_ui_rejected_in_inbox_pays_nothing(context, server,
     await assert_no_csp_violations(inbox)
 
     await chat.reload()
-    await expect(chat.get_by_text(re.compile(rf"Ticket {ticket_id} was rejected by carol"))).to_be_visible()
+    await expect(chat.get_by_text(re.compile(rf"Ticket {ticket_id} for \$480\.00 \(conference ticket\) was rejected "
+                                             "by carol"))).to_be_visible()
     await expect(chat.get_by_text(re.compile("Nothing was paid"))).to_be_visible()
     await chat.screenshot(path=tmp_path / "2-chat-rejected.png")
     view = await ledger_view(server, ticket_id)
     assert view["ticket"]["status"] == "rejected" and view["payouts"] == []
 
+
+
+async def test_an_approver_approves_less_than_asked_with_a_reason_in_the_inbox(context, server):
+    chat, ticket_id = await ask_in_dev_ui(context, "Please reimburse $250 for the team lunch")
+
+    inbox = await open_inbox(context, "bob")
+    row = inbox.locator(f'#pending tr[data-ticket="{ticket_id}"]')
+    await row.locator("input.amount-input").fill("200")
+    await row.locator("button.approve").click()
+    await expect(inbox.locator("#notice")).to_contain_text("Give a reason to approve less than $250.00")
+    await row.locator("input.amount-input").fill("300")
+    await row.locator("input.reason").fill("over the per diem")
+    await row.locator("button.approve").click()
+    await expect(inbox.locator("#notice")).to_contain_text("$300.00 is more than the $250.00 asked")
+    await expect(row).to_be_visible()  # refused by the server: still pending
+
+    await row.locator("input.amount-input").fill("200")
+    await row.locator("button.approve").click()
+    await expect(inbox.locator("#notice")).to_contain_text(f"Approved {ticket_id} for $200.00 of $250.00")
+    await expect(inbox.locator("#notice")).to_contain_text("of the $250.00 you asked: over the per diem")
+    await expect(inbox.locator(f'#decided tr[data-ticket="{ticket_id}"]')).to_contain_text("$200.00 of $250.00")
+    await assert_no_csp_violations(inbox)
+
+    await chat.reload()
+    await expect(chat.get_by_text(re.compile(r"\$200\.00 for team lunch was paid"))).to_be_visible()
+    view = await ledger_view(server, ticket_id)
+    assert [p["amount"] for p in view["payouts"]] == [200.0]
 
 
 async def test_an_approver_sees_no_decision_buttons_on_their_own_request(context):
@@ -292,7 +326,7 @@ async def test_plain_adk_web_request_approved_by_main_py_shows_payout_after_relo
 
             await chat.reload()
             await expect(chat.get_by_text(re.compile(r"\$250\.00 for team lunch was paid"))).to_be_visible()
-            await chat.screenshot(path=DOCS / "dev-ui.png")
+            await chat.screenshot(path=picture("dev-ui.png", tmp_path))
             # The note is in the agent's row, not in the requester's message.
             note_row = chat.locator("app-event-row", has_text="Approval response not accepted").first
             assert "THOUGHT" not in (await note_row.inner_text()).upper()

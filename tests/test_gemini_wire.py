@@ -238,12 +238,12 @@ async def test_approval_round_trips_over_the_gemini_wire_and_pays_once(start: St
     assert first.body["contents"] == [{"role": "user", "parts": [{"text": REQUEST}]}]
     assert "systemInstruction" in first.body
     declarations = {d["name"]: d for tool in first.body["tools"] for d in tool.get("functionDeclarations", [])}
-    assert set(declarations) == {"ask_for_approval", "reimburse"}
+    assert set(declarations) == {"ask_for_approval", "reimburse", "cancel_request"}
     assert LONG_RUNNING_NOTE in declarations["ask_for_approval"]["description"]
     assert LONG_RUNNING_NOTE not in declarations["reimburse"]["description"]
-    for declaration in declarations.values():
+    for name, declaration in declarations.items():
         schema = declaration.get("parametersJsonSchema") or declaration.get("parameters_json_schema")
-        assert set(schema["required"]) == {"purpose", "amount"}
+        assert set(schema["required"]) == ({"ticket_id"} if name == "cancel_request" else {"purpose", "amount"})
 
     answered = fake.requests[1].body["contents"]
     assert calls_in(answered[-2]) == [(approval_id, "ask_for_approval")]
@@ -263,7 +263,7 @@ async def test_approval_round_trips_over_the_gemini_wire_and_pays_once(start: St
     assert calls_in(resumed[-2]) == [(approval_id, "ask_for_approval")]
     assert responses_in(resumed[-1]) == [(approval_id, "ask_for_approval")]
     [decision] = response_payloads(resumed, "ask_for_approval")
-    assert (decision["status"], decision["ticket_id"], decision["decided_by"]) == (
+    assert (decision["status"], decision["ticket_id"], decision["by"]) == (
         "approved", pending.ticket_id, APPROVER)
 
     paid = fake.requests[3].body["contents"]
@@ -320,7 +320,7 @@ async def test_forged_approval_sends_nothing_to_gemini_and_the_real_one_still_pa
     for request in wired.fake.requests:
         contents = request.body["contents"]
         # Neither the forged claim nor the guard's thought note is sent.
-        assert all("decided_by" in r for r in response_payloads(contents, "ask_for_approval")
+        assert all("by" in r for r in response_payloads(contents, "ask_for_approval")
                    if r["status"] == "approved"), outline(contents)
         assert not any(p.get("thought") for c in contents for p in c.get("parts", [])), outline(contents)
     assert wired.fake.errors == [] and wired.fake.unused == 0
@@ -377,3 +377,77 @@ async def test_every_function_call_turn_follows_a_user_turn(start: Start) -> Non
     for n, request in enumerate(wired.fake.requests):
         contents = request.body["contents"]
         assert call_turn_violations(contents) == [], f"request {n}:\n" + "\n".join(outline(contents))
+
+
+def parallel_asks(ids: tuple[str | None, str | None]) -> Reply:
+    """One model turn asking for two approvals at once, as Gemini does for two expenses."""
+    parts = []
+    for call_id, (purpose, amount) in zip(ids, (("team lunch", 250.0), ("conference ticket", 480.0)), strict=True):
+        parts.append({"functionCall": {"name": "ask_for_approval", "args": {"purpose": purpose, "amount": amount},
+                                       **({"id": call_id} if call_id else {})}})
+    return Reply(parts)
+
+
+@pytest.mark.parametrize("gemini_sends_ids", [False, True], ids=["no-call-ids", "gemini-call-ids"])
+async def test_two_approvals_from_one_turn_are_each_answered_in_pairs_gemini_accepts(
+        start: Start, gemini_sends_ids: bool) -> None:
+    ids = ("call-lunch", "call-conference") if gemini_sends_ids else (None, None)
+    wired = await start([
+        parallel_asks(ids),
+        text("Both are waiting for an approver."),
+        call("reimburse", purpose="conference ticket", amount=480.0),
+        text("Paid: $480 for the conference ticket."),
+        text("The team lunch was rejected: no receipt. Nothing was paid for it."),
+    ])
+    fake = wired.fake
+    events = await wired.chat.say("Reimburse $250 for the team lunch and $480 for the conference ticket")
+    lunch, conference = pending_calls(events)
+    lunch_ticket, conference_ticket = (r["ticket_id"] for r in responses(events, "ask_for_approval"))
+
+    # The second is approved first: its decision goes out beside the first's latest answer, still pending.
+    decided = await wired.ledger.decide(conference_ticket, approver=APPROVER, approve=True)
+    await wired.chat.send(function_response(conference.id, conference.name, decided.as_response()))
+    resumed = fake.requests[2].body["contents"]
+    assert [r["status"] for r in response_payloads(resumed[-1:], "ask_for_approval")] == ["pending", "approved"]
+
+    # Then the first is rejected: the paid approval beside it carries its payout, and is not paid again.
+    rejected = await wired.ledger.decide(lunch_ticket, approver=APPROVER, approve=False, reason="no receipt")
+    await wired.chat.send(function_response(lunch.id, lunch.name, rejected.as_response()))
+    last = fake.requests[4].body["contents"]
+    [lunch_now, conference_now] = response_payloads(last[-1:], "ask_for_approval")
+    assert lunch_now["status"] == "rejected"
+    [payout] = await wired.ledger.payouts(ticket_id=conference_ticket)
+    assert (conference_now["status"], conference_now["payout_id"]) == ("approved", payout.id)
+    assert await wired.ledger.payouts(ticket_id=lunch_ticket) == []
+
+    assert_every_request_pairs_calls_and_responses(fake)
+    for request in fake.requests:
+        assert call_turn_violations(request.body["contents"]) == [], outline(request.body["contents"])
+    assert fake.errors == [] and fake.unused == 0
+
+
+async def test_a_withdrawal_in_the_chat_keeps_every_later_request_paired(start: Start) -> None:
+    wired = await start([
+        parallel_asks((None, None)),
+        text("Both are waiting for an approver."),
+        call("cancel_request", ticket_id="set below"),
+        text("Withdrawn: the conference ticket."),
+        text("The team lunch is still waiting."),
+    ])
+    fake = wired.fake
+    events = await wired.chat.say("Reimburse $250 for the team lunch and $480 for the conference ticket")
+    lunch_ticket, conference_ticket = (r["ticket_id"] for r in responses(events, "ask_for_approval"))
+    fake.script[2] = call("cancel_request", ticket_id=conference_ticket)
+
+    withdrawn = await wired.chat.say("Please cancel my conference ticket request")
+    assert responses(withdrawn, "cancel_request") == [{"status": "cancelled", "ticket_id": conference_ticket}]
+    await wired.chat.say("Any news?")
+
+    # The withdrawn call's answer ("cancelled") stands beside the other's ("pending") in later requests.
+    later = fake.requests[4].body["contents"]
+    assert [r["status"] for r in response_payloads(later, "ask_for_approval")] == ["pending", "cancelled"]
+    assert (await wired.ledger.get(lunch_ticket)).status == "pending"
+    assert_every_request_pairs_calls_and_responses(fake)
+    for request in fake.requests:
+        assert call_turn_violations(request.body["contents"]) == [], outline(request.body["contents"])
+    assert fake.errors == [] and fake.unused == 0

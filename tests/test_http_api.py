@@ -305,3 +305,72 @@ async def test_a_decision_whose_conversation_cannot_be_reached_answers_json_with
     listed = (await client.get("/api/approvals", headers=as_approver("bob"))).json()
     assert gone.id not in [t["id"] for t in listed["undelivered"]]
     assert elsewhere.id in [t["id"] for t in listed["undelivered"]]
+
+
+# --- approve with changes, several at once, withdrawn tickets -------------------------
+
+
+async def test_an_approver_approves_less_over_the_api_and_that_is_paid(client, server):
+    session_id, _call, ticket_id = await request_over_run(client)
+
+    answer = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("bob"),
+                               json={"amount": 200, "reason": "over the per diem"})
+
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert (body["ticket"]["amount"], body["ticket"]["approved_amount"]) == (250.0, 200.0)
+    assert [p["amount"] for p in body["payouts"]] == [200.0]
+    assert "of the $250.00 you asked: over the per diem" in body["agent_reply"]
+    shown = (await client.get(f"/api/approvals/{ticket_id}", headers=as_approver("carol"))).json()
+    assert "$200.00 of the $250.00 asked: over the per diem" in [e["detail"] for e in shown["audit"]]
+    [(_author, paid)] = function_responses(await events_of(client, "alice", session_id), "reimburse")
+    assert (paid["response"]["status"], paid["response"]["amount"]) == ("paid", 200.0)
+
+
+@pytest.mark.parametrize("action, body, error, says", [
+    ("approve", {"amount": 300, "reason": "x"}, "invalid_amount", "more than the $250.00 asked"),
+    ("approve", {"amount": 0, "reason": "x"}, "invalid_amount", "more than zero"),
+    ("approve", {"amount": -20, "reason": "x"}, "invalid_amount", "more than zero"),
+    ("approve", {"amount": "abc", "reason": "x"}, "invalid_amount", "not a number of dollars"),
+    ("approve", {"amount": True, "reason": "x"}, "invalid_amount", "must be a number of dollars"),
+    ("approve", {"amount": [200], "reason": "x"}, "invalid_amount", "must be a number of dollars"),
+    ("approve", {"amount": 200}, "reason_required", "needs a reason"),
+    ("reject", {"amount": 200, "reason": "no"}, "invalid_amount", "a rejection pays nothing"),
+])
+async def test_a_bad_amount_is_422_and_decides_nothing(client, action, body, error, says):
+    _session_id, _call, ticket_id = await request_over_run(client)
+
+    answer = await client.post(f"/api/approvals/{ticket_id}/{action}", headers=as_approver("bob"), json=body)
+
+    assert says in assert_error(answer, 422, error)["message"]
+    shown = (await client.get(f"/api/approvals/{ticket_id}", headers=as_approver("bob"))).json()
+    assert shown["ticket"]["status"] == "pending" and shown["payouts"] == []
+
+
+async def test_two_expenses_over_run_are_two_tickets_decided_on_their_own(client, server):
+    session_id = await new_session(client, "alice")
+    answer = await client.post("/run", json=run_body("alice", session_id, user_text(
+        "Reimburse $250 for the team lunch and $480 for the conference ticket")))
+    assert answer.status_code == 200, answer.text
+    tickets = [r["response"]["ticket_id"] for _a, r in function_responses(answer.json(), "ask_for_approval")]
+    assert len(tickets) == 2
+
+    rejected = await client.post(f"/api/approvals/{tickets[1]}/reject", headers=as_approver("bob"),
+                                 json={"reason": "not this year"})
+    approved = await client.post(f"/api/approvals/{tickets[0]}/approve", headers=as_approver("carol"))
+
+    assert (rejected.status_code, approved.status_code) == (200, 200)
+    assert "was rejected by bob (not this year)" in rejected.json()["agent_reply"]
+    assert "$250.00 for team lunch was paid" in approved.json()["agent_reply"]
+    assert [len(await payouts(server, t)) for t in tickets] == [1, 0]
+
+
+async def test_deciding_a_withdrawn_ticket_is_409_withdrawn(client, server):
+    session_id, _call, ticket_id = await request_over_run(client)
+    withdrawn = await client.post("/run", json=run_body("alice", session_id, user_text("cancel my request")))
+    assert withdrawn.status_code == 200 and "Withdrawn" in texts(withdrawn.json())[-1]
+
+    for action, body in (("approve", None), ("reject", {"reason": "late"})):
+        answer = await client.post(f"/api/approvals/{ticket_id}/{action}", headers=as_approver("bob"), json=body)
+        assert "withdrawn by its requester, alice" in assert_error(answer, 409, "withdrawn")["message"]
+    assert await payouts(server, ticket_id) == []

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
 
+from google.adk.agents.invocation_context import InvocationContext
 from google.adk.apps import App
 from google.adk.events import Event
 
@@ -24,7 +25,7 @@ from ..ledger import Ticket, TicketExpired, TicketStatus
 from ..ledger.locks import DEFAULT_WAIT, ConversationBusy
 from ..services import services
 from .conversations import Unreachable, describe, open_store
-from .guard import decision_message, held_conversations
+from .guard import conversation_of, decision_message, held_conversations
 
 logger = logging.getLogger(__name__)
 
@@ -117,19 +118,53 @@ async def deliver(
 
 
 async def decide_and_deliver(
-    ticket_id: str, *, approver: str, approve: bool, reason: str | None = None, app: App | None = None
+    ticket_id: str, *, approver: str, approve: bool, reason: str | None = None, amount: object = None,
+    app: App | None = None,
 ) -> Delivery:
     """Record the decision, then deliver it; raises LedgerError if the decision is refused.
 
-    An expired ticket is refused, but its expiry is still delivered, so the
-    requester learns what happened.
+    `amount` approves less than was asked (see Ledger.decide). An expired
+    ticket is refused, but its expiry is still delivered, so the requester
+    learns what happened.
     """
     try:
-        ticket = await services().ledger.decide(ticket_id, approver=approver, approve=approve, reason=reason)
+        ticket = await services().ledger.decide(
+            ticket_id, approver=approver, approve=approve, reason=reason, amount=amount
+        )
     except TicketExpired:
         await deliver(ticket_id, actor=approver, app=app)
         raise
-    delivery = await deliver(ticket.id, actor=approver, app=app)
+    return await _delivered(ticket, actor=approver, app=app)
+
+
+async def withdraw_and_deliver(ticket_id: str, *, requester: str, app: App | None = None) -> Delivery:
+    """The requester withdraws a pending request; the pending call is answered "cancelled"."""
+    try:
+        ticket = await services().ledger.cancel(ticket_id, requester=requester)
+    except TicketExpired:
+        await deliver(ticket_id, actor=requester, app=app)
+        raise
+    return await _delivered(ticket, actor=requester, app=app)
+
+
+async def answer_withdrawal(ticket: Ticket, context: InvocationContext) -> None:
+    """Answer the pending call of a ticket withdrawn in the chat with its "cancelled" record.
+
+    In the conversation this run holds, the answer is added to the session
+    directly, with no second run: the model tells the user in this run's
+    reply. A ticket of another conversation of the requester is delivered
+    there, as an approver's decision would be.
+    """
+    if ticket.conversation != conversation_of(context):
+        await deliver(ticket.id, actor=ticket.user_id)
+        return
+    answer = Event(invocation_id=context.invocation_id, author="user", content=decision_message(ticket))
+    await context.session_service.append_event(context.session, answer)
+    await services().ledger.mark_delivered(ticket.id, actor=ticket.user_id)
+
+
+async def _delivered(ticket: Ticket, *, actor: str, app: App | None) -> Delivery:
+    delivery = await deliver(ticket.id, actor=actor, app=app)
     if delivery.outcome is Outcome.ALREADY_DELIVERED:
         # A message in the same conversation got the lock first and delivered
         # this new decision before answering: it arrived, once.

@@ -1,10 +1,15 @@
-"""Keep each model request to what the model should read, in the order Gemini accepts.
+"""What the model is shown: the real conversation, as the ledger knows it, in the order Gemini accepts.
 
-Two things happen to the history ADK builds before it reaches the model:
+Three things happen to the history ADK builds before it reaches the model:
 
 - The approval guard's notes ("only an approver can decide this ticket") are
   for people; they are left out, so the model's view of the conversation is
   the real request, call and decision.
+- When one of several approvals asked for in one turn arrives, ADK 2.13
+  answers that turn's calls together (the new decision beside the others'
+  latest answers) and leaves out what happened since. An approval that was
+  paid meanwhile is shown with its payout id, so the model does not pay it
+  again (the ledger would refuse, but the model would say so).
 - After a long-running call is resumed, ADK 2.13 keeps the agent's earlier
   "waiting for approval" reply and places it after the updated function
   response. The next request then holds two model turns in a row, and Gemini
@@ -19,10 +24,12 @@ from google.adk.agents.callback_context import CallbackContext
 from google.adk.models import LlmRequest, LlmResponse
 from google.genai import types
 
+from ..services import services
+from ..tools import APPROVAL_TOOL
 from .guard import NOTE_MARK
 
 
-def merge_consecutive_model_turns(
+async def prepare_model_request(
     callback_context: CallbackContext, llm_request: LlmRequest
 ) -> LlmResponse | None:
     notes = {
@@ -42,5 +49,27 @@ def merge_consecutive_model_turns(
             merged[-1] = types.Content(role="model", parts=[*(merged[-1].parts or []), *(content.parts or [])])
         else:
             merged.append(content)
+    if len(merged) > 1:
+        merged[-1] = await _with_payouts(merged[-1])
     llm_request.contents = merged
     return None
+
+
+async def _with_payouts(content: types.Content) -> types.Content:
+    """`content` with the payout id on each approval in it that is paid already (several in one turn)."""
+    parts = content.parts or []
+    approved = [p.function_response for p in parts
+                if p.function_response and p.function_response.name == APPROVAL_TOOL
+                and (p.function_response.response or {}).get("status") == "approved"]
+    if len(approved) == len(parts):
+        return content  # only this turn's news: nothing in it can have been paid yet
+    ledger, shown = services().ledger, []
+    for part in parts:
+        response = part.function_response
+        if response in approved and response is not None:
+            paid = await ledger.payouts(ticket_id=str((response.response or {}).get("ticket_id")))
+            if paid:
+                part = types.Part(function_response=response.model_copy(
+                    update={"response": {**(response.response or {}), "payout_id": paid[0].id}}))
+        shown.append(part)
+    return types.Content(role=content.role, parts=shown)

@@ -19,6 +19,7 @@ from .errors import (
     NeedsApproval,
     NotAllowed,
     NotApproved,
+    NotRequester,
     NotSettleable,
     TicketExpired,
     TicketNotFound,
@@ -29,6 +30,6 @@ from .store import Ledger
 
 __all__ = [
     "DAILY_LIMIT", "DECIDED", "SAME_PURPOSE", "AlreadyDecided", "AuditEntry", "Conversation", "Inbox", "Ledger",
-    "LedgerError", "NeedsApproval", "NotAllowed", "NotApproved", "NotSettleable", "Payout", "Ticket",
+    "LedgerError", "NeedsApproval", "NotAllowed", "NotApproved", "NotRequester", "NotSettleable", "Payout", "Ticket",
     "TicketExpired", "TicketNotFound", "TicketStatus", "utc_now",
 ]

@@ -88,7 +88,7 @@ class Deliveries(Tickets):
                     payout_row = PayoutRow(
                         id=new_id("P"), ticket_id=ticket.id, app_name=ticket.app_name, call_id=f"settled:{ticket.id}",
                         user_id=ticket.user_id, session_id=ticket.session_id, purpose=ticket.purpose,
-                        amount_cents=ticket.amount_cents, paid_at=now,
+                        amount_cents=ticket.payable_cents, paid_at=now,
                     )
                     db.add(payout_row)
                     db.add(AuditRow(ticket_id=ticket.id, at=now, actor=approver, action="paid",

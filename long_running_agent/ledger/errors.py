@@ -27,6 +27,10 @@ class AlreadyDecided(LedgerError):
 
     def __init__(self, ticket: Ticket) -> None:
         self.ticket = ticket
+        if ticket.status == "cancelled":
+            super().__init__(f"Ticket {ticket.id} was withdrawn by its requester, {ticket.decided_by}; "
+                             "there is nothing left to decide.")
+            return
         by = f" by {ticket.decided_by}" if ticket.decided_by else ""
         super().__init__(f"Ticket {ticket.id} is already {ticket.status}{by}.")
 
@@ -44,6 +48,14 @@ class NotAllowed(LedgerError):
     def __init__(self, ticket_id: str, approver: str) -> None:
         self.ticket_id, self.approver = ticket_id, approver
         super().__init__(f"{approver} requested ticket {ticket_id} and cannot approve or reject it.")
+
+
+class NotRequester(LedgerError):
+    """Only the person who asked may withdraw a request."""
+
+    def __init__(self, ticket_id: str, who: str) -> None:
+        self.ticket_id, self.who = ticket_id, who
+        super().__init__(f"{who} did not request ticket {ticket_id}; only its requester can withdraw it.")
 
 
 class NotApproved(LedgerError):

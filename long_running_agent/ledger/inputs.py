@@ -57,14 +57,14 @@ def is_canonical_name(raw: str) -> bool:
         return False
 
 
-def reason(raw: object, *, required: bool) -> str | None:
+def reason(raw: object, *, required: bool, needed_by: str = "A rejection") -> str | None:
     """A decision's reason: one line of text, at most MAX_REASON characters."""
     text = " ".join(raw.split()) if isinstance(raw, str) else ""
     if raw is not None and not isinstance(raw, str):
         raise InputError("reason", "The reason must be text.")
     if not text:
         if required:
-            raise InputError("reason", "A rejection needs a reason; the requester is told it.")
+            raise InputError("reason", f"{needed_by} needs a reason; the requester is told it.")
         return None
     if _CONTROL.search(text):
         raise InputError("reason", "The reason contains control or invisible characters; write plain text.")

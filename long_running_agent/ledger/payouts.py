@@ -37,8 +37,10 @@ class Payouts(LedgerBase):
     ) -> tuple[Payout, bool]:
         """Pay the approved ticket of this session matching purpose and amount.
 
-        Returns (payout, already_paid). Raises NotApproved when no approved
-        ticket matches: whatever the conversation says, no ticket, no money.
+        The amount may be what was asked or what was approved; the payout is
+        what was approved, never more. Returns (payout, already_paid). Raises
+        NotApproved when no approved ticket matches: whatever the conversation
+        says, no ticket, no money.
         """
         matching = await self._approved_tickets(conversation, purpose, amount_cents)
         # An unpaid match first; a paid one only to report "already paid".
@@ -46,23 +48,24 @@ class Payouts(LedgerBase):
         ticket = matching[0][0] if matching else None
         if ticket is None:
             raise NotApproved(purpose, amount_cents)
+        payable = ticket.amount_cents if ticket.approved_cents is None else ticket.approved_cents
         return await self._insert_payout(
             ticket_id=ticket.id, app_name=conversation.app_name, call_id=call_id,
             user_id=conversation.user_id, session_id=conversation.session_id,
-            purpose=ticket.purpose, amount_cents=amount_cents,
+            purpose=ticket.purpose, amount_cents=payable,
         )
 
     async def _approved_tickets(
         self, conversation: Conversation, purpose: str, amount_cents: int
     ) -> list[tuple[TicketRow, bool]]:
-        """Approved tickets of this conversation for purpose and amount, oldest first, with "paid?"."""
+        """Approved tickets of this conversation for purpose and amount (asked or approved), oldest first."""
         async with await self.db() as db:
             candidates = (await db.execute(
                 select(TicketRow, PayoutRow.id)
                 .outerjoin(PayoutRow, PayoutRow.ticket_id == TicketRow.id)
                 .where(
                     in_conversation(conversation),
-                    TicketRow.amount_cents == amount_cents,
+                    (TicketRow.amount_cents == amount_cents) | (TicketRow.approved_cents == amount_cents),
                     TicketRow.status == TicketStatus.APPROVED,
                 )
                 .order_by(TicketRow.created_at)
@@ -90,7 +93,8 @@ class Payouts(LedgerBase):
                 return await self._insert_payout(
                     ticket_id=ticket.id, app_name=conversation.app_name, call_id=call_id,
                     user_id=conversation.user_id, session_id=conversation.session_id,
-                    purpose=ticket.purpose, amount_cents=amount_cents,
+                    purpose=ticket.purpose,
+                    amount_cents=ticket.amount_cents if ticket.approved_cents is None else ticket.approved_cents,
                 )
         return await self._pay_without_approval(
             conversation=conversation, call_id=call_id, purpose=purpose, amount_cents=amount_cents,

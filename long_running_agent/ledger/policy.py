@@ -22,6 +22,38 @@ class PolicyError(ValueError):
 
 def parse_amount(amount: object, settings: Settings) -> Decimal:
     """Return `amount` as a Decimal with two places, or raise PolicyError."""
+    value = _exact_dollars(amount)
+    if value <= 0:
+        raise PolicyError(f"The amount must be more than zero; got {value}.")
+    if value > settings.max_amount:
+        raise PolicyError(
+            f"The amount ${value:,} is above the ${settings.max_amount:,} limit for one "
+            "reimbursement; split it or contact finance."
+        )
+    return value
+
+
+def approved_cents(amount: object, asked_cents: int) -> int:
+    """An approver's amount for a ticket, in cents: more than zero and at most what was asked.
+
+    Raises InputError (field "amount"), the error every surface shows for a bad input.
+    """
+    asked = from_cents(asked_cents)
+    try:
+        value = _exact_dollars(amount)
+    except PolicyError as error:
+        raise inputs.InputError("amount", str(error)) from None
+    if value <= 0:
+        raise inputs.InputError("amount", f"The approved amount must be more than zero; got {value}. "
+                                          "To pay nothing, reject the ticket.")
+    if value > asked:
+        raise inputs.InputError("amount", f"${value:,} is more than the ${asked:,} asked; an approver may "
+                                          "approve the amount asked or less.")
+    return to_cents(value)
+
+
+def _exact_dollars(amount: object) -> Decimal:
+    """`amount` as exact dollars and cents, or PolicyError saying how to write it."""
     if isinstance(amount, bool) or not isinstance(amount, (int, float, str, Decimal)):
         raise PolicyError(f"The amount must be a number of dollars, e.g. 250.00, not {amount!r}.")
     if isinstance(amount, float) and not math.isfinite(amount):
@@ -38,13 +70,6 @@ def parse_amount(amount: object, settings: Settings) -> Decimal:
     value = Decimal(str(amount))
     if not value.is_finite():
         raise PolicyError("The amount must be a finite number of dollars, e.g. 250.00.")
-    if value <= 0:
-        raise PolicyError(f"The amount must be more than zero; got {value}.")
-    if value > settings.max_amount:
-        raise PolicyError(
-            f"The amount ${value:,} is above the ${settings.max_amount:,} limit for one "
-            "reimbursement; split it or contact finance."
-        )
     cents = value.quantize(Decimal("0.01"))
     if cents != value:
         raise PolicyError(

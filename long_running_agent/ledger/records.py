@@ -62,6 +62,7 @@ class Ticket:
     decided_by: str | None
     decided_at: datetime | None
     reason: str | None
+    approved_cents: int | None
     session_store: str
     delivered_at: datetime | None
     delivery_error: str | None
@@ -91,29 +92,56 @@ class Ticket:
         return f"${from_cents(self.amount_cents):,}"
 
     @property
+    def payable_cents(self) -> int:
+        """What an approved ticket pays: the amount approved, which may be less than was asked."""
+        return self.amount_cents if self.approved_cents is None else self.approved_cents
+
+    @property
+    def payable_text(self) -> str:
+        return f"${from_cents(self.payable_cents):,}"
+
+    @property
+    def changed(self) -> bool:
+        """Approved for less than was asked."""
+        return self.approved_cents is not None and self.approved_cents != self.amount_cents
+
+    @property
     def conversation(self) -> Conversation:
         return Conversation(self.app_name, self.user_id, self.session_id)
 
     def as_response(self) -> dict[str, Any]:
-        """The ticket as the approval tool's response, as the model sees it."""
-        response: dict[str, Any] = {
-            "status": self.status.value,
+        """The ticket as the approval tool's response: what the model needs, and no more.
+
+        The model has the purpose and the amount in its own call; every
+        request carries the whole conversation, so each field here is paid
+        for on every later turn. The full record is in the ledger.
+        """
+        response: dict[str, Any] = {"status": self.status.value, "ticket_id": self.id}
+        if self.status is not TicketStatus.PENDING and self.decided_by:
+            response["by"] = self.decided_by
+        if self.changed:
+            response |= {"amount": float(from_cents(self.payable_cents)), "asked": self.amount}
+        if self.reason and self.status is not TicketStatus.EXPIRED:
+            response["reason"] = self.reason
+        return response
+
+    def as_record(self) -> dict[str, Any]:
+        """Every field a person may want to see (`python main.py show`)."""
+        return {
             "ticket_id": self.id,
+            "status": self.status.value,
+            "requested_by": self.user_id,
             "purpose": self.purpose,
             "amount": self.amount,
-            "requested_by": self.user_id,
+            **({"approved_amount": float(from_cents(self.payable_cents))} if self.changed else {}),
             "created_at": self.created_at.isoformat(timespec="seconds"),
             "expires_at": self.expires_at.isoformat(timespec="seconds"),
-        }
-        if self.status is not TicketStatus.PENDING:
-            response |= {
+            **({
                 "decided_by": self.decided_by,
-                "decided_at": self.decided_at.isoformat(timespec="seconds")
-                if self.decided_at
-                else None,
+                "decided_at": self.decided_at.isoformat(timespec="seconds") if self.decided_at else None,
                 "reason": self.reason,
-            }
-        return response
+            } if self.status is not TicketStatus.PENDING else {}),
+        }
 
 
 @dataclass(frozen=True)
@@ -139,13 +167,21 @@ class Payout:
     def amount_text(self) -> str:
         return f"${from_cents(self.amount_cents):,}"
 
+    @property
+    def amount(self) -> float:
+        return float(from_cents(self.amount_cents))
+
     def as_response(self, *, already_paid: bool = False) -> dict[str, Any]:
+        """The payout as `reimburse`'s response: what was paid (the model has the purpose in its call)."""
+        response = {"status": "already_paid" if already_paid else "paid", "payout_id": self.id, "amount": self.amount}
+        return response | ({"ticket_id": self.ticket_id} if self.ticket_id else {})
+
+    def as_record(self) -> dict[str, Any]:
         return {
-            "status": "already_paid" if already_paid else "paid",
             "payout_id": self.id,
             "ticket_id": self.ticket_id,
             "purpose": self.purpose,
-            "amount": float(from_cents(self.amount_cents)),
+            "amount": self.amount,
             "paid_at": self.paid_at.isoformat(timespec="seconds"),
         }
 

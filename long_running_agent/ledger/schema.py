@@ -49,6 +49,8 @@ class TicketRow(Base):
     decided_by: Mapped[str | None] = mapped_column(String(128))
     decided_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     reason: Mapped[str | None] = mapped_column(String(500))
+    # Set when an approver approved less than was asked: what may be paid.
+    approved_cents: Mapped[int | None] = mapped_column(Integer)
     # Where the conversation lives (see approval/conversations.py), so a decision made
     # in any process reaches it.
     session_store: Mapped[str] = mapped_column(String(1000), default="app")

@@ -15,8 +15,8 @@ from sqlalchemy.engine import CursorResult
 
 from . import inputs
 from .base import LedgerBase, new_id
-from .errors import AlreadyDecided, NotAllowed, TicketExpired, TicketNotFound
-from .policy import from_cents
+from .errors import AlreadyDecided, NotAllowed, NotRequester, TicketExpired, TicketNotFound
+from .policy import approved_cents, from_cents
 from .records import AuditEntry, Conversation, Ticket, TicketStatus, _utc
 from .schema import AuditRow, TicketRow, in_conversation
 
@@ -122,19 +122,28 @@ class Tickets(LedgerBase):
         approver: str,
         approve: bool,
         reason: str | None = None,
+        amount: object = None,
         from_chat: bool = False,
     ) -> Ticket:
         """Record an approver's decision; the ledger is written before any delivery.
 
-        Raises InputError for a malformed name or reason (the same rules on
-        every surface). `from_chat` is DEV_CHAT_APPROVAL: the requester decides
-        in the chat, and the trail says so.
+        `amount` approves less than was asked (with a reason); `reimburse` then
+        pays that and no more. Raises InputError for a malformed name, reason
+        or amount (the same rules on every surface). `from_chat` is
+        DEV_CHAT_APPROVAL: the requester decides in the chat, and the trail says so.
         """
         approver = inputs.name(approver, "approver name")
         ticket = await self.get(ticket_id)
         if ticket.status is not TicketStatus.PENDING:
             raise AlreadyDecided(ticket)
-        reason = inputs.reason(reason, required=not approve)
+        lowered = None
+        if amount is not None:
+            if not approve:
+                raise inputs.InputError("amount", "An amount goes with an approval; a rejection pays nothing.")
+            lowered = approved_cents(amount, ticket.amount_cents)
+            lowered = None if lowered == ticket.amount_cents else lowered
+        reason = inputs.reason(reason, required=not approve or lowered is not None,
+                               needed_by="Approving less than was asked" if approve else "A rejection")
         # One spelling per person: Alice, alice and " alice" are the same requester.
         if _same_person(ticket.user_id, approver) and not from_chat:
             raise NotAllowed(ticket_id, approver)
@@ -143,13 +152,27 @@ class Tickets(LedgerBase):
         if ticket.expires_at <= self._clock():
             raise TicketExpired(await self.expire(ticket_id))
         status = TicketStatus.APPROVED if approve else TicketStatus.REJECTED
-        return await self._transition(ticket_id, status, actor=approver, reason=reason)
+        detail = reason
+        if lowered is not None:
+            detail = f"${from_cents(lowered):,} of the {ticket.amount_text} asked: {reason}"
+        return await self._transition(ticket_id, status, actor=approver, reason=reason,
+                                      approved_cents=lowered, detail=detail)
 
     async def expire(self, ticket_id: str) -> Ticket:
         return await self._transition(ticket_id, TicketStatus.EXPIRED, actor="system", reason="approval window ended")
 
-    async def cancel(self, ticket_id: str, *, actor: str, reason: str | None = None) -> Ticket:
-        return await self._transition(ticket_id, TicketStatus.CANCELLED, actor=actor, reason=reason)
+    async def cancel(self, ticket_id: str, *, requester: str) -> Ticket:
+        """The requester withdraws a pending request: it is never decided, and nothing is paid."""
+        requester = inputs.name(requester, "requester")
+        ticket = await self.get(ticket_id)
+        if not _same_person(ticket.user_id, requester):
+            raise NotRequester(ticket_id, requester)
+        if ticket.status is not TicketStatus.PENDING:
+            raise AlreadyDecided(ticket)
+        if ticket.expires_at <= self._clock():
+            raise TicketExpired(await self.expire(ticket_id))
+        return await self._transition(ticket_id, TicketStatus.CANCELLED, actor=requester, reason=None,
+                                      detail="withdrawn by the requester")
 
     async def expire_due(self, conversation: Conversation | None = None) -> list[str]:
         """Expire every pending ticket whose window has ended; returns their ids."""
@@ -169,21 +192,24 @@ class Tickets(LedgerBase):
         return expired
 
     async def _transition(
-        self, ticket_id: str, status: TicketStatus, *, actor: str, reason: str | None
+        self, ticket_id: str, status: TicketStatus, *, actor: str, reason: str | None,
+        approved_cents: int | None = None, detail: str | None = None,
     ) -> Ticket:
         now = self._clock()
         async with await self.db() as db, db.begin():
             changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(TicketRow)
                 .where(TicketRow.id == ticket_id, TicketRow.status == TicketStatus.PENDING)
-                .values(status=status, decided_by=actor, decided_at=now, reason=reason)
+                .values(status=status, decided_by=actor, decided_at=now, reason=reason,
+                        approved_cents=approved_cents)
             )
             if changed.rowcount != 1:
                 current = await db.get(TicketRow, ticket_id)
                 if current is None:
                     raise TicketNotFound(ticket_id)
                 raise AlreadyDecided(Ticket.of(current))
-            db.add(AuditRow(ticket_id=ticket_id, at=now, actor=actor, action=status, detail=reason))
+            db.add(AuditRow(ticket_id=ticket_id, at=now, actor=actor, action=status,
+                            detail=(detail or reason or '')[:500] or None))
         return await self.get(ticket_id)
 
     async def record_refusal(self, ticket_id: str, *, actor: str, detail: str) -> None:

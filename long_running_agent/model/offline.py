@@ -2,10 +2,14 @@
 
 It is not a language model: it reads the request ADK builds (the system
 instruction, the tool declarations and the conversation) and applies a few
-plain rules, the way a careful model would use these two tools. It is good
+plain rules, the way a careful model would use these tools. It is good
 enough to drive the tutorial, the tests and an `adk web` chat; set a Gemini
-key to talk to a real model (see docs/gemini.md). Amounts are
-read by `amounts_in_text`: one dollar amount, read for sure, or a question.
+key to talk to a real model (see docs/gemini.md). A message is read by
+`requests.py` (the expenses in it) and `amounts.py` (each amount, for sure,
+or a question).
+
+Like Gemini, it may answer with several function calls in one turn: one per
+expense in a message, and one `reimburse` per approval that arrived.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncGenerator
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -25,32 +30,35 @@ from google.adk.models.registry import LLMRegistry
 from google.genai import types
 
 from ..settings import settings
-from ..tools import APPROVAL_TOOL, REIMBURSE_TOOL
-from .amounts import find_amount
+from ..tools import APPROVAL_TOOL, CANCEL_TOOL, REIMBURSE_TOOL
+from .amounts import find_amount, find_money
+from .requests import Expense, find_expenses, find_purpose
 
 OFFLINE_MODEL_NAME = "offline-expense-model"
 
-_ARTICLE = r"(?:the\s+|a\s+|an\s+|my\s+|our\s+)?"
-_PURPOSES = [
-    re.compile(rf"\b(?:for|on)\s+{_ARTICLE}(?P<p>.+)", re.IGNORECASE),
-    re.compile(rf"\b(?:reimburse|refund|expense)\s+(?:me\s+)?{_ARTICLE}(?P<p>.+)", re.IGNORECASE),
-]
 _EXPENSE_WORDS = re.compile(r"\b(reimburs\w*|expense\w*|spent|paid|refund|receipt)\b", re.IGNORECASE)
+_WITHDRAW_WORDS = re.compile(r"\b(cancel\w*|withdraw\w*|retract|never\s*mind|take\s+back)\b", re.IGNORECASE)
+_TICKET_ID = re.compile(r"\bT-[0-9a-f]{12}\b")
 
 
-def find_purpose(text: str, amount_span: tuple[int, int] | None) -> str | None:
-    if amount_span:
-        text = text[: amount_span[0]] + " " + text[amount_span[1]:]
-    # One line, so a purpose written across a line break is read whole.
-    text = " ".join(text.split())
-    for pattern in _PURPOSES:
-        match = pattern.search(text)
-        if match:
-            purpose = re.sub(r"\s*\b(please|thanks|thank you)\b.*$", "", match.group("p"), flags=re.I)
-            purpose = " ".join(purpose.strip(" .!?,;:").split())
-            if purpose:
-                return purpose
-    return None
+@dataclass
+class _Answer:
+    """A function call and the response that answered it, read from the conversation."""
+
+    call: types.FunctionCall
+    response: dict[str, Any]
+
+    @property
+    def status(self) -> str:
+        return str(self.response.get("status"))
+
+    @property
+    def purpose(self) -> str:
+        return str((self.call.args or {}).get("purpose", "your expense"))
+
+    @property
+    def amount(self) -> Any:
+        return (self.call.args or {}).get("amount")
 
 
 def _threshold() -> Decimal:
@@ -70,142 +78,217 @@ def _money(value: Any) -> str:
     return f"${Decimal(str(value)):,.2f}"
 
 
-def _call(name: str, purpose: str, amount: Decimal | float) -> types.Part:
-    return types.Part(
-        function_call=types.FunctionCall(name=name, args={"purpose": purpose, "amount": float(amount)})
-    )
+def _call(name: str, **args: Any) -> types.Part:
+    return types.Part(function_call=types.FunctionCall(name=name, args=args))
 
 
 def _text(text: str) -> types.Part:
     return types.Part(text=text)
 
 
-def _original_args(contents: list[types.Content], response: types.FunctionResponse) -> dict[str, Any]:
-    """The arguments of the call `response` answers: by id, else the latest call of that name.
+def _answers(contents: list[types.Content], index: int) -> list[_Answer]:
+    """The function responses of `contents[index]`, each with the call it answers.
 
-    ADK strips its own generated call ids before a request reaches the model.
+    ADK sends every response right after the turn that made the calls, and
+    strips its own call ids on the way to the model; calls of one name are
+    then paired with their responses in order, as Gemini pairs them.
     """
-    for content in reversed(contents):
-        for part in content.parts or []:
-            call = part.function_call
-            if call and call.name == response.name and (call.id == response.id or not response.id):
-                return dict(call.args or {})
-    return {}
+    calls = [p.function_call for p in (contents[index - 1].parts or []) if p.function_call] if index else []
+    answers = []
+    for part in contents[index].parts or []:
+        response = part.function_response
+        if response is None:
+            continue
+        call = next((c for c in calls if response.id and c.id == response.id), None) or next(
+            (c for c in calls if c.name == response.name), None)
+        if call is None:
+            call = types.FunctionCall(name=response.name, args={})
+        else:
+            calls.remove(call)
+        answers.append(_Answer(call, dict(response.response or {})))
+    return answers
 
 
-def _after_approval(response: dict[str, Any], original: dict[str, Any], tools: set[str]) -> types.Part:
-    status = response.get("status")
+def _tickets(contents: list[types.Content]) -> dict[str, _Answer]:
+    """Every approval ticket of the conversation, by id, in its latest known state."""
+    tickets: dict[str, _Answer] = {}
+    for index in range(len(contents)):
+        for answer in _answers(contents, index):
+            if answer.call.name == APPROVAL_TOOL and answer.response.get("ticket_id"):
+                tickets[answer.response["ticket_id"]] = answer
+            elif answer.call.name == CANCEL_TOOL and answer.status == "cancelled":
+                ticket = tickets.get(str(answer.response.get("ticket_id")))
+                if ticket is not None:
+                    tickets[ticket.response["ticket_id"]] = _Answer(ticket.call, answer.response)
+    return tickets
+
+
+# --- after tool results ------------------------------------------------------------
+
+
+def _after_answers(contents: list[types.Content], tools: set[str]) -> list[types.Part]:
+    answers = _answers(contents, len(contents) - 1)
+    decided = [a for a in answers if a.call.name == APPROVAL_TOOL and a.status != "pending"
+               and not a.response.get("payout_id")]
+    # A decision arrives beside the latest answers to the other calls of its
+    # turn; those were news when that turn was answered, and are not now.
+    pending = [] if decided else [a for a in answers if a.call.name == APPROVAL_TOOL and a.status == "pending"]
+    others = [] if decided else [a for a in answers if a.call.name != APPROVAL_TOOL]
+    parts = [_after_approval(a, tools) for a in decided + pending]
+    parts += [_after_tool(a, contents, tools) for a in others]
+    # Text first, then any calls: one turn may do both.
+    return [p for p in parts if p.text] + [p for p in parts if p.function_call] or [_text("Done.")]
+
+
+def _after_approval(answer: _Answer, tools: set[str]) -> types.Part:
+    response, status = answer.response, answer.status
     ticket = response.get("ticket_id", "the ticket")
-    purpose = original.get("purpose") or response.get("purpose")
-    amount = original.get("amount") or response.get("amount")
+    what = f"{_money(answer.amount)} ({answer.purpose})" if answer.amount else answer.purpose
     if status == "pending" and response.get("why"):
         # A small amount the daily rules sent to an approver: say why.
-        return _text(
-            f"{response['why']} I've opened ticket {ticket} for {_money(amount)} ({purpose}); it is "
-            "waiting for an approver, and I will pay it once it is approved."
-        )
+        return _text(f"{response['why']} I've opened ticket {ticket} for {what}; it is waiting for an "
+                     "approver, and I will pay it once it is approved.")
     if status == "pending":
-        return _text(
-            f"Your request for {_money(amount)} ({purpose}) needs approval. "
-            f"Ticket {ticket} is waiting for an approver; I will pay it once it is approved."
-        )
-    if status == "approved" and REIMBURSE_TOOL in tools and purpose and amount:
-        return _call(REIMBURSE_TOOL, purpose, amount)
+        return _text(f"Your request for {what} needs approval. Ticket {ticket} is waiting for an "
+                     "approver; I will pay it once it is approved.")
+    if status == "approved" and REIMBURSE_TOOL in tools and answer.amount:
+        # An approver may approve less than was asked: pay what was approved.
+        return _call(REIMBURSE_TOOL, purpose=answer.purpose, amount=response.get("amount", answer.amount))
     if status == "rejected":
         reason = response.get("reason") or "no reason given"
-        return _text(
-            f"Ticket {ticket} was rejected by {response.get('decided_by', 'the approver')} "
-            f"({reason}). Nothing was paid."
-        )
+        return _text(f"Ticket {ticket} for {what} was rejected by {response.get('by', 'the approver')} "
+                     f"({reason}). Nothing was paid.")
     if status == "expired":
-        return _text(
-            f"Ticket {ticket} expired before anyone decided it. Nothing was paid; "
-            "ask again if you still need the reimbursement."
-        )
+        return _text(f"Ticket {ticket} for {what} expired before anyone decided it. Nothing was paid; "
+                     "ask again if you still need the reimbursement.")
+    if status == "cancelled":
+        return _text(f"Ticket {ticket} for {what} is withdrawn; nothing was paid.")
     if status == "error":
-        return _text(f"I could not open an approval ticket: {response.get('error')}")
+        return _text(f"I could not open an approval ticket for {what}: {response.get('error')}")
     return _text(f"The approval for ticket {ticket} came back as {status!r}. Nothing was paid.")
 
 
-def _after_refusal(response: dict[str, Any], original: dict[str, Any], tools: set[str]) -> types.Part:
-    """reimburse answered "needs_approval": ask for approval of the very same request."""
-    purpose = original.get("purpose") or response.get("purpose")
-    amount = original.get("amount") or response.get("amount")
-    if APPROVAL_TOOL in tools and purpose and amount:
-        return _call(APPROVAL_TOOL, purpose, amount)
-    return _text(f"I could not pay it: {response.get('message', 'it needs an approver')}")
+def _after_tool(answer: _Answer, contents: list[types.Content], tools: set[str]) -> types.Part:
+    response, status = answer.response, answer.status
+    if answer.call.name == REIMBURSE_TOOL and status == "needs_approval":
+        # Ask for approval of the very same request.
+        if APPROVAL_TOOL in tools and answer.amount:
+            return _call(APPROVAL_TOOL, purpose=answer.purpose, amount=answer.amount)
+        return _text(f"I could not pay it: {response.get('message', 'it needs an approver')}")
+    if answer.call.name == REIMBURSE_TOOL and status == "paid":
+        return _text(f"Done: {_money(response['amount'])} for {answer.purpose} was paid "
+                     f"(payout {response['payout_id']}).{_lowered(answer, contents)}")
+    if answer.call.name == REIMBURSE_TOOL and status == "already_paid":
+        return _text(f"That expense was already paid (payout {response['payout_id']}); nothing more was paid.")
+    if answer.call.name == REIMBURSE_TOOL:
+        return _text(f"I could not pay it: {response.get('error', status)}")
+    if answer.call.name == CANCEL_TOOL and status == "cancelled":
+        ticket = _tickets(contents).get(str(response.get("ticket_id")))
+        what = f" for {_money(ticket.amount)} ({ticket.purpose})" if ticket and ticket.amount else ""
+        return _text(f"Withdrawn: ticket {response['ticket_id']}{what} will not be decided, and nothing "
+                     "will be paid for it.")
+    if answer.call.name == CANCEL_TOOL:
+        return _text(f"I could not withdraw it: {response.get('error', status)}")
+    return _text(f"{answer.call.name} returned: {json.dumps(response, default=str)}")
 
 
-def _after_payout(response: dict[str, Any]) -> types.Part:
-    status = response.get("status")
-    if status == "paid":
-        return _text(
-            f"Done: {_money(response['amount'])} for {response['purpose']} was paid "
-            f"(payout {response['payout_id']})."
-        )
-    if status == "already_paid":
-        return _text(
-            f"That expense was already paid (payout {response['payout_id']}); nothing more was paid."
-        )
-    return _text(f"I could not pay it: {response.get('error', status)}")
+def _lowered(paid: _Answer, contents: list[types.Content]) -> str:
+    """What to say when the approver approved less than was asked for this purpose."""
+    for ticket in _tickets(contents).values():
+        asked = ticket.response.get("asked")
+        if ticket.status == "approved" and asked and ticket.purpose == paid.purpose:
+            reason = ticket.response.get("reason")
+            return (f" {ticket.response.get('by', 'The approver')} approved {_money(ticket.response['amount'])} "
+                    f"of the {_money(asked)} you asked" + (f": {reason}." if reason else "."))
+    return ""
 
 
-def _answer_user(contents: list[types.Content], text: str, request: LlmRequest) -> types.Part:
+# --- after a message ----------------------------------------------------------------
+
+
+def _answer_user(contents: list[types.Content], text: str, request: LlmRequest) -> list[types.Part]:
     tools = _tool_names(request)
-    threshold = _threshold()
+    if _WITHDRAW_WORDS.search(text) and not find_money(text) and CANCEL_TOOL in tools:
+        return [_withdraw(contents, text)]
+    several = find_expenses(text)
+    if isinstance(several, str):
+        return [_text(several)]
+    if several:
+        return [_pay_or_ask(expense, tools) for expense in several]
     found = find_amount(text)
     if isinstance(found, str):
-        return _text(found)
+        return [_text(found)]
     purpose = find_purpose(text, found[1] if found else None)
     if found and not purpose:
         # The purpose may have come in an earlier message ("reimburse lunch"); one
         # that named an amount too was another request, or was sent back as unclear.
         for earlier in reversed(_user_texts(contents)[:-1]):
-            purpose = find_purpose(earlier, None) if find_amount(earlier) is None else None
+            purpose = find_purpose(earlier, None) if not find_money(earlier) else None
             if purpose:
                 break
     if found is None:
         if _EXPENSE_WORDS.search(text) or purpose:
-            return _text("How much was it? Give the amount in US dollars, e.g. $250.")
+            return [_text("How much was it? Give the amount in US dollars, e.g. $250.")]
         if news := _latest_news(contents):
-            return _text(news)
-        return _text(
+            return [_text(news)]
+        return [_text(
             "I handle expense reimbursements. Tell me what you spent and how much, e.g. "
-            f"'Reimburse $45 for a taxi' (paid at once, up to {_money(threshold)}) or "
+            f"'Reimburse $45 for a taxi' (paid at once, up to {_money(_threshold())}) or "
             "'Reimburse $250 for the team lunch' (needs an approver first)."
-        )
+        )]
     amount, _span = found
     if not purpose:
-        return _text(f"What was the {_money(abs(amount))} for?")
+        return [_text(f"What was the {_money(abs(amount))} for?")]
+    return [_pay_or_ask(Expense(amount, purpose), tools)]
+
+
+def _pay_or_ask(expense: Expense, tools: set[str]) -> types.Part:
     # Without ask_for_approval to call, reimburse is the only way to pay: an agent
     # whose reimburse waits for ADK's tool confirmation above the limit (see
     # benchmarks/confirmation.py) gets the large amount through reimburse too.
-    tool = APPROVAL_TOOL if amount > threshold and APPROVAL_TOOL in tools else REIMBURSE_TOOL
+    large = expense.amount > _threshold() and APPROVAL_TOOL in tools
+    tool = APPROVAL_TOOL if large else REIMBURSE_TOOL
     if tool not in tools:
         return _text(f"I cannot do that here: the {tool} tool is not available.")
-    return _call(tool, purpose, amount)
+    return _call(tool, purpose=expense.purpose, amount=float(expense.amount))
+
+
+def _withdraw(contents: list[types.Content], text: str) -> types.Part:
+    """"Cancel my conference ticket request": the one pending ticket the message points at, or a question."""
+    waiting = {tid: t for tid, t in _tickets(contents).items() if t.status == "pending"}
+    named = [tid for tid in _TICKET_ID.findall(text) if tid in waiting]
+    if not named:
+        words = {w for w in re.findall(r"[^\W\d_]{3,}", text.casefold())}
+        named = [tid for tid, t in waiting.items() if words & set(re.findall(r"[^\W\d_]{3,}", t.purpose.casefold()))]
+    if not named and len(waiting) == 1:
+        named = list(waiting)
+    if len(named) == 1:
+        return _call(CANCEL_TOOL, ticket_id=named[0])
+    if not waiting:
+        return _text("You have no request waiting for an approver in this conversation, so there is nothing "
+                     "to withdraw.")
+    listed = "; ".join(f"{tid}: {_money(t.amount)} for {t.purpose}" for tid, t in waiting.items())
+    return _text(f"Which request should I withdraw? Waiting: {listed}. Name the ticket or what it was for.")
 
 
 def _latest_news(contents: list[types.Content]) -> str | None:
-    """The state of the latest approval in the conversation, for "any news?".
+    """The state of the conversation's approvals, for "any news?".
 
     A decision may have been delivered by another process since the user
     last wrote (`adk run` does not show it until they do).
     """
-    for content in reversed(contents):
-        for part in content.parts or []:
-            response = part.function_response
-            payload = dict(response.response or {}) if response else {}
-            if response and response.name == REIMBURSE_TOOL and payload.get("status") == "paid":
-                return f"Latest news: {_after_payout(payload).text}"
-            if response and response.name == APPROVAL_TOOL:
-                ticket, status = payload.get("ticket_id"), payload.get("status")
-                if status == "pending":
-                    return (f"Ticket {ticket} for {_money(payload.get('amount'))} ({payload.get('purpose')}) "
-                            "is still waiting for an approver; I will pay it once it is approved.")
-                if status in ("rejected", "expired"):
-                    return f"Latest news: {_after_approval(payload, {}, set()).text}"
-                return None
+    tickets = _tickets(contents)
+    waiting = [f"Ticket {tid} for {_money(t.amount)} ({t.purpose})" for tid, t in tickets.items()
+               if t.status == "pending" and t.amount]
+    if waiting:
+        return (" ".join(waiting) + (" is" if len(waiting) == 1 else " are")
+                + " still waiting for an approver; I will pay once approved.")
+    for index in range(len(contents) - 1, -1, -1):
+        for answer in reversed(_answers(contents, index)):
+            if answer.call.name == REIMBURSE_TOOL and answer.status == "paid":
+                return f"Latest news: {_after_tool(answer, contents, set()).text}"
+            if answer.call.name == APPROVAL_TOOL and answer.status in ("rejected", "expired", "cancelled"):
+                return f"Latest news: {_after_approval(answer, set()).text}"
     return None
 
 
@@ -217,25 +300,14 @@ def _user_texts(contents: list[types.Content]) -> list[str]:
     ]
 
 
-def next_turn(request: LlmRequest) -> types.Part:
-    """The next model turn for `request`: one text or one function call."""
+def next_turn(request: LlmRequest) -> list[types.Part]:
+    """The next model turn for `request`: a text, one or more function calls, or both."""
     contents = [c for c in request.contents if c.parts]
     if not contents:
         return _answer_user([], "", request)
-    last = contents[-1]
-    responses = [p.function_response for p in last.parts or [] if p.function_response]
-    if responses:
-        response = responses[-1]
-        payload = dict(response.response or {})
-        if response.name == APPROVAL_TOOL:
-            original = _original_args(contents, response)
-            return _after_approval(payload, original, _tool_names(request))
-        if response.name == REIMBURSE_TOOL and payload.get("status") == "needs_approval":
-            return _after_refusal(payload, _original_args(contents, response), _tool_names(request))
-        if response.name == REIMBURSE_TOOL:
-            return _after_payout(payload)
-        return _text(f"{response.name} returned: {json.dumps(payload, default=str)}")
-    texts = _user_texts([last])
+    if any(p.function_response for p in contents[-1].parts or []):
+        return _after_answers(contents, _tool_names(request))
+    texts = _user_texts([contents[-1]])
     return _answer_user(contents, texts[0] if texts else "", request)
 
 
@@ -255,11 +327,11 @@ class OfflineExpenseModel(BaseLlm):
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
     ) -> AsyncGenerator[LlmResponse, None]:
-        part = next_turn(llm_request)
+        parts = next_turn(llm_request)
         prompt_chars = sum(len(str(c.model_dump(exclude_none=True))) for c in llm_request.contents)
-        output_chars = len(str(part.model_dump(exclude_none=True)))
+        output_chars = sum(len(str(p.model_dump(exclude_none=True))) for p in parts)
         yield LlmResponse(
-            content=types.Content(role="model", parts=[part]),
+            content=types.Content(role="model", parts=parts),
             partial=False,
             turn_complete=True,
             usage_metadata=types.GenerateContentResponseUsageMetadata(

@@ -23,9 +23,11 @@ from ..ledger import (
     AlreadyDecided,
     LedgerError,
     NotAllowed,
+    NotRequester,
     NotSettleable,
     TicketExpired,
     TicketNotFound,
+    TicketStatus,
 )
 from ..ledger.inputs import InputError
 
@@ -118,6 +120,7 @@ _LEDGER_ERRORS: dict[type[LedgerError], tuple[int, str, str]] = {
                      "GET /api/approvals/{id} shows its history."),
     TicketExpired: (409, "ticket_expired", "Nothing to do: the requester was told it expired and has to ask again."),
     NotAllowed: (403, "not_allowed", "Another approver has to decide it."),
+    NotRequester: (403, "not_requester", "Only the requester can withdraw a request; an approver rejects it."),
     NotSettleable: (409, "not_settleable", "GET /api/approvals/{id} shows its state; deliver it with "
                     "POST /api/approvals/{id}/deliver while its conversation can be reached."),
 }
@@ -129,6 +132,8 @@ UNDELIVERED_FIX = (
 
 def ledger_error(error: LedgerError, ticket_id: str) -> ApiError:
     status, code, fix = _LEDGER_ERRORS.get(type(error), (409, "refused", "See the message."))
+    if isinstance(error, AlreadyDecided) and error.ticket.status is TicketStatus.CANCELLED:
+        code, fix = "withdrawn", "Nothing to do: the requester withdrew it, and nothing will be paid for it."
     if isinstance(error, AlreadyDecided) and not (error.ticket.delivered_at or error.ticket.settled_at):
         fix = UNDELIVERED_FIX
     return ApiError(status, code, str(error), fix.replace("{id}", ticket_id))
@@ -192,9 +197,13 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(InputError)
     async def _bad_input(_request: Request, error: InputError) -> JSONResponse:
         code = "invalid_body" if error.field == "reason" else "invalid_input"
+        fix = f"Correct the {error.field} and send it again."
         if error.field == "reason" and "needs a reason" in str(error):
             code = "reason_required"
-        return ApiError(422, code, str(error), f"Correct the {error.field} and send it again.").response()
+        if error.field == "amount":
+            code, fix = "invalid_amount", ('Send the amount to pay, more than zero and at most the amount asked, '
+                                           'with a reason: {"amount": 200, "reason": "over the per diem"}.')
+        return ApiError(422, code, str(error), fix).response()
 
     @app.exception_handler(ConversationInUse)
     async def _in_use(_request: Request, error: ConversationInUse) -> JSONResponse:
@@ -224,7 +233,8 @@ def install(app: FastAPI) -> None:
         return ApiError(
             422, "invalid_body", f"The request body is not valid: {problems}.",
             'Send JSON like {"reason": "not a business expense"} (reason: text, at most 500 '
-            "characters; required to reject), or no body to approve.",
+            "characters; required to reject), or no body to approve; to approve less than was asked, "
+            '{"amount": 200, "reason": "..."}.',
         ).response()
 
     @app.exception_handler(ValueError)

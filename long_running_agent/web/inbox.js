@@ -66,15 +66,20 @@ async function toggleDetails(row, ticket, columns) {
 }
 
 function pendingRow(t) {
-  const reason = el("input", {className: "reason", placeholder: "Reason (required to reject)", maxLength: 500});
+  const reason = el("input", {className: "reason", placeholder: "Reason (required to reject)", maxLength: 500,
+                                ariaLabel: `Reason for ${t.id}`});
+  // Approve less than was asked: the amount to pay, with a reason. Sent as written; the server checks it.
+  const amount = el("input", {className: "amount-input", placeholder: "Pay less?", inputMode: "decimal",
+                              maxLength: 20, title: `Approve less than ${t.amount_text}: the amount to pay`,
+                              ariaLabel: `Amount to approve for ${t.id}`});
   const approve = el("button", {className: "btn approve", type: "button", textContent: "Approve"});
   const reject = el("button", {className: "btn reject", type: "button", textContent: "Reject"});
-  approve.onclick = () => decide(t, "approve", reason, [approve, reject]);
-  reject.onclick = () => decide(t, "reject", reason, [approve, reject]);
+  approve.onclick = () => decide(t, "approve", reason, amount, [approve, reject]);
+  reject.onclick = () => decide(t, "reject", reason, amount, [approve, reject]);
   // Nobody decides their own expense; the server refuses it too.
   const decision = t.requester === me
     ? el("div", {className: "muted own", textContent: "Your own request: another approver decides it."})
-    : el("div", {className: "decide"}, reason, approve, reject);
+    : el("div", {className: "decide"}, amount, reason, approve, reject);
   const row = el("tr", {},
     el("td", {}, ticketButton(t, 6)),
     el("td", {textContent: t.requester}),
@@ -95,7 +100,7 @@ function decidedRow(t) {
   const row = el("tr", {},
     el("td", {}, ticketButton(t, 8)),
     status,
-    el("td", {className: "amount", textContent: t.amount_text}),
+    el("td", {className: "amount", textContent: paidOf(t)}),
     el("td", {textContent: t.purpose}),
     el("td", {textContent: t.requester}),
     el("td", {textContent: t.decided_by || ""}),
@@ -143,7 +148,14 @@ function showPage(name, items, total, page, rowOf, mayMove) {
     return false;
   }
   $(`${name}-count`).textContent = total.toLocaleString();
-  $(name).querySelector("tbody").replaceChildren(...items.map(rowOf));
+  const body = $(name).querySelector("tbody");
+  // What an approver typed survives a reload (after a refusal, or a refresh): nothing is lost.
+  const typed = new Map([...body.querySelectorAll("input")].filter((i) => i.value)
+    .map((i) => [`${i.closest("tr").dataset.ticket} ${i.className}`, i.value]));
+  body.replaceChildren(...items.map(rowOf));
+  for (const input of body.querySelectorAll("input")) {
+    input.value = typed.get(`${input.closest("tr").dataset.ticket} ${input.className}`) ?? "";
+  }
   $(name).hidden = items.length === 0;
   $(`${name}-pager`).hidden = total <= page.limit && page.offset === 0;
   $(`${name}-range`).textContent = items.length
@@ -192,20 +204,40 @@ async function load(again = true) {
   $("decided").hidden = data.recent_decisions.length === 0;
 }
 
-async function decide(ticket, action, reasonInput, buttons) {
+// "$200.00 of $250.00" when an approver approved less than was asked.
+function paidOf(t) {
+  return t.approved_amount == null ? t.amount_text : `$${t.approved_amount.toFixed(2)} of ${t.amount_text}`;
+}
+
+async function decide(ticket, action, reasonInput, amountInput, buttons) {
   const reason = reasonInput.value.trim();
+  const amount = amountInput.value.trim();
   if (action === "reject" && !reason) {
     notify(`Give a reason to reject ${ticket.id}; the requester is told it.`, "error");
     reasonInput.focus();
     return;
   }
+  if (action === "reject" && amount) {
+    notify(`An amount goes with Approve; a rejection pays nothing. Clear it to reject ${ticket.id}.`, "error");
+    amountInput.focus();
+    return;
+  }
+  if (amount && !reason) {
+    notify(`Give a reason to approve less than ${ticket.amount_text}; the requester is told it.`, "error");
+    reasonInput.focus();
+    return;
+  }
+  const body = {};
+  if (reason) body.reason = reason;
+  if (amount) body.amount = amount;
   buttons.forEach((b) => b.disabled = true);
   try {
     const result = await api(`/api/approvals/${encodeURIComponent(ticket.id)}/${action}`, {
-      method: "POST", body: JSON.stringify(reason ? {reason} : {}),
+      method: "POST", body: JSON.stringify(body),
     });
+    const lower = result.ticket.approved_amount == null ? "" : ` for ${paidOf(result.ticket)}`;
     const verb = action === "approve" ? "Approved" : "Rejected";
-    notify(`${verb} ${ticket.id}. ${result.agent_reply ? "Agent: " + result.agent_reply : ""}`, "ok");
+    notify(`${verb} ${ticket.id}${lower}. ${result.agent_reply ? "Agent: " + result.agent_reply : ""}`, "ok");
   } catch (error) {
     failed(error);
   }
@@ -261,7 +293,8 @@ $("refresh").onclick = () => load().catch(failed);
 
 // Refresh now and then, but never under an approver's fingers.
 setInterval(() => {
-  const typing = [...document.querySelectorAll("input.reason")].some((i) => i.value || i === document.activeElement);
+  const typing = [...document.querySelectorAll("input.reason, input.amount-input")]
+    .some((i) => i.value || i === document.activeElement);
   if (token && !typing && !$("inbox").hidden) load().catch(() => {});
 }, 15000);
 

@@ -7,7 +7,8 @@ APPROVERS; a missing token is 401, an unknown one 403):
                                                delivered yet (?undelivered_limit=&undelivered_offset=),
                                                recent decisions
     GET  /api/approvals/{ticket_id}            one ticket, its audit trail and payouts
-    POST /api/approvals/{ticket_id}/approve    body optional: {"reason": "..."}
+    POST /api/approvals/{ticket_id}/approve    body optional: {"reason": "..."}; to approve less than
+                                               was asked: {"amount": 200, "reason": "..."}
     POST /api/approvals/{ticket_id}/reject     body required: {"reason": "..."}
     POST /api/approvals/{ticket_id}/deliver    deliver a recorded decision (after a failure)
     POST /api/approvals/{ticket_id}/settle     pay (or close) a decision whose conversation is gone
@@ -91,6 +92,9 @@ class Decision(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     reason: str | None = None
+    # Approve less than was asked (approve only). Checked by the ledger, the
+    # same rule as the CLI's --amount: any JSON value gets a clear 422.
+    amount: Any = None
 
 
 approvals = APIRouter(prefix="/api/approvals")
@@ -140,11 +144,13 @@ async def delivery_json(ledger: Ledger, delivery: Delivery) -> dict[str, Any]:
 
 
 async def record_decision(
-    ledger: Ledger, ticket_id: str, approver: str, approve: bool, reason: str | None
+    ledger: Ledger, ticket_id: str, approver: str, approve: bool, decision: Decision | None
 ) -> JSONResponse:
     # The ledger first (a conditional UPDATE: one decision wins), then the
     # conversation, resumed with the stored call id and name.
-    delivery = await decide_and_deliver(ticket_id, approver=approver, approve=approve, reason=reason)
+    decision = decision or Decision()
+    delivery = await decide_and_deliver(ticket_id, approver=approver, approve=approve, reason=decision.reason,
+                                        amount=decision.amount)
     body = await delivery_json(ledger, delivery)
     if delivery.delivered:
         return JSONResponse(body)
@@ -154,12 +160,12 @@ async def record_decision(
 
 @approvals.post("/{ticket_id}/approve")
 async def approve(ticket_id: str, approver: Approver, ledger: TheLedger, body: Decision | None = None) -> JSONResponse:
-    return await record_decision(ledger, ticket_id, approver, True, body.reason if body else None)
+    return await record_decision(ledger, ticket_id, approver, True, body)
 
 
 @approvals.post("/{ticket_id}/reject")
 async def reject(ticket_id: str, approver: Approver, ledger: TheLedger, body: Decision | None = None) -> JSONResponse:
-    return await record_decision(ledger, ticket_id, approver, False, body.reason if body else None)
+    return await record_decision(ledger, ticket_id, approver, False, body)
 
 
 @approvals.post("/{ticket_id}/deliver")

@@ -8,6 +8,7 @@ from typing import Any
 from google.adk.events import Event
 
 from ..ledger import AuditEntry, Payout, Ticket
+from ..ledger.policy import from_cents
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -21,6 +22,8 @@ def ticket_json(ticket: Ticket, now: datetime) -> dict[str, Any]:
         "requester": ticket.user_id,
         "amount": ticket.amount,
         "amount_text": ticket.amount_text,
+        # Set when an approver approved less than was asked: what is paid.
+        "approved_amount": float(from_cents(ticket.payable_cents)) if ticket.changed else None,
         "purpose": ticket.purpose,
         "created_at": _iso(ticket.created_at),
         "age_seconds": int((now - ticket.created_at).total_seconds()),
@@ -37,7 +40,7 @@ def ticket_json(ticket: Ticket, now: datetime) -> dict[str, Any]:
 
 
 def payout_json(payout: Payout) -> dict[str, Any]:
-    return payout.as_response() | {"requester": payout.user_id}
+    return {"status": "paid"} | payout.as_record() | {"requester": payout.user_id}
 
 
 def audit_json(entry: AuditEntry) -> dict[str, Any]:

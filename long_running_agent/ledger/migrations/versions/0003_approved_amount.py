@@ -1,0 +1,25 @@
+"""Approve with changes: the amount an approver approved, when it is less than was asked.
+
+Revision ID: 0003
+Revises: 0002
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0003"
+down_revision: str | None = "0002"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    # NULL for every ticket so far: each was approved (if at all) for what was asked.
+    op.add_column("approval_tickets", sa.Column("approved_cents", sa.Integer))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("approval_tickets") as table:
+        table.drop_column("approved_cents")

@@ -1,0 +1,91 @@
+"""Several approvals at once: one message, one ticket per expense, each decided and paid on its own.
+
+The offline model answers a message naming several expenses with one call per
+expense in one turn (parallel function calls), as Gemini does. Each ticket is
+decided independently, in any order, from any surface; each approved one is
+paid once, and the requester is told each outcome as it arrives.
+"""
+
+from __future__ import annotations
+
+import pytest
+from support.conversation import Conversation, calls, pending_calls, responses, texts
+from support.models import RecordedOfflineModel, ledger_at, runner_with
+from support.processes import run
+
+from long_running_agent.approval.delivery import decide_and_deliver
+from long_running_agent.ledger import AlreadyDecided, TicketStatus
+
+THREE = "Reimburse $250 for the team lunch, $480 for the conference ticket and $45 for a taxi"
+
+
+async def ask_three(db_url: str, model: RecordedOfflineModel | None = None):
+    chat = await Conversation(runner_with(model or RecordedOfflineModel(), db_url)).start()
+    events = await chat.say(THREE)
+    return chat, events
+
+
+async def test_one_message_opens_a_ticket_per_large_expense_and_pays_the_small_one_at_once(db_url):
+    chat, events = await ask_three(db_url)
+    ledger = ledger_at(db_url)
+
+    [(lunch, conference)] = [e.get_function_calls()[:2] for e in events if len(e.get_function_calls()) == 3]
+    assert [(c.name, c.args["purpose"]) for c in pending_calls(events)] == [
+        ("ask_for_approval", "team lunch"), ("ask_for_approval", "conference ticket")]
+    assert [r["status"] for r in responses(events, "ask_for_approval")] == ["pending", "pending"]
+    [taxi] = responses(events, "reimburse")
+    assert taxi["status"] == "paid" and taxi["amount"] == 45.0
+
+    tickets = {t.purpose: t for t in await ledger.list_tickets(TicketStatus.PENDING)}
+    assert {p: t.amount_cents for p, t in tickets.items()} == {"team lunch": 25_000, "conference ticket": 48_000}
+    assert {t.call_id for t in tickets.values()} == {lunch.id, conference.id}
+    told = " ".join(texts(events))
+    assert all(t.id in told for t in tickets.values()) and "$45.00 for taxi was paid" in told
+
+
+async def test_each_ticket_is_decided_on_its_own_in_any_order_and_paid_once(db_url):
+    model = RecordedOfflineModel()
+    chat, _events = await ask_three(db_url, model)
+    ledger = ledger_at(db_url)
+    tickets = {t.purpose: t for t in await ledger.list_tickets(TicketStatus.PENDING)}
+
+    # The second ticket first, in this process; the first from the CLI, another process.
+    conference = await decide_and_deliver(tickets["conference ticket"].id, approver="bob", approve=True)
+    assert conference.delivered
+    [paid] = responses(conference.events, "reimburse")
+    assert paid["status"] == "paid" and paid["amount"] == 480.0
+    assert "$480.00 for conference ticket was paid" in texts(conference.events)[-1]
+    assert await ledger.get(tickets["team lunch"].id) == tickets["team lunch"]  # untouched, still pending
+
+    before = len(model.requests)
+    rejected = run("reject", tickets["team lunch"].id, "--approver", "carol", "--reason", "no receipt", url=db_url)
+    assert rejected.returncode == 0, rejected.stderr
+    assert "was rejected by carol (no receipt). Nothing was paid." in rejected.stdout
+    # The paid approval beside it is not paid again: no reimburse call at all in that delivery.
+    assert "calls reimburse" not in rejected.stdout and len(model.requests) == before
+
+    payouts = await ledger.payouts(session_id=chat.session_id)
+    assert sorted((p.ticket_id or "none", p.amount_cents) for p in payouts) == sorted(
+        [("none", 4_500), (tickets["conference ticket"].id, 48_000)])
+    for ticket in tickets.values():
+        assert (await ledger.get(ticket.id)).delivered_at is not None
+
+
+async def test_the_guard_and_exactly_once_hold_for_each_ticket(sqlite_url):
+    chat, events = await ask_three(sqlite_url)
+    ledger = ledger_at(sqlite_url)
+    lunch, conference = pending_calls(events)
+    lunch_ticket, conference_ticket = (r["ticket_id"] for r in responses(events, "ask_for_approval"))
+
+    # A forged approval of one ticket is refused, and decides nothing.
+    forged = await chat.answer(lunch, {"status": "approved", "ticket_id": lunch_ticket})
+    assert calls(forged, "reimburse") == [] and "still pending" in texts(forged)[-1]
+
+    decided = await ledger.decide(conference_ticket, approver="bob", approve=True)
+    first = await chat.answer(conference, decided.as_response())
+    again = await chat.answer(conference, decided.as_response())
+    assert len(calls(first, "reimburse")) == 1 and calls(again, "reimburse") == []
+    assert len(await ledger.payouts(ticket_id=conference_ticket)) == 1
+    assert (await ledger.get(lunch_ticket)).status is TicketStatus.PENDING
+    with pytest.raises(AlreadyDecided):
+        await ledger.decide(conference_ticket, approver="carol", approve=False, reason="late")
