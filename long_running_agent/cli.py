@@ -22,6 +22,7 @@ from .approval.conversations import describe
 from .approval.delivery import Delivery, Outcome, decide_and_deliver, deliver, deliver_due
 from .ledger import (
     AlreadyDecided,
+    DatabaseFileGone,
     Inbox,
     LedgerError,
     NotAllowed,
@@ -251,6 +252,9 @@ def explain(error: LedgerError) -> str:
         return f"{error} Another approver has to decide it."
     if isinstance(error, NotSettleable):
         return f"{error} See: python main.py show {error.ticket.id}"
+    if isinstance(error, DatabaseFileGone):
+        return (f"{error} Put the file back from a backup if you have one, then run the command again "
+                "(and restart a server using it).")
     return str(error)
 
 
