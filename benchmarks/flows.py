@@ -11,9 +11,10 @@ its client approves with `{"confirmed": true}` instead of a ticket's status.
 
 This project's system is the app as shipped: `build_app()` (the `App`
 with its ApprovalGuard plugin, sessions in `DatabaseSessionService`) and the
-ledger at the same URL. On the in-memory store it runs with ADK's
-InMemorySessionService and the ledger on an in-memory SQLite database
-(`sqlite+aiosqlite://`), so nothing touches the disk.
+ledger at the same URL, on one engine as in the server. On the in-memory
+store it runs with ADK's InMemorySessionService and the ledger on an
+in-memory SQLite database (`sqlite+aiosqlite://`), so nothing touches the
+disk.
 
 The app takes its database from `services()`: `activate()` hands it this
 system's settings and app before one of several open systems is used.
@@ -34,7 +35,6 @@ from long_running_agent.agent import build_app
 from long_running_agent.approval.delivery import decide_and_deliver
 from long_running_agent.approval.guard import decision_message
 from long_running_agent.ledger import Ledger
-from long_running_agent.ledger.engine import session_service as new_session_service
 from long_running_agent.services import close_services, services, use_app
 from long_running_agent.settings import Settings, settings, use_settings
 
@@ -147,8 +147,8 @@ class System:
 
     async def close(self) -> None:
         service = self.runner.session_service
-        if isinstance(service, DatabaseSessionService):
-            await service.db_engine.dispose()
+        if isinstance(service, DatabaseSessionService) and self.ledger_url is None:
+            await service.db_engine.dispose()  # ADK's stock service (ours is closed with the services)
         await close_services()
 
     def _client_approval(self, pending: Pending) -> types.Content:
@@ -180,13 +180,15 @@ def open_ours(store: str, url: str | None) -> System:
     meter = ModelMeter()
     app = build_app(model=OFFLINE_MODEL, plugins=[meter])
     if store == "memory":
-        ledger_url = MEMORY_LEDGER_URL
-        runner = Runner(app=app, session_service=InMemorySessionService())
-    else:
-        assert url is not None
-        ledger_url = url
-        runner = Runner(app=app, session_service=new_session_service(url))
-    system = System(OURS, store, runner, meter, ledger_url=ledger_url)
+        system = System(OURS, store, Runner(app=app, session_service=InMemorySessionService()), meter,
+                        ledger_url=MEMORY_LEDGER_URL)
+        system.activate()
+        return system
+    assert url is not None
+    use_settings(replace(settings(), database_url=url))
+    use_app(app)
+    # The app's own session store, on the ledger's engine, as in the server.
+    system = System(OURS, store, services().runner(), meter, ledger_url=url, _settings=settings())
     system.activate()
     return system
 

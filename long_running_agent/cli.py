@@ -22,6 +22,7 @@ from .approval.conversations import describe
 from .approval.delivery import Delivery, Outcome, decide_and_deliver, deliver, deliver_due, withdraw_and_deliver
 from .ledger import (
     AlreadyDecided,
+    DatabaseFileGone,
     Inbox,
     LedgerError,
     NotAllowed,
@@ -271,6 +272,9 @@ def explain(error: LedgerError) -> str:
         return f"{error} An approver can reject it instead."
     if isinstance(error, NotSettleable):
         return f"{error} See: python main.py show {error.ticket.id}"
+    if isinstance(error, DatabaseFileGone):
+        return (f"{error} Put the file back from a backup if you have one, then run the command again "
+                "(and restart a server using it).")
     return str(error)
 
 

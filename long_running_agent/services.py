@@ -6,7 +6,8 @@ database, the model or the clock is one call (`use_settings`, `use_clock`,
 `use_app`), never an edit of `os.environ`.
 
 Async database engines belong to the event loop that made them, so each loop
-(a CLI command, a server, a test) gets its own `Services`; `close_services()`
+(a CLI command, a server, a test) gets its own `Services`, with one engine per
+database for the ledger and ADK's session store alike; `close_services()`
 disposes them at the end.
 """
 
@@ -20,9 +21,11 @@ from datetime import datetime
 from google.adk.apps import App
 from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService, DatabaseSessionService
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .ledger import Ledger, utc_now
-from .ledger.engine import session_service
+from .ledger.engine import create_engine
 from .ledger.migrate import startup_lock
 from .settings import Settings, settings
 
@@ -30,17 +33,40 @@ Clock = Callable[[], datetime]
 
 
 class Services:
-    """What one event loop runs on, built from one `Settings`."""
+    """What one event loop runs on, built from one `Settings`.
+
+    One engine per database, shared by its ledger and ADK's session store:
+    with SQLite's rollback journal (ledger/engine.py), two connections to one
+    file in one process wait for each other in SQLite's busy handler whenever
+    one reads while the other commits (1,000 concurrent flows took 425 s
+    that way, 180 s on one engine: benchmarks/README.md).
+    """
 
     def __init__(self, settings: Settings, clock: Clock, app: App | None) -> None:
         self.settings = settings
         self.clock = clock
-        self.ledger = Ledger(settings.database_url, clock=clock, auto_migrate=settings.auto_migrate)
         self.configured_app = app
         self._app = app
+        self._engines: dict[str, AsyncEngine] = {}
+        self._ledger: Ledger | None = None
         self._sessions: BaseSessionService | None = None
         self._others: dict[str, BaseSessionService] = {}
         self._ledgers: dict[str, Ledger] = {}
+
+    def engine_at(self, database_url: str) -> AsyncEngine:
+        """The engine for `database_url`, made once, for its ledger and its session store alike."""
+        if database_url not in self._engines:
+            self._engines[database_url] = create_engine(database_url)
+        return self._engines[database_url]
+
+    @property
+    def ledger(self) -> Ledger:
+        """The ledger in the app's own database."""
+        if self._ledger is None:
+            url = self.settings.database_url
+            self._ledger = Ledger(url, clock=self.clock, auto_migrate=self.settings.auto_migrate,
+                                  engine=self.engine_at(url))
+        return self._ledger
 
     @property
     def app(self) -> App:
@@ -54,13 +80,24 @@ class Services:
 
     @property
     def sessions(self) -> BaseSessionService:
-        """ADK's session store in the app's own database."""
+        """ADK's session store in the app's own database, on the ledger's engine."""
         if self._sessions is None:
-            self._sessions = session_service(self.settings.database_url)
+            self._sessions = DatabaseSessionService(db_engine=self.engine_at(self.settings.database_url))
         return self._sessions
 
     def use_sessions(self, sessions: BaseSessionService) -> None:
-        """Keep the app's conversations in `sessions` (a server shares the one ADK serves)."""
+        """Keep the app's conversations in `sessions` (a server shares the one ADK serves).
+
+        A server makes that store, and its engine, before its event loop runs;
+        on the app's database the ledger then shares its engine. So this comes
+        before anything here opens the database.
+        """
+        if isinstance(sessions, DatabaseSessionService) and (
+            sessions.db_engine.url == make_url(self.settings.database_url)
+        ):
+            url = self.settings.database_url
+            if self._engines.setdefault(url, sessions.db_engine) is not sessions.db_engine:
+                raise RuntimeError("use_sessions() comes before the app's database is used")
         self._sessions = sessions
 
     def sessions_at(self, database_url: str) -> BaseSessionService:
@@ -68,7 +105,7 @@ class Services:
         if database_url == self.settings.database_url:
             return self.sessions
         if database_url not in self._others:
-            self._others[database_url] = session_service(database_url)
+            self._others[database_url] = DatabaseSessionService(db_engine=self.engine_at(database_url))
         return self._others[database_url]
 
     def ledger_at(self, database_url: str) -> Ledger:
@@ -76,7 +113,7 @@ class Services:
         if database_url == self.settings.database_url:
             return self.ledger
         if database_url not in self._ledgers:
-            self._ledgers[database_url] = Ledger(database_url, clock=self.clock)
+            self._ledgers[database_url] = Ledger(database_url, clock=self.clock, engine=self.engine_at(database_url))
         return self._ledgers[database_url]
 
     async def prepare(self) -> tuple[str | None, str]:
@@ -97,12 +134,14 @@ class Services:
         return Runner(app=app or self.app, session_service=sessions or self.sessions)
 
     async def close(self) -> None:
-        for ledger in (self.ledger, *self._ledgers.values()):
-            await ledger.close()
-        for sessions in (self._sessions, *self._others.values()):
-            engine = getattr(sessions, "db_engine", None)
-            if engine is not None:
-                await engine.dispose()
+        """Dispose each engine once: the ledgers and session stores here share them."""
+        engines = {id(engine): engine for engine in self._engines.values()}
+        # A session store handed over on another database brought its own engine.
+        handed = getattr(self._sessions, "db_engine", None)
+        if handed is not None:
+            engines.setdefault(id(handed), handed)
+        for engine in engines.values():
+            await engine.dispose()
 
 
 _clock: Clock = utc_now

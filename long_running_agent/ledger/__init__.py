@@ -15,6 +15,7 @@ from .errors import (
     DAILY_LIMIT,
     SAME_PURPOSE,
     AlreadyDecided,
+    DatabaseFileGone,
     LedgerError,
     NeedsApproval,
     NotAllowed,
@@ -29,7 +30,7 @@ from .records import DECIDED, AuditEntry, Conversation, Payout, Ticket, TicketSt
 from .store import Ledger
 
 __all__ = [
-    "DAILY_LIMIT", "DECIDED", "SAME_PURPOSE", "AlreadyDecided", "AuditEntry", "Conversation", "Inbox", "Ledger",
-    "LedgerError", "NeedsApproval", "NotAllowed", "NotApproved", "NotRequester", "NotSettleable", "Payout", "Ticket",
-    "TicketExpired", "TicketNotFound", "TicketStatus", "utc_now",
+    "DAILY_LIMIT", "DECIDED", "SAME_PURPOSE", "AlreadyDecided", "AuditEntry", "Conversation", "DatabaseFileGone",
+    "Inbox", "Ledger", "LedgerError", "NeedsApproval", "NotAllowed", "NotApproved", "NotRequester", "NotSettleable",
+    "Payout", "Ticket", "TicketExpired", "TicketNotFound", "TicketStatus", "utc_now",
 ]

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from .engine import create_engine
 from .migrate import SchemaBehind, current, head, migrate
@@ -25,10 +25,15 @@ def new_id(prefix: str) -> str:
 class LedgerBase:
     """One database (a SQLite file or PostgreSQL) and the clock that dates everything in it."""
 
-    def __init__(self, url: str, *, clock: Callable[[], datetime] = utc_now, auto_migrate: bool = True) -> None:
+    def __init__(
+        self, url: str, *, clock: Callable[[], datetime] = utc_now, auto_migrate: bool = True,
+        engine: AsyncEngine | None = None,
+    ) -> None:
+        """`engine`: one to share (services.py gives ADK's session store the same); default, one of its own."""
         self.url = url
         self.auto_migrate = auto_migrate
-        self.engine = create_engine(url)
+        self._owns_engine = engine is None
+        self.engine = engine or create_engine(url)
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         self._clock = clock
         self._schema_ready = False
@@ -70,4 +75,6 @@ class LedgerBase:
             await connection.exec_driver_sql("SELECT 1")
 
     async def close(self) -> None:
-        await self.engine.dispose()
+        """Dispose the engine if it is the ledger's own; a shared one is its owner's to dispose."""
+        if self._owns_engine:
+            await self.engine.dispose()

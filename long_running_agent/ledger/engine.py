@@ -1,12 +1,17 @@
 """Database engines, tuned once for the ledger and ADK's session store alike.
 
 Both keep their rows in the same SQLite file or PostgreSQL database, so both
-get their connections here: SQLite with WAL and a busy timeout, one connection
-per engine so bursts queue in order; PostgreSQL with a checked pool.
+get their connections here: SQLite with a rollback journal and a busy
+timeout, one connection per engine so bursts queue in order, and a watch on
+the file; PostgreSQL with a checked pool. In a process, the ledger and ADK's
+sessions share one engine per database (services.py).
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -15,16 +20,95 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from .errors import DatabaseFileGone
+
+logger = logging.getLogger(__name__)
+
+# A rollback journal, not WAL. In WAL mode every process maps the `-shm`
+# file into memory, and a `-shm` truncated or made immutable (chattr +i)
+# under a running server killed it with SIGBUS, logging nothing. A rollback
+# journal needs no shared memory, and mmap_size=0 keeps the database file
+# itself unmapped. WAL with locking_mode=EXCLUSIVE keeps its index on the
+# heap but locks the approver CLI out of the file. TRUNCATE empties the
+# journal where DELETE removes and recreates it on every commit. The cost
+# (benchmarks/README.md) stays small only with one engine per database in a
+# process: see services.py.
+SQLITE_JOURNAL_MODE = "truncate"
+
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    # WAL lets readers run beside a writer; busy_timeout makes concurrent
-    # writers (ADK's session store shares this file) wait instead of failing
-    # with "database is locked".
+    # busy_timeout makes concurrent writers (other processes: the CLI, a
+    # second server) wait instead of failing with "database is locked".
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA mmap_size=0")
+    # WAL is a property of the file: a file written by an older version stays
+    # in WAL mode until a connection switches it, which SQLite allows only
+    # while no other process has the file open.
+    try:
+        cursor.execute(f"PRAGMA journal_mode={SQLITE_JOURNAL_MODE}")
+        mode = cursor.fetchone()[0]
+    except sqlite3.OperationalError:
+        mode = "wal"
+    if mode == "wal":
+        cursor.execute("PRAGMA database_list")
+        logger.warning(
+            "The SQLite file %s is in WAL mode and another process has it open, so it stays in WAL "
+            "mode (with a -shm file) for now. Stop the processes using it (a server started before "
+            "this version), then restart this one to switch it to a rollback journal.",
+            cursor.fetchone()[2],
+        )
+    # FULL is SQLite's default for a rollback journal: with NORMAL, a power
+    # cut at the wrong moment can corrupt the file (WAL's NORMAL only loses
+    # the last commits).
+    cursor.execute("PRAGMA synchronous=FULL")
     cursor.close()
+
+
+# (st_dev, st_ino) of each SQLite file this process has opened, by absolute path.
+_sqlite_files: dict[str, tuple[int, int]] = {}
+
+
+class _SqliteFileWatch:
+    """Stops a process from using a database file that was deleted or replaced under it.
+
+    A deleted file lives on for the processes that have it open: a server
+    would go on writing to it while a new CLI process creates a fresh file at
+    the same path, each on its own data. So the file's identity is noted on
+    the first connection, and each pool checkout (one stat) checks that the
+    path still names that file; nothing reconnects to a file that is gone.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.abspath(path)
+
+    def before_connect(self, *_args: Any) -> None:
+        if self.path in _sqlite_files:
+            self.check()  # SQLite would create a new, empty file
+
+    def connected(self, *_args: Any) -> None:
+        if self.path not in _sqlite_files:
+            found = os.stat(self.path)
+            _sqlite_files[self.path] = (found.st_dev, found.st_ino)
+
+    def check(self, *_args: Any) -> None:
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            raise DatabaseFileGone(self.path, replaced=False) from None
+        if (found.st_dev, found.st_ino) != _sqlite_files[self.path]:
+            raise DatabaseFileGone(self.path, replaced=True)
+
+
+def tune_sqlite(engine: AsyncEngine) -> None:
+    """The pragmas above on each new connection, and the file watch for a SQLite file."""
+    event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+    database = engine.url.database
+    if database and database != ":memory:":
+        watch = _SqliteFileWatch(database)
+        event.listen(engine.sync_engine, "do_connect", watch.before_connect)
+        event.listen(engine.sync_engine, "connect", watch.connected)
+        event.listen(engine.sync_engine, "checkout", watch.check)
 
 
 # Seconds a database call waits for a pooled connection. In a burst (1,000
@@ -46,7 +130,7 @@ def create_engine(url: str) -> AsyncEngine:
             else {}
         )
         engine = create_async_engine(url, connect_args={"timeout": 30}, **pool)
-        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        tune_sqlite(engine)
         return engine
     return create_async_engine(
         url, pool_size=20, max_overflow=20, pool_pre_ping=True, pool_timeout=POOL_TIMEOUT_S
@@ -63,5 +147,10 @@ def _ensure_sqlite_dir(url: str) -> bool:
 
 
 def session_service(url: str) -> DatabaseSessionService:
-    """ADK's session store on `url`, with the same engine tuning as the ledger."""
+    """ADK's session store on an engine of its own for `url`, tuned as the ledger's.
+
+    A process shares one engine per database between the ledger and its
+    session store (services.py); an engine of its own is for something that
+    stands in for another process (tests, benchmark replicas).
+    """
     return DatabaseSessionService(db_engine=create_engine(url))

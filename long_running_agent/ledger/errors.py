@@ -84,6 +84,20 @@ class NotSettleable(LedgerError):
                          "conversation is settled.")
 
 
+class DatabaseFileGone(LedgerError):
+    """The SQLite file this process opened was deleted or replaced while it ran (engine.py).
+
+    Going on would split the data: this process on the old file, new
+    processes on whatever is at the path now. So it stops using the database.
+    """
+
+    def __init__(self, path: str, *, replaced: bool) -> None:
+        self.path, self.replaced = path, replaced
+        what = "replaced by another file" if replaced else "deleted"
+        super().__init__(f"The database file {path} was {what} after this process opened it, so this "
+                         "process no longer uses the database.")
+
+
 DAILY_LIMIT, SAME_PURPOSE = "daily_limit", "same_purpose"
 
 

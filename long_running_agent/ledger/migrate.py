@@ -31,6 +31,8 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from .engine import tune_sqlite
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 # Any fixed number: the key of this app's advisory lock on PostgreSQL.
 ADVISORY_LOCK_KEY = 2_024_113_001
@@ -106,6 +108,7 @@ def _transactional(engine: AsyncEngine) -> AsyncEngine:
     if engine.url.get_backend_name() != "sqlite" or not database or database == ":memory:":
         return engine  # an in-memory database is this engine's own, and thrown away anyway
     migrating = create_async_engine(engine.url, poolclass=NullPool, connect_args={"timeout": 30})
+    tune_sqlite(migrating)  # the same journal and file watch as every other connection
 
     @event.listens_for(migrating.sync_engine, "connect")
     def _no_implicit_transactions(dbapi_connection: Any, _record: Any) -> None:

@@ -65,10 +65,11 @@ async def sweep_forever(interval: float) -> None:
 def create_app(config: Settings | None = None, *, host: str = "127.0.0.1", port: int = 8000) -> FastAPI:
     """ADK's dev UI and API for this package, plus the approver inbox and its API."""
     config = config or settings()
-    # One tuned session service (WAL and a busy timeout on SQLite, shared with
-    # the ledger's file) for ADK's routes and for delivering decisions. ADK
-    # looks the URL's scheme up in its service registry - the documented hook
-    # for custom session services - before building its own.
+    # One tuned session service (a rollback journal and a busy timeout on
+    # SQLite) for ADK's routes and for delivering decisions; the ledger shares
+    # its engine (services.py). ADK looks the URL's scheme up in its service
+    # registry - the documented hook for custom session services - before
+    # building its own.
     sessions = GuardedSessionService(db_engine=create_engine(config.database_url))
 
     def shared_sessions(uri: str, **kwargs: Any) -> DatabaseSessionService:
@@ -78,7 +79,7 @@ def create_app(config: Settings | None = None, *, host: str = "127.0.0.1", port:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        services().use_sessions(sessions)
+        services().use_sessions(sessions)  # first: the ledger takes its engine
         # The schema before the first request, under the database's start-up
         # lock: replicas that start together take turns.
         await services().prepare()

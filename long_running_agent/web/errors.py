@@ -11,16 +11,18 @@ import contextlib
 import logging
 
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DBAPIError
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..approval.conversations import ConversationInUse
 from ..approval.delivery import Delivery, Outcome
 from ..ledger import (
     AlreadyDecided,
+    DatabaseFileGone,
     LedgerError,
     NotAllowed,
     NotRequester,
@@ -80,12 +82,15 @@ class JsonErrors:
         try:
             await self.app(scope, receive, tracking_send)
         except Exception as error:
-            logger.exception("Unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            gone = file_gone(error)
+            if gone is None:
+                logger.exception("Unhandled error on %s %s", scope.get("method"), scope.get("path"))
             if started:
                 with contextlib.suppress(Exception):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
-            await unexpected_error(error).response()(scope, receive, send)
+            answer = database_file_gone(gone) if gone else unexpected_error(error)
+            await answer.response()(scope, receive, send)
 
 
 def unexpected_error(error: Exception) -> ApiError:
@@ -123,6 +128,8 @@ _LEDGER_ERRORS: dict[type[LedgerError], tuple[int, str, str]] = {
     NotRequester: (403, "not_requester", "Only the requester can withdraw a request; an approver rejects it."),
     NotSettleable: (409, "not_settleable", "GET /api/approvals/{id} shows its state; deliver it with "
                     "POST /api/approvals/{id}/deliver while its conversation can be reached."),
+    DatabaseFileGone: (503, "database_file_gone", "Restart the server: it then uses the file at that path, or a "
+                       "new, empty one if there is none. Put the file back from a backup first if you have one."),
 }
 UNDELIVERED_FIX = (
     "The decision is recorded but has not reached the conversation yet; deliver it with "
@@ -137,6 +144,24 @@ def ledger_error(error: LedgerError, ticket_id: str) -> ApiError:
     if isinstance(error, AlreadyDecided) and not (error.ticket.delivered_at or error.ticket.settled_at):
         fix = UNDELIVERED_FIX
     return ApiError(status, code, str(error), fix.replace("{id}", ticket_id))
+
+
+def file_gone(error: BaseException) -> DatabaseFileGone | None:
+    """The DatabaseFileGone behind `error`, if any: ADK wraps some errors (a 500 `{"detail"}` from it)."""
+    chain: list[BaseException] = []
+    cause: BaseException | None = error
+    while cause is not None and cause not in chain:
+        if isinstance(cause, DatabaseFileGone):
+            return cause
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def database_file_gone(error: DatabaseFileGone) -> ApiError:
+    """The SQLite file was deleted or replaced: nothing here works again until a restart."""
+    logger.error("%s Restart the server (docs/deployment.md, \"The SQLite file\").", error)
+    return ledger_error(error, "")
 
 
 # What a delivery that did not happen means for a client: (status, error code, fix).
@@ -192,7 +217,18 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(LedgerError)
     async def _refused(request: Request, error: LedgerError) -> JSONResponse:
+        if isinstance(error, DatabaseFileGone):
+            return database_file_gone(error).response()
         return ledger_error(error, request.path_params.get("ticket_id", "")).response()
+
+    @app.exception_handler(HTTPException)
+    async def _wrapped(request: Request, error: HTTPException) -> Response:
+        # ADK's create-session route answers any error of its session store
+        # as a 500 {"detail": ...}, with the error as the cause.
+        gone = file_gone(error)
+        if gone is not None:
+            return database_file_gone(gone).response()
+        return await http_exception_handler(request, error)
 
     @app.exception_handler(InputError)
     async def _bad_input(_request: Request, error: InputError) -> JSONResponse:
