@@ -19,8 +19,17 @@ from datetime import datetime
 from typing import Any
 
 from .approval.conversations import describe
-from .approval.delivery import Delivery, Outcome, decide_and_deliver, deliver, deliver_due, withdraw_and_deliver
+from .approval.delivery import (
+    Delivery,
+    Outcome,
+    decide_and_deliver,
+    deliver,
+    deliver_due,
+    remind_due,
+    withdraw_and_deliver,
+)
 from .ledger import (
+    AlreadyApprovedByYou,
     AlreadyDecided,
     DatabaseFileGone,
     Inbox,
@@ -33,6 +42,7 @@ from .ledger import (
 )
 from .ledger.inputs import InputError, name, printable
 from .ledger.migrate import SchemaBehind
+from .notifications import send_due
 from .paging import DEFAULT_LIMIT, MAX_LIMIT, Page, PagingError, parse_limit, parse_offset
 from .services import close_services, services
 from .settings import SettingsError
@@ -50,10 +60,22 @@ def _age(created: datetime, now: datetime) -> str:
 
 
 async def catch_up() -> None:
-    """Expire overdue tickets and deliver what is owed, as any approver command does first."""
+    """The server's background work, once: expiries, owed deliveries, reminders, webhooks."""
     for delivery in await deliver_due(actor="approver CLI"):
         if delivery.delivered:
             print(f"(delivered the {delivery.ticket.status} decision on {delivery.ticket.id} to its conversation)")
+    for ticket in await remind_due():
+        print(f"(sent the reminder for {ticket.id}, which expires at {ticket.expires_at:%Y-%m-%d %H:%M} UTC)")
+    await send_notifications()
+
+
+async def send_notifications() -> None:
+    """Send what the outbox holds (a decision just made, too); say so only when the receiver fails."""
+    app = services()
+    failed = [a for a in await send_due(app.ledger, app.settings) if not a.sent]
+    if failed:
+        print(f"(webhook: {len(failed)} notification(s) not sent yet, retried later: {failed[-1].error})",
+              file=sys.stderr)
 
 
 async def request(args: argparse.Namespace, out: Transcript) -> int:
@@ -92,8 +114,10 @@ async def inbox(args: argparse.Namespace, out: Transcript) -> int:
         print(f"Pending: {page.describe()}, oldest first.")
         print(f"{'TICKET':<16} {'REQUESTER':<12} {'AMOUNT':>12}  {'AGE':>4}  PURPOSE")
         for t in tickets:
+            waits = f"  [{t.approvals} approvals: {t.first_approved_by}]" if t.first_approved_by else ""
+            waits += "  [needs 2 approvers]" if t.approvals_needed > 1 and not t.first_approved_by else ""
             print(f"{t.id:<16} {printable(t.user_id):<12} {t.amount_text:>12}  "
-                  f"{_age(t.created_at, inbox.now):>4}  {printable(t.purpose)}")
+                  f"{_age(t.created_at, inbox.now):>4}  {printable(t.purpose)}{waits}")
         if page.next_offset is not None:
             print(f"Next page: python main.py inbox --offset {page.next_offset}{more}")
     show_undelivered(inbox, args.limit)
@@ -119,7 +143,9 @@ def report(delivery: Delivery, out: Transcript) -> int:
     ticket = delivery.ticket
     for event in delivery.events:
         out.show(event)
-    decided = f"Ticket {ticket.id} is {ticket.status}" + (f" by {ticket.decided_by}" if ticket.decided_by else "")
+    approved_by_two = ticket.approvals and ticket.status is TicketStatus.APPROVED
+    deciders = " and ".join(ticket.approvers) if approved_by_two else ticket.decided_by
+    decided = f"Ticket {ticket.id} is {ticket.status}" + (f" by {deciders}" if deciders else "")
     if ticket.status is TicketStatus.CANCELLED:
         decided = f"Ticket {ticket.id} was withdrawn by {ticket.decided_by}"
     if ticket.changed:
@@ -131,6 +157,10 @@ def report(delivery: Delivery, out: Transcript) -> int:
     if delivery.outcome is Outcome.ALREADY_DELIVERED:
         print(f"{decided}, and the decision already reached the conversation; nothing to do.\n"
               f"History: python main.py show {ticket.id}")
+        return 0
+    if delivery.outcome is Outcome.WAITING:
+        print(f"Ticket {ticket.id} has {ticket.approvals} approvals ({ticket.first_approved_by}); a second approver "
+              f"decides it: python main.py approve {ticket.id} --approver NAME")
         return 0
     if delivery.outcome is Outcome.SETTLED:
         print(f"{decided}, settled by {ticket.settled_by} without its conversation; nothing to do.")
@@ -162,13 +192,16 @@ async def decide(args: argparse.Namespace, out: Transcript) -> int:
     status = report(delivery, out)
     payouts = await services().ledger.payouts(ticket_id=delivery.ticket.id)
     print(f"Payouts for {delivery.ticket.id}: {len(payouts)}")
+    await send_notifications()
     return status
 
 
 async def withdraw(args: argparse.Namespace, out: Transcript) -> int:
     """The requester withdraws a pending request; its conversation is told."""
     await catch_up()
-    return report(await withdraw_and_deliver(args.ticket, requester=args.user), out)
+    status = report(await withdraw_and_deliver(args.ticket, requester=args.user), out)
+    await send_notifications()
+    return status
 
 
 async def deliver_decision(args: argparse.Namespace, out: Transcript) -> int:
@@ -199,6 +232,12 @@ async def show(args: argparse.Namespace, out: Transcript) -> int:
               + (f": {printable(entry.detail)}" if entry.detail else ""))
     for payout in await ledger.payouts(ticket_id=ticket.id):
         print(f"\nPaid: {payout.id} {payout.amount_text} at {payout.paid_at:%Y-%m-%d %H:%M:%S}")
+    notifications = await ledger.notifications(ticket.id)
+    if notifications:
+        print("\nNotifications (APPROVAL_WEBHOOK_URL):")
+    for n in notifications:
+        tried = f", {n.attempts} failed attempt(s), last: {printable(n.last_error)}" if n.last_error else ""
+        print(f"  {n.created_at:%Y-%m-%d %H:%M:%S}  {n.event:<22} {n.state}{tried}")
     return 0
 
 
@@ -268,6 +307,8 @@ def explain(error: LedgerError) -> str:
         return f"{error} It has not reached its conversation yet; run: python main.py deliver {ticket.id}"
     if isinstance(error, NotAllowed):
         return f"{error} Another approver has to decide it."
+    if isinstance(error, AlreadyApprovedByYou):
+        return f"{error} Another approver runs: python main.py approve {error.ticket.id} --approver NAME"
     if isinstance(error, NotRequester):
         return f"{error} An approver can reject it instead."
     if isinstance(error, NotSettleable):

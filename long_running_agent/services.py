@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import datetime
+from typing import Any
 
 from google.adk.apps import App
 from google.adk.runners import Runner
@@ -52,6 +53,17 @@ class Services:
         self._sessions: BaseSessionService | None = None
         self._others: dict[str, BaseSessionService] = {}
         self._ledgers: dict[str, Ledger] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+
+    def in_background(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run `work` beside the caller (e.g. a webhook after a tool); `close()` waits for it."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def settle(self) -> None:
+        """Wait for the background work started so far."""
+        await asyncio.gather(*self._background, return_exceptions=True)
 
     def engine_at(self, database_url: str) -> AsyncEngine:
         """The engine for `database_url`, made once, for its ledger and its session store alike."""
@@ -65,7 +77,7 @@ class Services:
         if self._ledger is None:
             url = self.settings.database_url
             self._ledger = Ledger(url, clock=self.clock, auto_migrate=self.settings.auto_migrate,
-                                  engine=self.engine_at(url))
+                                  engine=self.engine_at(url), outbox=self.settings.webhook_url is not None)
         return self._ledger
 
     @property
@@ -113,7 +125,10 @@ class Services:
         if database_url == self.settings.database_url:
             return self.ledger
         if database_url not in self._ledgers:
-            self._ledgers[database_url] = Ledger(database_url, clock=self.clock, engine=self.engine_at(database_url))
+            self._ledgers[database_url] = Ledger(
+                database_url, clock=self.clock, engine=self.engine_at(database_url),
+                outbox=self.settings.webhook_url is not None,
+            )
         return self._ledgers[database_url]
 
     async def prepare(self) -> tuple[str | None, str]:
@@ -134,7 +149,8 @@ class Services:
         return Runner(app=app or self.app, session_service=sessions or self.sessions)
 
     async def close(self) -> None:
-        """Dispose each engine once: the ledgers and session stores here share them."""
+        """Finish the background work, then dispose each engine once (ledgers and session stores share them)."""
+        await self.settle()
         engines = {id(engine): engine for engine in self._engines.values()}
         # A session store handed over on another database brought its own engine.
         handed = getattr(self._sessions, "db_engine", None)

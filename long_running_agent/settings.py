@@ -37,6 +37,13 @@ class Settings:
     production: bool
     daily_auto_approval_limit: Decimal
     auto_migrate: bool = True
+    # Above this, two approvals from two approvers (DUAL_APPROVAL_ABOVE).
+    dual_approval_above: Decimal = Decimal("5000")
+    # Notifications (docs/notifications.md): a webhook, reminders, escalation.
+    webhook_url: str | None = None
+    webhook_secret: str | None = None
+    remind_before: timedelta | None = timedelta(hours=24)
+    escalate_to: tuple[str, ...] = ()
     model: ModelSettings = field(default_factory=lambda: ModelSettings(None, None))
 
 
@@ -149,6 +156,54 @@ def use_settings(new: Settings | None) -> None:
     _current = new
 
 
+MIN_SECRET = 16
+
+
+def _webhook() -> tuple[str | None, str | None]:
+    url = os.getenv("APPROVAL_WEBHOOK_URL", "").strip() or None
+    secret = os.getenv("APPROVAL_WEBHOOK_SECRET", "").strip() or None
+    if url is None:
+        return None, secret
+    if not url.lower().startswith(("https://", "http://")) or " " in url:
+        raise SettingsError(f"APPROVAL_WEBHOOK_URL={url!r} must be an http(s) URL, e.g. "
+                            "https://hooks.slack.com/services/... or http://127.0.0.1:9000/hook.")
+    if secret is None or len(secret) < MIN_SECRET:
+        raise SettingsError(
+            f"APPROVAL_WEBHOOK_URL is set, so APPROVAL_WEBHOOK_SECRET needs a value of {MIN_SECRET} characters "
+            "or more: every webhook is signed with it (a receiver checks X-Signature-256; Slack ignores it). "
+            "One way: python -c 'import secrets; print(secrets.token_hex(32))'"
+        )
+    return url, secret
+
+
+def _names(variable: str) -> tuple[str, ...]:
+    from .ledger.inputs import InputError, name
+
+    try:
+        return tuple(dict.fromkeys(name(n, "name") for n in os.getenv(variable, "").split(",") if n.strip()))
+    except InputError as error:
+        raise SettingsError(f"{variable}: {error}") from None
+
+
+def _remind_before(ttl: timedelta) -> timedelta | None:
+    raw = os.getenv("APPROVAL_REMIND_BEFORE_HOURS", "24")
+    try:
+        hours = Decimal(raw.strip())
+    except InvalidOperation:
+        raise SettingsError(f"APPROVAL_REMIND_BEFORE_HOURS={raw!r} is not a number; e.g. 24, or 0 for none.") \
+            from None
+    if not hours.is_finite() or hours < 0:
+        raise SettingsError(f"APPROVAL_REMIND_BEFORE_HOURS={raw!r} must be 0 (no reminders) or more, e.g. 24.")
+    if hours == 0:
+        return None
+    if timedelta(hours=float(hours)) >= ttl:
+        raise SettingsError(
+            f"APPROVAL_REMIND_BEFORE_HOURS={raw} must be less than APPROVAL_TTL_HOURS "
+            f"({ttl.total_seconds() / 3600:g}): a reminder goes out before the ticket expires."
+        )
+    return timedelta(hours=float(hours))
+
+
 def load_settings() -> Settings:
     """Read and check every setting from the environment."""
     max_amount = _decimal("MAX_REIMBURSEMENT", "1000000", low="0", high="1000000000")
@@ -160,17 +215,36 @@ def load_settings() -> Settings:
             "PRODUCTION_MODE=true needs TRUSTED_USER_HEADER, the header your authenticating proxy sets "
             "(e.g. X-Forwarded-User for oauth2-proxy), so requesters cannot pick their own user id."
         )
+    ttl = timedelta(hours=float(_decimal("APPROVAL_TTL_HOURS", "72", low="0", high="8760")))
+    webhook_url, webhook_secret = _webhook()
+    approvers = _approvers(os.getenv("APPROVERS", ""))
+    dual = _decimal("DUAL_APPROVAL_ABOVE", "5000", low="0", high="1000000000")
+    if dual < threshold:
+        raise SettingsError(
+            f"DUAL_APPROVAL_ABOVE={dual} is below APPROVAL_THRESHOLD={threshold}: amounts in between would be "
+            f"paid with no approval at all. Set DUAL_APPROVAL_ABOVE to {threshold} or more."
+        )
+    escalate_to = _names("ESCALATE_TO")
+    unknown = [n for n in escalate_to if approvers and n not in approvers.values()]
+    if unknown:
+        raise SettingsError(f"ESCALATE_TO names {', '.join(unknown)}, who is not in APPROVERS; escalate to "
+                            f"approvers who can decide: {', '.join(sorted(approvers.values()))}.")
     return Settings(
         model=model_settings(),
         database_url=os.getenv("EXPENSES_DATABASE_URL") or DEFAULT_DATABASE_URL,
         approval_threshold=threshold,
         max_amount=max_amount,
-        approval_ttl=timedelta(hours=float(_decimal("APPROVAL_TTL_HOURS", "72", low="0", high="8760"))),
+        approval_ttl=ttl,
         dev_chat_approval=_flag("DEV_CHAT_APPROVAL"),
-        approvers=_approvers(os.getenv("APPROVERS", "")),
+        approvers=approvers,
         sweep_interval=timedelta(seconds=float(_decimal("EXPIRY_SWEEP_SECONDS", "30", low="0", high="3600"))),
         trusted_user_header=header,
         production=production,
         daily_auto_approval_limit=_dollars_or_zero("DAILY_AUTO_APPROVAL_LIMIT", "250", high="10000000"),
         auto_migrate=os.getenv("AUTO_MIGRATE", "").strip() == "" or _flag("AUTO_MIGRATE"),
+        dual_approval_above=dual,
+        webhook_url=webhook_url,
+        webhook_secret=webhook_secret,
+        remind_before=_remind_before(ttl),
+        escalate_to=escalate_to,
     )

@@ -40,6 +40,7 @@ from .ledger.policy import (
     requester_of,
     to_cents,
 )
+from .notifications import send_soon
 from .services import services
 from .settings import Settings
 
@@ -115,7 +116,10 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
         ttl=settings.approval_ttl,
         session_store=store,
         note=note,
+        # The two-person rule: above DUAL_APPROVAL_ABOVE, two approvers.
+        approvals_needed=2 if clean_amount > settings.dual_approval_above else 1,
     )
+    send_soon()  # approvers hear of it now, if a webhook is set (notifications.py)
     return ticket.as_response() | ({"why": why} if why else {})
 
 
@@ -161,4 +165,5 @@ async def cancel_request(ticket_id: str, tool_context: ToolContext) -> dict[str,
     except (LedgerError, InputError) as error:
         return {"status": "error", "error": str(error)}
     await answer_withdrawal(ticket, tool_context.get_invocation_context())
+    send_soon()
     return {"status": "cancelled", "ticket_id": ticket.id}

@@ -221,6 +221,39 @@ async def test_an_approver_approves_less_than_asked_with_a_reason_in_the_inbox(c
     assert [p["amount"] for p in view["payouts"]] == [200.0]
 
 
+async def test_two_approvers_in_the_inbox_above_the_two_person_threshold(context, server):
+    chat, ticket_id = await ask_in_dev_ui(context, "Please reimburse $6,000 for the conference sponsorship")
+
+    bob = await open_inbox(context, "bob")
+    row = bob.locator(f'#pending tr[data-ticket="{ticket_id}"]')
+    await expect(row).to_contain_text("needs 2 approvers")
+    await row.locator("button.approve").click()
+    await expect(bob.locator("#notice")).to_contain_text(f"Approved {ticket_id}. 1 of 2 approvals: a second "
+                                                         "approver decides it.")
+    await expect(row).to_contain_text("1 of 2 approvals (bob)")  # still pending, and bob cannot approve again
+    await expect(row).to_contain_text("You approved it: a second approver decides.")
+    await expect(row.locator("button.approve")).to_have_count(0)
+    await assert_no_csp_violations(bob)
+
+    # The requester sees the progress after a reload; nothing is paid yet.
+    await chat.reload()
+    await expect(chat.get_by_text(re.compile(rf"bob approved ticket {ticket_id} \(1 of 2 approvals\); it now waits "
+                                             "for a second approver"))).to_be_visible()
+    assert (await ledger_view(server, ticket_id))["payouts"] == []
+
+    carol = await open_inbox(context, "carol")
+    other = carol.locator(f'#pending tr[data-ticket="{ticket_id}"]')
+    await expect(other).to_contain_text("1 of 2 approvals (bob)")
+    await other.locator("button.approve").click()
+    await expect(carol.locator("#notice")).to_contain_text("was paid")
+    await expect(carol.locator(f'#decided tr[data-ticket="{ticket_id}"]')).to_contain_text("approved")
+
+    await chat.reload()
+    await expect(chat.get_by_text(re.compile(r"\$6,000\.00 for conference sponsorship was paid"))).to_be_visible()
+    view = await ledger_view(server, ticket_id)
+    assert view["ticket"]["approved_by"] == ["bob", "carol"] and len(view["payouts"]) == 1
+
+
 async def test_an_approver_sees_no_decision_buttons_on_their_own_request(context):
     _chat, ticket_id = await ask_in_dev_ui(context, "Please reimburse $300 for a keyboard", user="alice")
 

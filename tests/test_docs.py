@@ -49,7 +49,8 @@ def project(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 
 
 def test_every_session_in_the_docs_is_checked():
-    checked = {"adk-web-approve", "memory-store-approve", "ticket-history", "http-api", "http-api-errors"}
+    checked = {"adk-web-approve", "memory-store-approve", "ticket-history", "http-api", "http-api-errors",
+               "two-approvers"}
     assert set(SESSIONS) == checked, "a session in the docs has no test, or a test lost its session"
 
 
@@ -79,6 +80,15 @@ def test_docs_ticket_history(project):
     ticket = re.search(r"Ticket (T-[0-9a-f]+) is pending", requested.stdout)
     assert ticket, requested.stdout + requested.stderr
     check("ticket-history", Session(folder, plain_env(home), ticket.group(1), {str(folder): HOME_SHOWN}))
+
+
+def test_docs_two_approvers(project):
+    folder, home = project
+    requested = main_py(folder, home, "request", "Please reimburse $6,000 for the conference sponsorship",
+                        "--user", "alice")
+    ticket = re.search(r"Ticket (T-[0-9a-f]+) is pending", requested.stdout)
+    assert ticket, requested.stdout + requested.stderr
+    check("two-approvers", Session(folder, plain_env(home), ticket.group(1), {str(folder): HOME_SHOWN}))
 
 
 @pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq")),

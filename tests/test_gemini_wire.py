@@ -451,3 +451,40 @@ async def test_a_withdrawal_in_the_chat_keeps_every_later_request_paired(start: 
     for request in fake.requests:
         assert call_turn_violations(request.body["contents"]) == [], outline(request.body["contents"])
     assert fake.errors == [] and fake.unused == 0
+
+
+async def test_progress_on_a_pending_call_keeps_every_request_paired(start: Start) -> None:
+    from long_running_agent.approval.delivery import tell_progress
+
+    sponsorship = {"purpose": "conference sponsorship", "amount": 6000.0}
+    wired = await start([
+        call("ask_for_approval", **sponsorship),
+        text("It needs two approvers; the ticket is waiting."),
+        text("One of two approvers has approved it; it waits for the second."),
+        call("reimburse", **sponsorship),
+        text("Paid: $6,000 for the conference sponsorship."),
+    ])
+    fake = wired.fake
+    events = await wired.chat.say("Please reimburse $6,000 for the conference sponsorship")
+    [pending] = pending_calls(events)
+    [ticket] = responses(events, "ask_for_approval")
+
+    # The first of two approvals: an update of the same call, still pending, and a note for people only.
+    first = await wired.ledger.decide(ticket["ticket_id"], approver=APPROVER, approve=True)
+    assert await tell_progress(first, "bob approved it (1 of 2 approvals); it now waits for a second approver.")
+    assert len(fake.requests) == 2  # no model turn for it
+    await wired.chat.say("Any news?")
+    news = fake.requests[2].body["contents"]
+    assert response_payloads(news, "ask_for_approval")[-1] == {
+        "status": "pending", "ticket_id": ticket["ticket_id"], "approvals": "1 of 2"}
+
+    second = await wired.ledger.decide(ticket["ticket_id"], approver="carol", approve=True)
+    paid = await wired.chat.send(function_response(pending.id, pending.name, second.as_response()))
+    assert responses(paid, "reimburse")[0]["status"] == "paid"
+    assert len(await wired.ledger.payouts(ticket_id=ticket["ticket_id"])) == 1
+
+    assert_every_request_pairs_calls_and_responses(fake)
+    for request in fake.requests:
+        assert call_turn_violations(request.body["contents"]) == [], outline(request.body["contents"])
+        assert "waits for a second approver." not in json.dumps(request.body)  # the note is for people
+    assert fake.errors == [] and fake.unused == 0

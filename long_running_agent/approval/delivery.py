@@ -17,15 +17,16 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
 
-from google.adk.agents.invocation_context import InvocationContext
+from google.adk.agents.invocation_context import InvocationContext, new_invocation_context_id
 from google.adk.apps import App
 from google.adk.events import Event
+from google.genai import types
 
 from ..ledger import Ticket, TicketExpired, TicketStatus
 from ..ledger.locks import DEFAULT_WAIT, ConversationBusy
 from ..services import services
 from .conversations import Unreachable, describe, open_store
-from .guard import conversation_of, decision_message, held_conversations
+from .guard import NOTE_MARK, conversation_of, decision_message, held_conversations
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ class Outcome(StrEnum):
     BUSY = "busy"
     FAILED = "failed"
     SETTLED = "settled"
+    # The first of two approvals: nothing to deliver yet; the conversation is told of the progress.
+    WAITING = "waiting_for_second_approval"
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,49 @@ async def decide_and_deliver(
     except TicketExpired:
         await deliver(ticket_id, actor=approver, app=app)
         raise
+    if ticket.status is TicketStatus.PENDING:
+        # The first of two approvals: the requester sees the progress; the second approver decides.
+        told = await tell_progress(ticket, f"{ticket.first_approved_by} approved ticket {ticket.id} "
+                                           f"({ticket.approvals} approvals); it now waits for a second approver.")
+        return Delivery(ticket, Outcome.WAITING, "told the conversation" if told else "not told the conversation")
     return await _delivered(ticket, actor=approver, app=app)
+
+
+async def tell_progress(ticket: Ticket, note: str) -> bool:
+    """Tell a ticket's conversation of something short of a decision, without a model turn.
+
+    The pending call gets an intermediate update (same id and name, status
+    still "pending": the ledger's record, e.g. "1 of 2" approvals), and the
+    agent a note people see and the model is not shown (turn_order.py). It
+    never pays and never closes the call. False if the conversation could not
+    be reached; it then learns the state with the decision.
+    """
+    ledger = services().ledger
+    try:
+        store = open_store(ticket.session_store)
+        async with ledger.locks.hold(ticket.conversation, purpose=f"progress on {ticket.id}", wait=DEFAULT_WAIT):
+            session = await store.get_session(
+                app_name=ticket.app_name, user_id=ticket.user_id, session_id=ticket.session_id
+            )
+            if session is None:
+                return False
+            invocation_id = new_invocation_context_id()
+            agent = services().app.root_agent
+            assert agent is not None
+            await store.append_event(session, Event(
+                invocation_id=invocation_id, author="user", content=decision_message(ticket)))
+            await store.append_event(session, Event(
+                invocation_id=invocation_id, author=agent.name,
+                content=types.Content(role="model", parts=[types.Part(text=note)]),
+                custom_metadata={NOTE_MARK: True},
+            ))
+        return True
+    except Unreachable:
+        return False
+    except Exception:  # a busy or failing store: the decision will carry the news
+        logger.warning("Could not tell conversation %s of progress on %s", ticket.session_id, ticket.id,
+                       exc_info=True)
+        return False
 
 
 async def withdraw_and_deliver(ticket_id: str, *, requester: str, app: App | None = None) -> Delivery:
@@ -171,6 +216,24 @@ async def _delivered(ticket: Ticket, *, actor: str, app: App | None) -> Delivery
         return Delivery(delivery.ticket, Outcome.DELIVERED, "delivered by another run of the conversation",
                         delivery.where)
     return delivery
+
+
+async def remind_due() -> list[Ticket]:
+    """Remind of each pending ticket about to expire, once, and escalate it; tell its conversation.
+
+    Runs with the other background work (`make web`'s sweep, each approver
+    command). Reminders are notifications: nothing to do without a webhook.
+    """
+    app = services()
+    config = app.settings
+    if config.remind_before is None or config.webhook_url is None:
+        return []
+    reminded = await app.ledger.remind_due(config.remind_before, config.escalate_to)
+    for ticket in reminded:
+        escalated = f" It was escalated to {ticket.escalated_to.replace(',', ', ')}." if ticket.escalated_to else ""
+        await tell_progress(ticket, f"Ticket {ticket.id} still waits for an approver; the approvers were "
+                                    f"reminded that it expires at {ticket.expires_at:%Y-%m-%d %H:%M} UTC.{escalated}")
+    return reminded
 
 
 async def deliver_due(*, actor: str, grace: timedelta = timedelta(seconds=30)) -> list[Delivery]:

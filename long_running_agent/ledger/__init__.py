@@ -14,6 +14,7 @@
 from .errors import (
     DAILY_LIMIT,
     SAME_PURPOSE,
+    AlreadyApprovedByYou,
     AlreadyDecided,
     DatabaseFileGone,
     LedgerError,
@@ -26,11 +27,12 @@ from .errors import (
     TicketNotFound,
 )
 from .inbox import Inbox
-from .records import DECIDED, AuditEntry, Conversation, Payout, Ticket, TicketStatus, utc_now
+from .records import DECIDED, AuditEntry, Conversation, Notification, Payout, Ticket, TicketStatus, utc_now
 from .store import Ledger
 
 __all__ = [
-    "DAILY_LIMIT", "DECIDED", "SAME_PURPOSE", "AlreadyDecided", "AuditEntry", "Conversation", "DatabaseFileGone",
-    "Inbox", "Ledger", "LedgerError", "NeedsApproval", "NotAllowed", "NotApproved", "NotRequester", "NotSettleable",
-    "Payout", "Ticket", "TicketExpired", "TicketNotFound", "TicketStatus", "utc_now",
+    "DAILY_LIMIT", "DECIDED", "SAME_PURPOSE", "AlreadyApprovedByYou", "AlreadyDecided", "AuditEntry",
+    "Conversation", "DatabaseFileGone", "Inbox", "Ledger", "LedgerError", "NeedsApproval", "NotAllowed",
+    "NotApproved", "NotRequester", "NotSettleable", "Notification", "Payout", "Ticket", "TicketExpired",
+    "TicketNotFound", "TicketStatus", "utc_now",
 ]

@@ -35,6 +35,15 @@ class AlreadyDecided(LedgerError):
         super().__init__(f"Ticket {ticket.id} is already {ticket.status}{by}.")
 
 
+class AlreadyApprovedByYou(LedgerError):
+    """Under the two-person rule, the approver already gave the first approval; someone else gives the second."""
+
+    def __init__(self, ticket: Ticket) -> None:
+        self.ticket = ticket
+        super().__init__(f"{ticket.first_approved_by} already gave the first of two approvals on ticket {ticket.id}; "
+                         "a second, different approver has to approve it.")
+
+
 class TicketExpired(LedgerError):
     def __init__(self, ticket: Ticket) -> None:
         self.ticket = ticket

@@ -63,6 +63,11 @@ class Ticket:
     decided_at: datetime | None
     reason: str | None
     approved_cents: int | None
+    approvals_needed: int
+    first_approved_by: str | None
+    first_approved_at: datetime | None
+    reminded_at: datetime | None
+    escalated_to: str | None
     session_store: str
     delivered_at: datetime | None
     delivery_error: str | None
@@ -78,6 +83,8 @@ class Ticket:
                 "created_at": _utc(row.created_at),
                 "expires_at": _utc(row.expires_at),
                 "decided_at": _utc(row.decided_at),
+                "first_approved_at": _utc(row.first_approved_at),
+                "reminded_at": _utc(row.reminded_at),
                 "delivered_at": _utc(row.delivered_at),
                 "settled_at": _utc(row.settled_at),
             }
@@ -109,6 +116,24 @@ class Ticket:
     def conversation(self) -> Conversation:
         return Conversation(self.app_name, self.user_id, self.session_id)
 
+    @property
+    def approvals_given(self) -> int:
+        if self.status is TicketStatus.APPROVED:
+            return self.approvals_needed
+        return 1 if self.first_approved_by else 0
+
+    @property
+    def approvals(self) -> str | None:
+        """"1 of 2" on a ticket under the two-person rule; None when one approval decides it."""
+        return f"{self.approvals_given} of {self.approvals_needed}" if self.approvals_needed > 1 else None
+
+    @property
+    def approvers(self) -> list[str]:
+        """Who approved it, in order (two under the two-person rule)."""
+        first = [self.first_approved_by] if self.first_approved_by else []
+        last = [self.decided_by] if self.status is TicketStatus.APPROVED and self.decided_by else []
+        return first + last
+
     def as_response(self) -> dict[str, Any]:
         """The ticket as the approval tool's response: what the model needs, and no more.
 
@@ -117,8 +142,10 @@ class Ticket:
         for on every later turn. The full record is in the ledger.
         """
         response: dict[str, Any] = {"status": self.status.value, "ticket_id": self.id}
+        if self.status is TicketStatus.PENDING and self.first_approved_by:
+            response["approvals"] = self.approvals  # progress: "1 of 2", still waiting
         if self.status is not TicketStatus.PENDING and self.decided_by:
-            response["by"] = self.decided_by
+            response["by"] = " and ".join(self.approvers) if self.status is TicketStatus.APPROVED else self.decided_by
         if self.changed:
             response |= {"amount": float(from_cents(self.payable_cents)), "asked": self.amount}
         if self.reason and self.status is not TicketStatus.EXPIRED:
@@ -134,6 +161,8 @@ class Ticket:
             "purpose": self.purpose,
             "amount": self.amount,
             **({"approved_amount": float(from_cents(self.payable_cents))} if self.changed else {}),
+            **({"approvals": self.approvals, "approved_by": self.approvers} if self.approvals else {}),
+            **({"escalated_to": self.escalated_to} if self.escalated_to else {}),
             "created_at": self.created_at.isoformat(timespec="seconds"),
             "expires_at": self.expires_at.isoformat(timespec="seconds"),
             **({
@@ -184,6 +213,30 @@ class Payout:
             "amount": self.amount,
             "paid_at": self.paid_at.isoformat(timespec="seconds"),
         }
+
+
+@dataclass(frozen=True)
+class Notification:
+    """One webhook in the outbox: what it reports, and how its sending went."""
+
+    id: str
+    ticket_id: str
+    event: str
+    payload: str
+    created_at: datetime
+    next_attempt_at: datetime
+    attempts: int
+    sent_at: datetime | None
+    failed_at: datetime | None
+    last_error: str | None
+
+    @property
+    def state(self) -> str:
+        if self.sent_at:
+            return "sent"
+        if self.failed_at:
+            return "failed"
+        return "retrying" if self.attempts else "waiting"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Date, DateTime, ForeignKey, Index, Integer, MetaData, String, UniqueConstraint, text
+from sqlalchemy import Date, DateTime, ForeignKey, Index, Integer, MetaData, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from .records import Conversation
@@ -51,6 +51,14 @@ class TicketRow(Base):
     reason: Mapped[str | None] = mapped_column(String(500))
     # Set when an approver approved less than was asked: what may be paid.
     approved_cents: Mapped[int | None] = mapped_column(Integer)
+    # The two-person rule: 2 above DUAL_APPROVAL_ABOVE when the ticket opened. The
+    # first approval is kept here while the ticket waits for the second.
+    approvals_needed: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    first_approved_by: Mapped[str | None] = mapped_column(String(128))
+    first_approved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Reminded once, before it expires; escalated to these approvers then (comma-separated).
+    reminded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    escalated_to: Mapped[str | None] = mapped_column(String(300))
     # Where the conversation lives (see approval/conversations.py), so a decision made
     # in any process reaches it.
     session_store: Mapped[str] = mapped_column(String(1000), default="app")
@@ -130,6 +138,36 @@ class AuditRow(Base):
     actor: Mapped[str] = mapped_column(String(128))
     action: Mapped[str] = mapped_column(String(32))
     detail: Mapped[str | None] = mapped_column(String(500))
+
+
+class NotificationRow(Base):
+    """The outbox: one webhook per ticket event, written in the transaction of the change it reports.
+
+    A sender claims a row (`claimed_by` until `claimed_until`), POSTs it, and
+    marks it sent; a failure is retried at `next_attempt_at`, and after the
+    last attempt it is `failed_at`, shown in `python main.py show` and the API.
+    """
+
+    __tablename__ = "notifications"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    ticket_id: Mapped[str] = mapped_column(String(40), index=True)
+    event: Mapped[str] = mapped_column(String(40))
+    payload: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    failed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(String(500))
+    claimed_by: Mapped[str | None] = mapped_column(String(200))
+    claimed_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    # What is still to send, in the order it is due: the sender reads this range only.
+    __table_args__ = (
+        Index("ix_notifications_due", "next_attempt_at",
+              sqlite_where=text("sent_at IS NULL AND failed_at IS NULL"),
+              postgresql_where=text("sent_at IS NULL AND failed_at IS NULL")),
+    )
 
 
 class ConversationLockRow(Base):

@@ -2,7 +2,13 @@
 
 Every move out of pending is a conditional UPDATE (`WHERE status = 'pending'`),
 so of two approvers racing in two processes exactly one wins; each move is
-written to the audit trail in the same transaction.
+written to the audit trail, and its notification to the outbox (outbox.py),
+in the same transaction.
+
+Above DUAL_APPROVAL_ABOVE a ticket needs two approvals from two approvers.
+The first is a conditional UPDATE too (`WHERE first_approved_by IS NULL`),
+and the second decides (`WHERE first_approved_by != <this approver>`): two
+approvers racing, or one approving twice, still end in one decision.
 """
 
 from __future__ import annotations
@@ -14,8 +20,9 @@ from sqlalchemy import Select, func, select, update
 from sqlalchemy.engine import CursorResult
 
 from . import inputs
-from .base import LedgerBase, new_id
-from .errors import AlreadyDecided, NotAllowed, NotRequester, TicketExpired, TicketNotFound
+from .base import new_id
+from .errors import AlreadyApprovedByYou, AlreadyDecided, NotAllowed, NotRequester, TicketExpired, TicketNotFound
+from .outbox import Outbox
 from .policy import approved_cents, from_cents
 from .records import AuditEntry, Conversation, Ticket, TicketStatus, _utc
 from .schema import AuditRow, TicketRow, in_conversation
@@ -45,7 +52,14 @@ def latest_decisions(limit: int) -> Select[TicketRow]:
             .order_by(TicketRow.decided_at.desc(), TicketRow.id.desc()).limit(limit))
 
 
-class Tickets(LedgerBase):
+# The notification each move out of pending sends.
+EVENT_OF = {
+    TicketStatus.APPROVED: "ticket.approved", TicketStatus.REJECTED: "ticket.rejected",
+    TicketStatus.EXPIRED: "ticket.expired", TicketStatus.CANCELLED: "ticket.withdrawn",
+}
+
+
+class Tickets(Outbox):
     async def open_ticket(
         self,
         *,
@@ -59,6 +73,7 @@ class Tickets(LedgerBase):
         ttl: timedelta,
         session_store: str = "app",
         note: str | None = None,
+        approvals_needed: int = 1,
     ) -> Ticket:
         """Open a pending ticket; `note` (why it needs approval) goes into its audit trail."""
         now = self._clock()
@@ -75,13 +90,19 @@ class Tickets(LedgerBase):
             created_at=now,
             expires_at=now + ttl,
             session_store=session_store,
+            approvals_needed=approvals_needed,
         )
         async with await self.db() as db, db.begin():
             db.add(row)
             detail = f"${from_cents(amount_cents):,} for {purpose}" + (f" (needs approval: {note})" if note else "")
+            if approvals_needed > 1:
+                detail += f" (needs {approvals_needed} approvers)"
             db.add(AuditRow(ticket_id=row.id, at=now, actor=user_id, action="requested",
                             detail=detail[:500]))
-        return Ticket.of(row)
+            await db.flush()
+            ticket = Ticket.of(row)
+            self._notify(db, "ticket.requested", ticket, now)
+        return ticket
 
     async def get(self, ticket_id: str) -> Ticket:
         async with await self.db() as db:
@@ -140,8 +161,9 @@ class Tickets(LedgerBase):
         if amount is not None:
             if not approve:
                 raise inputs.InputError("amount", "An amount goes with an approval; a rejection pays nothing.")
-            lowered = approved_cents(amount, ticket.amount_cents)
-            lowered = None if lowered == ticket.amount_cents else lowered
+            # At most what was asked, or what the first of two approvers approved.
+            lowered = approved_cents(amount, ticket.payable_cents)
+            lowered = None if lowered == ticket.payable_cents else lowered
         reason = inputs.reason(reason, required=not approve or lowered is not None,
                                needed_by="Approving less than was asked" if approve else "A rejection")
         # One spelling per person: Alice, alice and " alice" are the same requester.
@@ -155,8 +177,53 @@ class Tickets(LedgerBase):
         detail = reason
         if lowered is not None:
             detail = f"${from_cents(lowered):,} of the {ticket.amount_text} asked: {reason}"
+        if approve and ticket.approvals_needed > 1:
+            return await self._approve_as_one_of_two(ticket, approver, reason, lowered, detail)
         return await self._transition(ticket_id, status, actor=approver, reason=reason,
                                       approved_cents=lowered, detail=detail)
+
+    async def _approve_as_one_of_two(
+        self, ticket: Ticket, approver: str, reason: str | None, lowered: int | None, detail: str | None
+    ) -> Ticket:
+        """The first approval leaves the ticket waiting; the second, by someone else, decides it."""
+        now = self._clock()
+        amount = {"approved_cents": lowered} if lowered is not None else {}
+        async with await self.db() as db, db.begin():
+            first: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
+                update(TicketRow)
+                .where(TicketRow.id == ticket.id, TicketRow.status == TicketStatus.PENDING,
+                       TicketRow.first_approved_by.is_(None))
+                .values(first_approved_by=approver, first_approved_at=now, **amount)
+            )
+            if first.rowcount == 1:
+                waiting = Ticket.of(await self._row(db, ticket.id))
+                db.add(AuditRow(ticket_id=ticket.id, at=now, actor=approver, action="approval",
+                                detail=(f"1 of 2: {detail}" if detail else "1 of 2")[:500]))
+                self._notify(db, "ticket.first_approval", waiting, now)
+                return waiting
+        # The first approval is in (given just now by someone else, maybe): this is the second.
+        async with await self.db() as db, db.begin():
+            second: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
+                update(TicketRow)
+                .where(TicketRow.id == ticket.id, TicketRow.status == TicketStatus.PENDING,
+                       TicketRow.first_approved_by.is_not(None), TicketRow.first_approved_by != approver)
+                .values(status=TicketStatus.APPROVED, decided_by=approver, decided_at=now, reason=reason, **amount)
+            )
+            current = Ticket.of(await self._row(db, ticket.id))
+            if second.rowcount != 1:
+                if current.status is TicketStatus.PENDING:
+                    raise AlreadyApprovedByYou(current)
+                raise AlreadyDecided(current)
+            db.add(AuditRow(ticket_id=ticket.id, at=now, actor=approver, action=TicketStatus.APPROVED,
+                            detail=(f"2 of 2: {detail}" if detail else "2 of 2")[:500]))
+            self._notify(db, EVENT_OF[TicketStatus.APPROVED], current, now)
+        return current
+
+    async def _row(self, db: Any, ticket_id: str) -> TicketRow:
+        row = await db.get(TicketRow, ticket_id, populate_existing=True)
+        if row is None:
+            raise TicketNotFound(ticket_id)
+        return row
 
     async def expire(self, ticket_id: str) -> Ticket:
         return await self._transition(ticket_id, TicketStatus.EXPIRED, actor="system", reason="approval window ended")
@@ -203,14 +270,48 @@ class Tickets(LedgerBase):
                 .values(status=status, decided_by=actor, decided_at=now, reason=reason,
                         approved_cents=approved_cents)
             )
+            ticket = Ticket.of(await self._row(db, ticket_id))
             if changed.rowcount != 1:
-                current = await db.get(TicketRow, ticket_id)
-                if current is None:
-                    raise TicketNotFound(ticket_id)
-                raise AlreadyDecided(Ticket.of(current))
+                raise AlreadyDecided(ticket)
             db.add(AuditRow(ticket_id=ticket_id, at=now, actor=actor, action=status,
                             detail=(detail or reason or '')[:500] or None))
-        return await self.get(ticket_id)
+            self._notify(db, EVENT_OF[status], ticket, now)
+        return ticket
+
+    async def remind_due(self, remind_before: timedelta, escalate_to: tuple[str, ...] = ()) -> list[Ticket]:
+        """Remind (once) of each pending ticket that expires within `remind_before`; escalate it too.
+
+        A conditional UPDATE marks each reminded, so of several replicas
+        sweeping at once one sends each reminder, and a restart sends none twice.
+        """
+        now = self._clock()
+        async with await self.db() as db:
+            due = list(await db.scalars(
+                select(TicketRow.id).where(TicketRow.status == TicketStatus.PENDING,
+                                           TicketRow.expires_at > now, TicketRow.expires_at <= now + remind_before,
+                                           TicketRow.reminded_at.is_(None))
+            ))
+        reminded = []
+        for ticket_id in due:
+            async with await self.db() as db, db.begin():
+                changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
+                    update(TicketRow)
+                    .where(TicketRow.id == ticket_id, TicketRow.status == TicketStatus.PENDING,
+                           TicketRow.reminded_at.is_(None))
+                    .values(reminded_at=now, escalated_to=",".join(escalate_to) or None)
+                )
+                if changed.rowcount != 1:
+                    continue
+                ticket = Ticket.of(await self._row(db, ticket_id))
+                db.add(AuditRow(ticket_id=ticket_id, at=now, actor="system", action="reminded",
+                                detail=f"it expires at {ticket.expires_at:%Y-%m-%d %H:%M} UTC"))
+                self._notify(db, "ticket.reminder", ticket, now)
+                if escalate_to:
+                    db.add(AuditRow(ticket_id=ticket_id, at=now, actor="system", action="escalated",
+                                    detail=f"to {', '.join(escalate_to)}"))
+                    self._notify(db, "ticket.escalated", ticket, now)
+            reminded.append(ticket)
+        return reminded
 
     async def record_refusal(self, ticket_id: str, *, actor: str, detail: str) -> None:
         async with await self.db() as db, db.begin():

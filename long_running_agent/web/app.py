@@ -16,7 +16,7 @@ import logging
 import socket
 import sys
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -32,9 +32,10 @@ from google.adk.sessions import DatabaseSessionService
 
 from ..agent import APP_NAME
 from ..approval.conversations import GuardedSessionService
-from ..approval.delivery import deliver_due
+from ..approval.delivery import deliver_due, remind_due
 from ..ledger.engine import create_engine
 from ..model.choice import choose_model
+from ..notifications import send_due
 from ..services import close_services, services
 from ..settings import Settings, SettingsError, settings
 from . import errors
@@ -48,18 +49,33 @@ logger = logging.getLogger(__name__)
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 
-async def sweep_forever(interval: float) -> None:
-    """Expire overdue tickets and deliver what conversations are owed, every `interval` seconds.
+# How often the outbox is read for webhooks to send (a cheap, indexed read).
+SEND_INTERVAL = 2.0
+
+
+async def sweep() -> None:
+    """Expire overdue tickets, deliver what conversations are owed, remind of tickets about to expire."""
+    await deliver_due(actor="expiry sweep")
+    await remind_due()
+
+
+async def send() -> None:
+    await send_due(services().ledger, services().settings)
+
+
+async def every(interval: float, work: Callable[[], Awaitable[None]], what: str) -> None:
+    """Run `work` every `interval` seconds until cancelled; a failure is logged and tried again.
 
     Safe with several replicas: each delivery takes the conversation's lock
-    and checks the ledger again under it, so each decision arrives once.
+    and checks the ledger again under it, each reminder is a conditional
+    update, and each notification is claimed by one sender (ledger/outbox.py).
     """
     while True:
         await asyncio.sleep(interval)
         try:
-            await deliver_due(actor="expiry sweep")
+            await work()
         except Exception:
-            logger.warning("The expiry sweep failed; it runs again in %s s", interval, exc_info=True)
+            logger.warning("The %s failed; it runs again in %s s", what, interval, exc_info=True)
 
 
 def create_app(config: Settings | None = None, *, host: str = "127.0.0.1", port: int = 8000) -> FastAPI:
@@ -83,9 +99,14 @@ def create_app(config: Settings | None = None, *, host: str = "127.0.0.1", port:
         # The schema before the first request, under the database's start-up
         # lock: replicas that start together take turns.
         await services().prepare()
-        sweeper = asyncio.create_task(sweep_forever(config.sweep_interval.total_seconds()))
+        background = [asyncio.create_task(every(config.sweep_interval.total_seconds(), sweep, "expiry sweep"))]
+        if config.webhook_url:
+            background.append(asyncio.create_task(
+                every(min(SEND_INTERVAL, config.sweep_interval.total_seconds()), send, "webhook sender")))
         yield
-        sweeper.cancel()
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         await close_services()
 
     app = get_fast_api_app(

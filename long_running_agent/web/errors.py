@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..approval.conversations import ConversationInUse
 from ..approval.delivery import Delivery, Outcome
 from ..ledger import (
+    AlreadyApprovedByYou,
     AlreadyDecided,
     DatabaseFileGone,
     LedgerError,
@@ -125,6 +126,8 @@ _LEDGER_ERRORS: dict[type[LedgerError], tuple[int, str, str]] = {
                      "GET /api/approvals/{id} shows its history."),
     TicketExpired: (409, "ticket_expired", "Nothing to do: the requester was told it expired and has to ask again."),
     NotAllowed: (403, "not_allowed", "Another approver has to decide it."),
+    AlreadyApprovedByYou: (409, "already_approved_by_you", "A second, different approver approves it: "
+                           "POST /api/approvals/{id}/approve with their token."),
     NotRequester: (403, "not_requester", "Only the requester can withdraw a request; an approver rejects it."),
     NotSettleable: (409, "not_settleable", "GET /api/approvals/{id} shows its state; deliver it with "
                     "POST /api/approvals/{id}/deliver while its conversation can be reached."),

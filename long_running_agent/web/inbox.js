@@ -76,14 +76,20 @@ function pendingRow(t) {
   const reject = el("button", {className: "btn reject", type: "button", textContent: "Reject"});
   approve.onclick = () => decide(t, "approve", reason, amount, [approve, reject]);
   reject.onclick = () => decide(t, "reject", reason, amount, [approve, reject]);
-  // Nobody decides their own expense; the server refuses it too.
+  // Nobody decides their own expense, nor gives both approvals of two; the server refuses it too.
   const decision = t.requester === me
     ? el("div", {className: "muted own", textContent: "Your own request: another approver decides it."})
-    : el("div", {className: "decide"}, amount, reason, approve, reject);
+    : t.approved_by.includes(me)
+      ? el("div", {className: "muted own", textContent: "You approved it: a second approver decides."})
+      : el("div", {className: "decide"}, amount, reason, approve, reject);
+  const approvals = t.approvals_needed > 1
+    ? el("div", {className: "approvals", textContent: t.approved_by.length
+      ? `${t.approvals} approvals (${t.approved_by.join(", ")})` : "needs 2 approvers"})
+    : "";
   const row = el("tr", {},
     el("td", {}, ticketButton(t, 6)),
     el("td", {textContent: t.requester}),
-    el("td", {className: "amount", textContent: t.amount_text}),
+    el("td", {className: "amount"}, t.amount_text, approvals),
     el("td", {textContent: t.purpose}),
     el("td", {className: "muted nowrap", textContent: age(t.age_seconds), title: t.created_at}),
     el("td", {}, decision));
@@ -237,7 +243,9 @@ async function decide(ticket, action, reasonInput, amountInput, buttons) {
     });
     const lower = result.ticket.approved_amount == null ? "" : ` for ${paidOf(result.ticket)}`;
     const verb = action === "approve" ? "Approved" : "Rejected";
-    notify(`${verb} ${ticket.id}${lower}. ${result.agent_reply ? "Agent: " + result.agent_reply : ""}`, "ok");
+    const waits = result.delivery === "waiting_for_second_approval"
+      ? ` ${result.ticket.approvals} approvals: a second approver decides it.` : "";
+    notify(`${verb} ${ticket.id}${lower}.${waits} ${result.agent_reply ? "Agent: " + result.agent_reply : ""}`, "ok");
   } catch (error) {
     failed(error);
   }

@@ -6,7 +6,7 @@ APPROVERS; a missing token is 401, an unknown one 403):
     GET  /api/approvals                        pending tickets (?limit=&offset=), decisions not
                                                delivered yet (?undelivered_limit=&undelivered_offset=),
                                                recent decisions
-    GET  /api/approvals/{ticket_id}            one ticket, its audit trail and payouts
+    GET  /api/approvals/{ticket_id}            one ticket, its audit trail, payouts and notifications
     POST /api/approvals/{ticket_id}/approve    body optional: {"reason": "..."}; to approve less than
                                                was asked: {"amount": 200, "reason": "..."}
     POST /api/approvals/{ticket_id}/reject     body required: {"reason": "..."}
@@ -24,12 +24,12 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 
-from ..approval.delivery import Delivery, decide_and_deliver, deliver
+from ..approval.delivery import Delivery, Outcome, decide_and_deliver, deliver
 from ..ledger import Ledger
 from ..paging import DEFAULT_LIMIT, MAX_LIMIT, Page, PagingError, parse_limit, parse_offset
 from ..services import services
 from .errors import ApiError, delivery_error
-from .views import agent_reply, audit_json, payout_json, ticket_json
+from .views import agent_reply, audit_json, notification_json, payout_json, ticket_json
 
 
 async def the_ledger() -> Ledger:
@@ -130,6 +130,8 @@ async def show_approval(ticket_id: str, _approver: Approver, ledger: TheLedger) 
         "ticket": ticket_json(ticket, ledger.now()),
         "audit": [audit_json(e) for e in await ledger.audit(ticket_id)],
         "payouts": [payout_json(p) for p in await ledger.payouts(ticket_id=ticket_id)],
+        # Webhooks about it (APPROVAL_WEBHOOK_URL): sent, retrying, or failed for good.
+        "notifications": [notification_json(n) for n in await ledger.notifications(ticket_id)],
     }
 
 
@@ -152,7 +154,8 @@ async def record_decision(
     delivery = await decide_and_deliver(ticket_id, approver=approver, approve=approve, reason=decision.reason,
                                         amount=decision.amount)
     body = await delivery_json(ledger, delivery)
-    if delivery.delivered:
+    if delivery.delivered or delivery.outcome is Outcome.WAITING:
+        # WAITING: the first of two approvals is recorded; a second approver decides.
         return JSONResponse(body)
     # Recorded, not delivered: 202, with what stands in the way and the fix.
     return JSONResponse(body | {"delivery_error": delivery_error(delivery).body()}, status_code=202)

@@ -7,7 +7,7 @@ from typing import Any
 
 from google.adk.events import Event
 
-from ..ledger import AuditEntry, Payout, Ticket
+from ..ledger import AuditEntry, Notification, Payout, Ticket
 from ..ledger.policy import from_cents
 
 
@@ -24,6 +24,12 @@ def ticket_json(ticket: Ticket, now: datetime) -> dict[str, Any]:
         "amount_text": ticket.amount_text,
         # Set when an approver approved less than was asked: what is paid.
         "approved_amount": float(from_cents(ticket.payable_cents)) if ticket.changed else None,
+        # The two-person rule: "1 of 2" while the second approval is awaited.
+        "approvals_needed": ticket.approvals_needed,
+        "approvals": ticket.approvals,
+        "approved_by": ticket.approvers,
+        "reminded_at": _iso(ticket.reminded_at),
+        "escalated_to": ticket.escalated_to.split(",") if ticket.escalated_to else [],
         "purpose": ticket.purpose,
         "created_at": _iso(ticket.created_at),
         "age_seconds": int((now - ticket.created_at).total_seconds()),
@@ -41,6 +47,21 @@ def ticket_json(ticket: Ticket, now: datetime) -> dict[str, Any]:
 
 def payout_json(payout: Payout) -> dict[str, Any]:
     return {"status": "paid"} | payout.as_record() | {"requester": payout.user_id}
+
+
+def notification_json(notification: Notification) -> dict[str, Any]:
+    return {
+        "id": notification.id,
+        "event": notification.event,
+        "state": notification.state,
+        "created_at": _iso(notification.created_at),
+        "attempts": notification.attempts,
+        "sent_at": _iso(notification.sent_at),
+        "failed_at": _iso(notification.failed_at),
+        "next_attempt_at": None if notification.sent_at or notification.failed_at else _iso(
+            notification.next_attempt_at),
+        "last_error": notification.last_error,
+    }
 
 
 def audit_json(entry: AuditEntry) -> dict[str, Any]:

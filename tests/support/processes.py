@@ -11,8 +11,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]  # the project folder
 
 
-def run(*args: str, url: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"EXPENSES_DATABASE_URL": url, "AGENT_MODEL": "offline-expense-model"}
+def run(*args: str, url: str, timeout: float = 120, env: dict[str, str] | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    """`python main.py *args` on the database at `url`; `env` adds settings (e.g. a webhook)."""
+    env = os.environ | {"EXPENSES_DATABASE_URL": url, "AGENT_MODEL": "offline-expense-model"} | (env or {})
     return subprocess.run(
         [sys.executable, "main.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
     )

@@ -1,0 +1,172 @@
+"""The notifications outbox: a webhook for each ticket event, never lost, sent by whoever is running.
+
+A change to a ticket and the notification that reports it are written in one
+transaction (`_notify`), so a process that dies right after a decision still
+leaves its notification behind, and one that rolls back leaves none. Senders
+(`notifications.py`: the server's background work, and each approver command) take
+turns on each row through a lease: a conditional UPDATE claims it, so of
+several replicas exactly one sends it at a time; the lease ends by itself if
+that sender dies. A sent row is marked sent; a failure is retried later, and
+after the last attempt the row is marked failed, where `python main.py show`
+and the API show it.
+
+Delivery is at least once: a sender killed after the receiver answered but
+before it marked the row sent sends it again once its lease ends. Each body
+carries the event's `id` for receivers to drop such a repeat.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from .base import LedgerBase, new_id
+from .records import Notification, Ticket, TicketStatus, _utc
+from .schema import NotificationRow
+
+# Seconds before attempt n+1, after n failures: 5 s, 30 s, 2 min, 10 min, 30 min, then hourly.
+BACKOFF = (5, 30, 120, 600, 1800, 3600)
+# Attempts before a notification is given up as failed (about 6 hours of retries).
+MAX_ATTEMPTS = 10
+# How long a claim lasts: longer than one POST with its timeout.
+LEASE = timedelta(seconds=60)
+
+EVENTS = {
+    "ticket.requested": "{who} asks for {what}: ticket {id}{needs}.",
+    "ticket.first_approval": "{first} approved ticket {id} ({what}, from {who}): 1 of 2 approvals; "
+                             "it waits for a second approver.",
+    "ticket.approved": "Ticket {id} ({what}, from {who}) was approved by {by}.",
+    "ticket.rejected": "Ticket {id} ({what}, from {who}) was rejected by {by}: {reason}.",
+    "ticket.expired": "Ticket {id} ({what}, from {who}) expired before anyone decided it.",
+    "ticket.withdrawn": "Ticket {id} ({what}) was withdrawn by {who}, who asked for it.",
+    "ticket.reminder": "Reminder: ticket {id} ({what}, from {who}) expires at {expires} UTC{needs}.",
+    "ticket.escalated": "Escalated to {escalated}: ticket {id} ({what}, from {who}) expires at {expires} UTC.",
+}
+
+
+def backoff(attempts: int) -> timedelta:
+    return timedelta(seconds=BACKOFF[min(attempts, len(BACKOFF)) - 1])
+
+
+def describe(event: str, ticket: Ticket) -> str:
+    """The human `text` of a notification (Slack shows it as the message)."""
+    amount = ticket.payable_text if ticket.changed else ticket.amount_text
+    waiting = ticket.status is TicketStatus.PENDING
+    needs = ""
+    if waiting and ticket.approvals_needed > 1:
+        needs = f"; it needs two approvers ({ticket.approvals} so far)"
+    if event == "ticket.requested":
+        needs = "; it needs two approvers" if ticket.approvals_needed > 1 else "; it needs an approver"
+    if ticket.changed and event == "ticket.approved":
+        amount = f"{ticket.payable_text} of the {ticket.amount_text} asked"
+    return EVENTS[event].format(
+        id=ticket.id, who=ticket.user_id, what=f"{amount} for {ticket.purpose}", needs=needs,
+        first=ticket.first_approved_by, by=" and ".join(ticket.approvers) or ticket.decided_by,
+        reason=ticket.reason, expires=f"{ticket.expires_at:%Y-%m-%d %H:%M}", escalated=ticket.escalated_to,
+    )
+
+
+def payload(event_id: str, event: str, ticket: Ticket, at: datetime) -> dict[str, Any]:
+    """What a notification says; `timestamp` is added when it is sent (notifications.py)."""
+    return {
+        "id": event_id,
+        "type": event,
+        "created_at": at.isoformat(timespec="seconds"),
+        "text": describe(event, ticket),
+        "ticket": {
+            "id": ticket.id,
+            "status": ticket.status.value,
+            "requester": ticket.user_id,
+            "purpose": ticket.purpose,
+            "amount": ticket.amount,
+            "approved_amount": float(ticket.payable_cents) / 100 if ticket.changed else None,
+            "approvals": ticket.approvals,
+            "approved_by": ticket.approvers,
+            "decided_by": ticket.decided_by,
+            "reason": ticket.reason,
+            "expires_at": ticket.expires_at.isoformat(timespec="seconds"),
+            "escalated_to": ticket.escalated_to.split(",") if ticket.escalated_to else [],
+        },
+    }
+
+
+def _notification(row: NotificationRow) -> Notification:
+    return Notification(
+        id=row.id, ticket_id=row.ticket_id, event=row.event, payload=row.payload,
+        created_at=_utc(row.created_at), next_attempt_at=_utc(row.next_attempt_at),  # type: ignore[arg-type]
+        attempts=row.attempts, sent_at=_utc(row.sent_at), failed_at=_utc(row.failed_at),
+        last_error=row.last_error,
+    )
+
+
+class Outbox(LedgerBase):
+    def _notify(self, db: AsyncSession, event: str, ticket: Ticket, at: datetime) -> None:
+        """Add the notification of `event` to the transaction that makes the change (if webhooks are on)."""
+        if not self.outbox:
+            return
+        event_id = new_id("N")
+        db.add(NotificationRow(
+            id=event_id, ticket_id=ticket.id, event=event, created_at=at, next_attempt_at=at, attempts=0,
+            payload=json.dumps(payload(event_id, event, ticket, at)),
+        ))
+
+    async def claim_due(self, holder: str, limit: int = 20) -> list[Notification]:
+        """Claim up to `limit` notifications that are due; each is claimed by one sender only."""
+        now = self._clock()
+        async with await self.db() as db:
+            due = list(await db.scalars(
+                select(NotificationRow.id)
+                .where(NotificationRow.sent_at.is_(None), NotificationRow.failed_at.is_(None),
+                       NotificationRow.next_attempt_at <= now)
+                .order_by(NotificationRow.next_attempt_at).limit(limit)
+            ))
+        claimed = []
+        for notification_id in due:
+            async with await self.db() as db, db.begin():
+                taken: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
+                    update(NotificationRow)
+                    .where(NotificationRow.id == notification_id, NotificationRow.sent_at.is_(None),
+                           NotificationRow.failed_at.is_(None),
+                           or_(NotificationRow.claimed_until.is_(None), NotificationRow.claimed_until <= now))
+                    .values(claimed_by=holder, claimed_until=now + LEASE)
+                )
+                if taken.rowcount == 1:
+                    row = await db.get(NotificationRow, notification_id)
+                    assert row is not None
+                    claimed.append(_notification(row))
+        return claimed
+
+    async def mark_sent(self, notification_id: str, holder: str) -> None:
+        await self._release(notification_id, holder, sent_at=self._clock(), last_error=None)
+
+    async def mark_failed_attempt(self, notification: Notification, holder: str, error: str) -> Notification:
+        """Record a failed POST: retry later, or give up after the last attempt."""
+        attempts = notification.attempts + 1
+        now = self._clock()
+        given_up = attempts >= MAX_ATTEMPTS
+        await self._release(
+            notification.id, holder, attempts=attempts, last_error=error[:500],
+            failed_at=now if given_up else None, next_attempt_at=now if given_up else now + backoff(attempts),
+        )
+        [updated] = [n for n in await self.notifications(notification.ticket_id) if n.id == notification.id]
+        return updated
+
+    async def _release(self, notification_id: str, holder: str, **values: Any) -> None:
+        async with await self.db() as db, db.begin():
+            await db.execute(
+                update(NotificationRow)
+                .where(NotificationRow.id == notification_id, NotificationRow.claimed_by == holder)
+                .values(claimed_by=None, claimed_until=None, **values)
+            )
+
+    async def notifications(self, ticket_id: str) -> list[Notification]:
+        """A ticket's notifications, oldest first."""
+        async with await self.db() as db:
+            rows = await db.scalars(select(NotificationRow).where(NotificationRow.ticket_id == ticket_id)
+                                    .order_by(NotificationRow.created_at, NotificationRow.id))
+            return [_notification(row) for row in rows]

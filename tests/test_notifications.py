@@ -1,0 +1,308 @@
+"""Notifications that are never lost: the outbox, the signed webhook, retries, replicas, reminders.
+
+A real receiver on 127.0.0.1 (tests/support/receiver.py) takes the POSTs.
+Time is a FakeClock the tests move (retries and reminders), never a sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+import httpx
+import pytest
+from support.conversation import Conversation, pending_calls, responses
+from support.http import as_approver, assert_error, function_responses, new_session, run_body, user_text
+from support.models import RecordedOfflineModel, ledger_at, make_runner, runner_with
+from support.postgres import new_postgres_database
+from support.processes import ROOT, run
+from support.receiver import SECRET, Receiver
+from support.servers import TOKENS, web_server, web_servers
+
+from long_running_agent.approval.delivery import decide_and_deliver, remind_due
+from long_running_agent.approval.guard import NOTE_MARK
+from long_running_agent.ledger import Ledger
+from long_running_agent.ledger.outbox import MAX_ATTEMPTS
+from long_running_agent.notifications import send_due
+from long_running_agent.services import close_services, services
+
+
+@pytest.fixture
+def receiver():
+    with Receiver() as running:
+        yield running
+
+
+@pytest.fixture
+def webhook(receiver, configure):
+    configure(webhook_url=receiver.url, webhook_secret=SECRET)
+    return receiver
+
+
+async def ask(text: str = "Please reimburse $250 for the team lunch", model=None) -> tuple[Conversation, str]:
+    chat = await Conversation(runner_with(model, None) if model else make_runner()).start()
+    [pending] = responses(await chat.say(text), "ask_for_approval")
+    await services().settle()  # the tool sent ticket.requested in the background (send_soon)
+    return chat, pending["ticket_id"]
+
+
+async def send() -> list:
+    return await send_due(services().ledger, services().settings)
+
+
+async def test_each_event_is_posted_signed_with_an_id_a_timestamp_and_slack_text(sqlite_url, webhook, clock):
+    _chat, ticket_id = await ask()
+    assert [e["type"] for e in webhook.events()] == ["ticket.requested"]  # at once, from the tool
+    await decide_and_deliver(ticket_id, approver="bob", approve=True)
+
+    attempts = await send()
+
+    assert [a.sent for a in attempts] == [True]
+    first, second = webhook.received
+    assert first.signed_with(SECRET) and second.signed_with(SECRET)
+    assert not first.signed_with("another-secret-of-enough-length")
+    events = webhook.events()
+    assert [e["type"] for e in events] == ["ticket.requested", "ticket.approved"]
+    assert len({e["id"] for e in events}) == 2 and all(e["timestamp"] == int(clock.now.timestamp()) for e in events)
+    assert first.headers["X-Webhook-Id"] == events[0]["id"]
+    assert events[0]["text"] == f"alice asks for $250.00 for team lunch: ticket {ticket_id}; it needs an approver."
+    assert events[1]["text"] == f"Ticket {ticket_id} ($250.00 for team lunch, from alice) was approved by bob."
+    assert events[1]["ticket"]["status"] == "approved" and events[1]["ticket"]["requester"] == "alice"
+    assert [n.state for n in await services().ledger.notifications(ticket_id)] == ["sent", "sent"]
+    assert await send() == []  # nothing twice
+
+
+async def test_rejections_expiries_and_withdrawals_are_posted_too(sqlite_url, webhook, clock):
+    ledger = services().ledger
+    _chat, rejected = await ask("Please reimburse $250 for the team lunch")
+    _chat, withdrawn = await ask("Please reimburse $480 for the conference ticket")
+    _chat, expired = await ask("Please reimburse $300 for a keyboard")
+    await ledger.decide(rejected, approver="bob", approve=False, reason="no receipt")
+    await ledger.cancel(withdrawn, requester="alice")
+    clock.advance(hours=73)
+    await ledger.expire_due()
+
+    await send()
+
+    texts = {e["type"]: e["text"] for e in webhook.events() if e["type"] != "ticket.requested"}
+    assert texts == {
+        "ticket.rejected": f"Ticket {rejected} ($250.00 for team lunch, from alice) was rejected by bob: no receipt.",
+        "ticket.withdrawn": f"Ticket {withdrawn} ($480.00 for conference ticket) was withdrawn by alice, who "
+                            "asked for it.",
+        "ticket.expired": f"Ticket {expired} ($300.00 for keyboard, from alice) expired before anyone decided it.",
+    }
+
+
+async def test_a_failing_receiver_is_retried_with_backoff_until_it_takes_it(sqlite_url, webhook, clock):
+    webhook.fail_first = 3
+    _chat, ticket_id = await ask()
+
+    waits = []
+    for _ in range(4):
+        await send()
+        [notification] = await services().ledger.notifications(ticket_id)
+        if notification.sent_at:
+            break
+        waits.append(notification.next_attempt_at - clock.now)
+        assert await send() == []  # not due yet: nothing goes out before its time
+        clock.advance(seconds=waits[-1].total_seconds())
+    [notification] = await services().ledger.notifications(ticket_id)
+    assert notification.state == "sent" and notification.attempts == 3
+    assert waits == [timedelta(seconds=5), timedelta(seconds=30), timedelta(seconds=120)]
+    assert len(webhook.received) == 4 and len({r.json["id"] for r in webhook.received}) == 1
+
+
+async def test_a_receiver_that_times_out_is_a_failed_attempt(sqlite_url, webhook, clock):
+    _chat, ticket_id = await ask()
+    webhook.delay = 2
+    await decide_and_deliver(ticket_id, approver="bob", approve=True)
+    async with httpx.AsyncClient(timeout=0.3) as client:
+        [attempt] = await send_due(services().ledger, services().settings, client)
+    assert not attempt.sent and "Timeout" in attempt.error
+
+
+async def test_a_receiver_that_always_fails_is_given_up_and_shown(sqlite_url, webhook, clock):
+    webhook.fail_first = 10_000
+    _chat, ticket_id = await ask()
+    for _ in range(MAX_ATTEMPTS):
+        await send()
+        clock.advance(hours=2)
+    [notification] = await services().ledger.notifications(ticket_id)
+    assert notification.state == "failed" and notification.attempts == MAX_ATTEMPTS
+    assert len(webhook.received) == MAX_ATTEMPTS and await send() == []
+    await close_services()
+
+    shown = run("show", ticket_id, url=sqlite_url)
+    assert "ticket.requested       failed, 10 failed attempt(s), last: HTTP 500 from the receiver" in shown.stdout
+
+
+STALLED = """
+import asyncio, os, signal
+from long_running_agent.services import services
+
+async def decide_then_die():
+    await services().ledger.decide({ticket!r}, approver="bob", approve=True)
+    os.kill(os.getpid(), signal.SIGKILL)  # after the decision is committed, before any POST
+
+asyncio.run(decide_then_die())
+"""
+
+
+async def test_a_process_killed_after_the_decision_leaves_its_notification_to_be_sent(
+        sqlite_url, webhook, clock, tmp_path):
+    _chat, ticket_id = await ask()
+    await close_services()
+
+    env = {"EXPENSES_DATABASE_URL": sqlite_url, "APPROVAL_WEBHOOK_URL": webhook.url,
+           "APPROVAL_WEBHOOK_SECRET": SECRET, "AGENT_MODEL": "offline-expense-model"}
+    killed = subprocess.run([sys.executable, "-c", STALLED.format(ticket=ticket_id)], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -9, killed.stderr
+    assert [e["type"] for e in webhook.events()] == ["ticket.requested"]
+
+    # Whoever runs next sends it: here, any approver command.
+    listed = run("inbox", url=sqlite_url, env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert [e["type"] for e in webhook.wait_for(2)] == ["ticket.requested", "ticket.approved"]
+
+
+def test_a_request_from_the_command_line_notifies_before_the_command_ends(sqlite_url, receiver):
+    env = {"APPROVAL_WEBHOOK_URL": receiver.url, "APPROVAL_WEBHOOK_SECRET": SECRET}
+
+    result = run("request", "Please reimburse $250 for the team lunch", "--user", "alice", url=sqlite_url, env=env)
+
+    assert result.returncode == 0, result.stderr
+    [event] = receiver.events()  # no approver command ran: the tool sent it (send_soon), the command waited
+    assert event["type"] == "ticket.requested" and receiver.received[0].signed_with(SECRET)
+
+
+async def test_the_server_notifies_and_answers_one_of_two_approvals_over_its_api(tmp_path, receiver):
+    with web_server(tmp_path, APPROVAL_WEBHOOK_URL=receiver.url, APPROVAL_WEBHOOK_SECRET=SECRET) as server:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as client:
+            session_id = await new_session(client, "alice")
+            asked = await client.post("/run", json=run_body("alice", session_id, user_text(
+                "Please reimburse $6,000 for the conference sponsorship")))
+            [(_author, pending)] = function_responses(asked.json(), "ask_for_approval")
+            ticket_id = pending["response"]["ticket_id"]
+            assert [e["type"] for e in receiver.wait_for(1)] == ["ticket.requested"]
+
+            first = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("bob"))
+            again = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("bob"))
+            second = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("carol"))
+            events = [e["type"] for e in receiver.wait_for(3)]
+            shown = (await client.get(f"/api/approvals/{ticket_id}", headers=as_approver("carol"))).json()
+
+    assert first.status_code == 200, first.text
+    body = first.json()
+    assert body["delivery"] == "waiting_for_second_approval" and body["payouts"] == []
+    assert (body["ticket"]["approvals"], body["ticket"]["approved_by"]) == ("1 of 2", ["bob"])
+    assert_error(again, 409, "already_approved_by_you")
+    assert second.status_code == 200 and second.json()["delivery"] == "delivered"
+    assert [p["amount"] for p in second.json()["payouts"]] == [6000.0]
+    assert events == ["ticket.requested", "ticket.first_approval", "ticket.approved"]
+    assert all(r.signed_with(SECRET) for r in receiver.received)
+    assert [(n["event"], n["state"]) for n in shown["notifications"]] == [
+        ("ticket.requested", "sent"), ("ticket.first_approval", "sent"), ("ticket.approved", "sent")]
+    assert shown["ticket"]["approved_by"] == ["bob", "carol"]
+
+
+def test_two_replicas_send_one_outbox_without_duplicates(tmp_path, postgres_admin_url):
+    database_url = new_postgres_database(postgres_admin_url)
+    with Receiver(delay=0.05) as receiver:
+        quick = {"APPROVAL_WEBHOOK_URL": receiver.url, "APPROVAL_WEBHOOK_SECRET": SECRET,
+                 "EXPIRY_SWEEP_SECONDS": "0.5"}
+        with web_servers(tmp_path, 2, database_url=database_url, **quick) as replicas:
+            asyncio.run(_open_tickets(database_url, 20))
+            events = receiver.wait_for(20, timeout=60)
+            time.sleep(3)  # both replicas have polled the outbox again since
+            events = receiver.events()
+        logs = [r.log.read_text() for r in replicas]
+    assert len(events) == 20, logs
+    assert len({e["id"] for e in events}) == 20
+    assert all(r.signed_with(SECRET) for r in receiver.received)
+
+
+async def _open_tickets(database_url: str, count: int) -> None:
+    ledger = Ledger(database_url, outbox=True)
+    try:
+        for n in range(count):
+            await ledger.open_ticket(app_name="long_running_agent", user_id="alice", session_id=f"s{n}",
+                                     call_id=f"c{n}", call_name="ask_for_approval", purpose=f"item {n}",
+                                     amount_cents=25_000, ttl=timedelta(hours=72))
+    finally:
+        await ledger.close()
+
+
+async def test_reminders_and_escalation_go_out_once_and_the_requester_is_told(sqlite_url, webhook, clock, configure):
+    configure(remind_before=timedelta(hours=24), escalate_to=("carol", "dave"))
+    model = RecordedOfflineModel()
+    chat, ticket_id = await ask(model=model)
+    ledger = services().ledger
+    calls_before = len(model.requests)
+
+    clock.advance(hours=47)
+    assert await remind_due() == []
+    clock.advance(hours=2)  # 23 hours left
+    ledgers = [Ledger(sqlite_url, clock=clock, outbox=True) for _ in range(2)]
+    try:
+        raced = await asyncio.gather(*(other.remind_due(timedelta(hours=24), ("carol", "dave")) for other in ledgers))
+    finally:
+        for other in ledgers:
+            await other.close()
+    assert sorted(len(r) for r in raced) == [0, 1]  # two replicas sweeping at once: one reminder
+    assert await remind_due() == []
+
+    actions = [(e.action, e.detail) for e in await ledger.audit(ticket_id)]
+    assert ("escalated", "to carol, dave") in actions and [a for a, _ in actions].count("reminded") == 1
+    await send()
+    events = {e["type"]: e for e in webhook.events()}
+    assert set(events) == {"ticket.requested", "ticket.reminder", "ticket.escalated"}
+    assert events["ticket.escalated"]["ticket"]["escalated_to"] == ["carol", "dave"]
+    assert events["ticket.reminder"]["text"].startswith(f"Reminder: ticket {ticket_id} ($250.00 for team lunch")
+    assert len(model.requests) == calls_before  # no model turn for any of it
+    assert chat.session_id
+
+
+async def test_the_reminder_reaches_the_conversation_as_an_update_of_the_pending_call(sqlite_url, webhook, clock,
+                                                                                     configure):
+    configure(remind_before=timedelta(hours=24), escalate_to=("carol",))
+    runner = make_runner()
+    chat = await Conversation(runner).start()
+    events = await chat.say("Please reimburse $250 for the team lunch")
+    [call] = pending_calls(events)
+    clock.advance(hours=50)
+
+    [reminded] = await remind_due()
+
+    session = await runner.session_service.get_session(app_name=runner.app_name, user_id="alice",
+                                                       session_id=chat.session_id)
+    [update] = [r for e in session.events if e.author == "user" for r in e.get_function_responses()]
+    assert (update.id, update.name, update.response["status"]) == (call.id, "ask_for_approval", "pending")
+    [note] = [e.content.parts[0].text for e in session.events if (e.custom_metadata or {}).get(NOTE_MARK)]
+    assert f"Ticket {reminded.id} still waits for an approver" in note and "escalated to carol" in note
+    # It never pays and never closes the call: the approval still resumes it, once.
+    delivered = await decide_and_deliver(reminded.id, approver="bob", approve=True)
+    assert delivered.delivered and len(await ledger_at(sqlite_url).payouts(ticket_id=reminded.id)) == 1
+
+
+def test_every_setting_is_checked_at_start(tmp_path):
+    import os
+
+    base = os.environ | {"EXPENSES_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db"}
+    for env, says in (
+        ({"APPROVAL_WEBHOOK_URL": "http://127.0.0.1:9/hook"}, "APPROVAL_WEBHOOK_SECRET needs a value"),
+        ({"APPROVAL_WEBHOOK_URL": "ftp://x", "APPROVAL_WEBHOOK_SECRET": SECRET}, "must be an http(s) URL"),
+        ({"APPROVAL_REMIND_BEFORE_HOURS": "80"}, "must be less than APPROVAL_TTL_HOURS"),
+        ({"ESCALATE_TO": "carol,Dave\u200b"}, "ESCALATE_TO"),
+        ({"DUAL_APPROVAL_ABOVE": "0"}, "DUAL_APPROVAL_ABOVE"),
+        ({"DUAL_APPROVAL_ABOVE": "50"}, "amounts in between would be paid with no approval"),
+        ({"APPROVERS": "bob:token-bob-1,carol:token-carol", "ESCALATE_TO": "carol,dave"},
+         "ESCALATE_TO names dave, who is not in APPROVERS"),
+    ):
+        result = subprocess.run([sys.executable, "main.py", "inbox"], cwd=ROOT, env=base | env,
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode != 0 and says in result.stderr, (env, result.stderr)
+    assert TOKENS

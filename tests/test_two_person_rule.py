@@ -1,0 +1,167 @@
+"""The two-person rule: above DUAL_APPROVAL_ABOVE ($5,000 by default), two approvals from two approvers.
+
+The first approval leaves the ticket waiting ("1 of 2", in the CLI, the API,
+the inbox and the audit trail) and tells the requester's conversation without
+a model turn; the second decides and delivers it; a rejection by either ends
+it. Racing approvers, or one approving twice, still end in one decision and
+one payout, on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from support.conversation import Conversation, pending_calls, responses, texts
+from support.models import RecordedOfflineModel, ledger_at, runner_with
+from support.processes import request_ticket, run
+
+from long_running_agent.approval.delivery import Outcome, decide_and_deliver
+from long_running_agent.approval.guard import NOTE_MARK
+from long_running_agent.cli import report
+from long_running_agent.ledger import AlreadyApprovedByYou, AlreadyDecided, Ledger, NotAllowed, TicketStatus
+from long_running_agent.transcript import Transcript
+
+SPONSORSHIP = "Reimburse $6,000 for the conference sponsorship"
+
+
+async def ask_for_sponsorship(db_url: str, model: RecordedOfflineModel | None = None):
+    runner = runner_with(model or RecordedOfflineModel(), db_url)
+    chat = await Conversation(runner).start()
+    events = await chat.say(SPONSORSHIP)
+    [call] = pending_calls(events)
+    [pending] = responses(events, "ask_for_approval")
+    return runner, chat, call, pending["ticket_id"]
+
+
+async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_url):
+    model = RecordedOfflineModel()
+    runner, chat, call, ticket_id = await ask_for_sponsorship(db_url, model)
+    ledger = ledger_at(db_url)
+    assert (await ledger.get(ticket_id)).approvals_needed == 2
+    calls_before = len(model.requests)
+
+    first = await decide_and_deliver(ticket_id, approver="bob", approve=True)
+
+    assert first.outcome is Outcome.WAITING and first.ticket.status is TicketStatus.PENDING
+    assert (first.ticket.approvals, first.ticket.approvers) == ("1 of 2", ["bob"])
+    assert await ledger.payouts(ticket_id=ticket_id) == []
+    # The requester's conversation is told, with no model turn: an update of the same call, still pending.
+    assert len(model.requests) == calls_before
+    session = await runner.session_service.get_session(app_name=runner.app_name, user_id="alice",
+                                                       session_id=chat.session_id)
+    [update] = [r for e in session.events if e.author == "user" for r in e.get_function_responses()]
+    assert (update.id, update.name) == (call.id, "ask_for_approval")
+    assert update.response == {"status": "pending", "ticket_id": ticket_id, "approvals": "1 of 2"}
+    [note] = [e for e in session.events if (e.custom_metadata or {}).get(NOTE_MARK)]
+    assert note.author == "expense_agent"
+    assert "bob approved ticket" in note.content.parts[0].text and "second approver" in note.content.parts[0].text
+
+    with pytest.raises(AlreadyApprovedByYou):
+        await decide_and_deliver(ticket_id, approver="bob", approve=True)
+    second = await decide_and_deliver(ticket_id, approver="carol", approve=True)
+
+    assert second.delivered and second.ticket.status is TicketStatus.APPROVED
+    assert second.ticket.approvers == ["bob", "carol"]
+    [paid] = responses(second.events, "reimburse")
+    assert (paid["status"], paid["amount"]) == ("paid", 6000.0)
+    assert len(await ledger.payouts(ticket_id=ticket_id)) == 1
+    assert [(e.action, e.actor) for e in await ledger.audit(ticket_id)] == [
+        ("requested", "alice"), ("approval", "bob"), ("approved", "carol"), ("paid", "reimburse"),
+        ("delivered", "approval_guard")]
+    # The model never saw the progress note.
+    assert all("second approver" not in str(r.contents) for r in model.requests)
+    assert "$6,000.00 for conference sponsorship was paid" in texts(second.events)[-1]
+
+
+async def test_a_rejection_by_either_approver_ends_the_ticket(sqlite_url, capsys):
+    _runner, _chat, _call, ticket_id = await ask_for_sponsorship(sqlite_url)
+    await decide_and_deliver(ticket_id, approver="bob", approve=True)
+
+    rejected = await decide_and_deliver(ticket_id, approver="carol", approve=False, reason="not budgeted")
+    assert report(rejected, Transcript(verbose=False)) == 0
+    assert f"Ticket {ticket_id} is rejected by carol;" in capsys.readouterr().out
+
+    assert rejected.delivered and rejected.ticket.status is TicketStatus.REJECTED
+    assert "rejected by carol (not budgeted)" in texts(rejected.events)[-1]
+    with pytest.raises(AlreadyDecided):
+        await decide_and_deliver(ticket_id, approver="dave", approve=True)
+    assert await ledger_at(sqlite_url).payouts(ticket_id=ticket_id) == []
+
+
+async def test_the_requester_is_neither_approver(sqlite_url):
+    _runner, _chat, _call, ticket_id = await ask_for_sponsorship(sqlite_url)
+    with pytest.raises(NotAllowed):
+        await decide_and_deliver(ticket_id, approver="alice", approve=True)
+    await decide_and_deliver(ticket_id, approver="bob", approve=True)
+    with pytest.raises(NotAllowed):
+        await decide_and_deliver(ticket_id, approver="Alice", approve=True)
+    assert (await ledger_at(sqlite_url).get(ticket_id)).status is TicketStatus.PENDING
+
+
+async def _race(db_url: str, ticket_id: str, approvers: tuple[str, str]) -> list[object]:
+    ledgers = [Ledger(db_url) for _ in approvers]  # one connection each, as two processes have
+    try:
+        return await asyncio.gather(*(ledger.decide(ticket_id, approver=name, approve=True)
+                                      for ledger, name in zip(ledgers, approvers, strict=True)),
+                                    return_exceptions=True)
+    finally:
+        for ledger in ledgers:
+            await ledger.close()
+
+
+async def test_two_approvers_racing_on_the_last_approval_decide_it_once(db_url):
+    _runner, _chat, _call, ticket_id = await ask_for_sponsorship(db_url)
+    await ledger_at(db_url).decide(ticket_id, approver="bob", approve=True)
+
+    results = await _race(db_url, ticket_id, ("carol", "dave"))
+
+    assert sorted(type(r).__name__ for r in results) == ["AlreadyDecided", "Ticket"]
+    ticket = await ledger_at(db_url).get(ticket_id)
+    assert ticket.status is TicketStatus.APPROVED and ticket.approvers[0] == "bob"
+    assert [e.action for e in await ledger_at(db_url).audit(ticket_id)].count("approved") == 1
+    delivered = await decide_and_deliver_or_deliver(ticket_id)
+    assert delivered and len(await ledger_at(db_url).payouts(ticket_id=ticket_id)) == 1
+
+
+async def decide_and_deliver_or_deliver(ticket_id: str) -> bool:
+    from long_running_agent.approval.delivery import deliver
+
+    return (await deliver(ticket_id, actor="test")).delivered
+
+
+@pytest.mark.parametrize("approvers, approved", [(("bob", "carol"), True), (("bob", "bob"), False)])
+async def test_both_approvals_at_once_or_one_approver_twice_end_in_one_decision(db_url, approvers, approved):
+    _runner, _chat, _call, ticket_id = await ask_for_sponsorship(db_url)
+
+    results = await _race(db_url, ticket_id, approvers)
+
+    ticket = await ledger_at(db_url).get(ticket_id)
+    if approved:
+        # Two different approvers clicking together: one gave the first approval, the other the second.
+        assert ticket.status is TicketStatus.APPROVED and sorted(ticket.approvers) == ["bob", "carol"]
+        assert not any(isinstance(r, BaseException) for r in results)
+    else:
+        assert ticket.status is TicketStatus.PENDING and ticket.approvers == ["bob"]
+        assert sorted(type(r).__name__ for r in results) == ["AlreadyApprovedByYou", "Ticket"]
+    actions = [e.action for e in await ledger_at(db_url).audit(ticket_id)]
+    assert actions.count("approval") == 1 and actions.count("approved") == (1 if approved else 0)
+
+
+def test_the_cli_shows_one_of_two_and_the_second_approver_decides(sqlite_url):
+    ticket_id = request_ticket(sqlite_url, "Please reimburse $6,000 for the conference sponsorship")
+
+    first = run("approve", ticket_id, "--approver", "bob", url=sqlite_url)
+    listed = run("inbox", url=sqlite_url)
+    again = run("approve", ticket_id, "--approver", "bob", url=sqlite_url)
+    second = run("approve", ticket_id, "--approver", "carol", url=sqlite_url)
+
+    assert first.returncode == 0, first.stderr
+    assert f"Ticket {ticket_id} has 1 of 2 approvals (bob); a second approver decides it" in first.stdout
+    assert "Payouts for " + ticket_id + ": 0" in first.stdout
+    assert "[1 of 2 approvals: bob]" in listed.stdout
+    assert again.returncode == 1 and "a second, different approver has to approve it" in again.stderr
+    assert second.returncode == 0 and f"Payouts for {ticket_id}: 1" in second.stdout
+    assert f"Ticket {ticket_id} is approved by bob and carol;" in second.stdout
+    shown = run("show", ticket_id, url=sqlite_url).stdout
+    assert '"approved_by": [\n    "bob",\n    "carol"\n  ]' in shown and "approval    by bob: 1 of 2" in shown
