@@ -29,7 +29,7 @@ from google.genai import types
 import long_running_agent  # noqa: F401  (loads .env before the settings are read)
 from long_running_agent import cli
 from long_running_agent.ledger import Ledger
-from long_running_agent.model.choice import choose_model
+from long_running_agent.model.choice import ModelChoice, choose_model
 from long_running_agent.services import services
 from long_running_agent.transcript import Transcript, pending_call, tool_response, user_text
 
@@ -87,10 +87,15 @@ async def run_small(runner: Runner, ledger: Ledger, out: Transcript, request: st
     return len(await ledger.payouts(session_id=session.id)) == 1
 
 
+def model_line(choice: ModelChoice) -> str:
+    """The demo's first line: which model runs, and why."""
+    return f"Model:    {choice.name} ({choice.reason})"
+
+
 async def demo(args: argparse.Namespace, out: Transcript) -> int:
     app = services()
     choice = choose_model(app.settings.model)
-    print(f"Model:    {choice.name} ({choice.reason})")
+    print(model_line(choice))
     print(f"Database: {app.settings.database_url}")
     print(f"Policy:   up to ${app.settings.approval_threshold:,} paid at once; more needs an approver")
     request = args.text or f"Please reimburse ${args.amount:,.2f} for {args.purpose}."

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,8 +19,9 @@ import httpx
 import pytest
 from support.processes import ROOT
 from support.project import fresh_project, main_py, plain_adk, plain_env, ticket_in
+from support.releases import load_release_0_1
 from support.servers import APP, LUNCH, web_server
-from support.transcripts import Session, blocks, normalize, run, update, updating
+from support.transcripts import Session, blocks, normalize, parse, run, update, updating
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "README.md"]
 SESSIONS = {name: (page, steps) for page in PAGES if page.exists() for name, steps in blocks(page).items()}
@@ -50,7 +53,7 @@ def project(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 
 def test_every_session_in_the_docs_is_checked():
     checked = {"adk-web-approve", "memory-store-approve", "ticket-history", "http-api", "http-api-errors",
-               "two-approvers"}
+               "two-approvers", "migrate"}
     assert set(SESSIONS) == checked, "a session in the docs has no test, or a test lost its session"
 
 
@@ -80,6 +83,34 @@ def test_docs_ticket_history(project):
     ticket = re.search(r"Ticket (T-[0-9a-f]+) is pending", requested.stdout)
     assert ticket, requested.stdout + requested.stderr
     check("ticket-history", Session(folder, plain_env(home), ticket.group(1), {str(folder): HOME_SHOWN}))
+
+
+def test_docs_migrate(project):
+    folder, home = project
+    url = f"sqlite+aiosqlite:///{folder.parent}/release-0.1.db"
+    load_release_0_1(url)
+    check("migrate", Session(folder, plain_env(home, EXPENSES_DATABASE_URL=url)))
+
+
+def test_docs_model_choice(project):
+    """docs/gemini.md's first lines of `python main.py` under each setting: main.py's own Model line."""
+    folder, home = project
+    [block] = re.findall(r"```console\n(\$ python main\.py\n.*?)```", (ROOT / "docs" / "gemini.md").read_text(), re.S)
+    for step in parse(block):
+        *assignments, _python, _main = step.command.split()
+        env = plain_env(home, **dict(a.split("=", 1) for a in assignments))
+        line = subprocess.run([sys.executable, "-c", MODEL_LINE], cwd=folder, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert line.stdout.strip() == step.output.strip(), (step.command, line.stderr)
+
+
+# What main.py prints first, without running the demo (which would call Gemini).
+MODEL_LINE = """
+import main
+from long_running_agent.model.choice import choose_model
+from long_running_agent.settings import model_settings
+print(main.model_line(choose_model(model_settings())))
+"""
 
 
 def test_docs_two_approvers(project):

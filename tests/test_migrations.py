@@ -1,8 +1,6 @@
 """Schema migrations: a database made by release 0.1 upgrades and keeps working; nothing stops halfway.
 
-`tests/fixtures/release_0_1.*.sql` are dumps of databases that release 0.1
-(commit 2488170) made by itself: `python main.py` (a paid ticket) and
-`python main.py request` (a pending one), on SQLite and on PostgreSQL.
+The release 0.1 databases come from tests/support/releases.py.
 """
 
 from __future__ import annotations
@@ -13,13 +11,13 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-import asyncpg
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Connection
 from support.models import ledger_at
-from support.processes import ROOT, run
+from support.processes import run
+from support.releases import load_release_0_1
 
 from long_running_agent.ledger import migrate
 from long_running_agent.ledger.records import utc_now
@@ -27,26 +25,7 @@ from long_running_agent.ledger.schema import Base
 from long_running_agent.services import Services, close_services
 from long_running_agent.settings import settings
 
-FIXTURES = ROOT / "tests" / "fixtures"
 LEDGER_TABLES = set(Base.metadata.tables)
-
-
-def load_release_0_1(url: str) -> None:
-    """Fill the empty database at `url` with what release 0.1 left in it."""
-    if url.startswith("sqlite"):
-        path = url.split(":///", 1)[1]
-        with sqlite3.connect(path) as db:
-            db.executescript((FIXTURES / "release_0_1.sqlite.sql").read_text())
-        return
-
-    async def load() -> None:
-        connection = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
-        try:
-            await connection.execute((FIXTURES / "release_0_1.postgres.sql").read_text())
-        finally:
-            await connection.close()
-
-    asyncio.run(load())
 
 
 def _differences(connection: Connection) -> list[object]:

@@ -7,6 +7,8 @@ Time is a FakeClock the tests move (retries and reminders), never a sleep.
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import subprocess
 import sys
 import time
@@ -20,7 +22,8 @@ from support.models import RecordedOfflineModel, ledger_at, make_runner, runner_
 from support.postgres import new_postgres_database
 from support.processes import ROOT, run
 from support.receiver import SECRET, Receiver
-from support.servers import TOKENS, web_server, web_servers
+from support.servers import web_server, web_servers
+from support.transcripts import normalize
 
 from long_running_agent.approval.delivery import decide_and_deliver, remind_due
 from long_running_agent.approval.guard import NOTE_MARK
@@ -28,6 +31,21 @@ from long_running_agent.ledger import Ledger
 from long_running_agent.ledger.outbox import MAX_ATTEMPTS
 from long_running_agent.notifications import send_due
 from long_running_agent.services import close_services, services
+
+DOCS = ROOT / "docs" / "notifications.md"
+
+
+def shown_in_docs(name: str) -> str:
+    """A block of docs/notifications.md marked `<!-- notifications: name -->`."""
+    [block] = re.findall(rf"<!-- notifications: {name} -->\n```\w+\n(.*?)```", DOCS.read_text(), re.S)
+    return block
+
+
+def shape(value: object) -> object:
+    """The keys of a JSON document, all the way down, without the values."""
+    if isinstance(value, dict):
+        return {key: shape(inner) for key, inner in value.items()}
+    return type(value).__name__ if isinstance(value, list) else None
 
 
 @pytest.fixture
@@ -72,6 +90,7 @@ async def test_each_event_is_posted_signed_with_an_id_a_timestamp_and_slack_text
     assert events[1]["text"] == f"Ticket {ticket_id} ($250.00 for team lunch, from alice) was approved by bob."
     assert events[1]["ticket"]["status"] == "approved" and events[1]["ticket"]["requester"] == "alice"
     assert [n.state for n in await services().ledger.notifications(ticket_id)] == ["sent", "sent"]
+    assert shape(json.loads(shown_in_docs("payload"))) == shape(events[1]), "docs/notifications.md shows old fields"
     assert await send() == []  # nothing twice
 
 
@@ -136,7 +155,8 @@ async def test_a_receiver_that_always_fails_is_given_up_and_shown(sqlite_url, we
     await close_services()
 
     shown = run("show", ticket_id, url=sqlite_url)
-    assert "ticket.requested       failed, 10 failed attempt(s), last: HTTP 500 from the receiver" in shown.stdout
+    section = shown.stdout[shown.stdout.index("Notifications ("):]
+    assert normalize(section) == normalize(shown_in_docs("given up"))
 
 
 STALLED = """
@@ -305,4 +325,3 @@ def test_every_setting_is_checked_at_start(tmp_path):
         result = subprocess.run([sys.executable, "main.py", "inbox"], cwd=ROOT, env=base | env,
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode != 0 and says in result.stderr, (env, result.stderr)
-    assert TOKENS
