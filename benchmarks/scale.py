@@ -22,7 +22,8 @@ from typing import Any
 
 from google.adk.sessions.schemas.v1 import Base as AdkBase
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
 
 from long_running_agent.ledger import TicketStatus
 from long_running_agent.ledger.schema import Base
@@ -64,13 +65,24 @@ class Backlog:
             self.template = {"ticket_id": request.ticket_id, "session_id": request.session_id}
         wanted = pending - 1 - self.copies
         if wanted > 0:
-            async with self.engine.begin() as conn:
-                for table in _UNIQUE:
-                    await conn.execute(text(copy_sql(self.engine.dialect.name, table)), {
-                        "first": self.copies + 1,
-                        "last": self.copies + wanted,
-                        "template": self.template[_TEMPLATE[table][1]],
-                    })
+            # On PostgreSQL, a connection of its own: a pooled backend may keep the
+            # plans of its foreign-key checks from when `sessions` was tiny (a
+            # sequential scan per inserted event). ANALYZE after each table,
+            # inside the transaction, plans the next table's checks on its size.
+            postgres = self.engine.dialect.name == "postgresql"
+            copier = create_async_engine(self.engine.url, poolclass=NullPool) if postgres else self.engine
+            try:
+                async with copier.begin() as conn:
+                    for table in _UNIQUE:
+                        await conn.execute(text(copy_sql(copier.dialect.name, table)), {
+                            "first": self.copies + 1,
+                            "last": self.copies + wanted,
+                            "template": self.template[_TEMPLATE[table][1]],
+                        })
+                        await conn.execute(text(f"ANALYZE {table}"))
+            finally:
+                if postgres:
+                    await copier.dispose()
             self.copies += wanted
             await analyze(self.engine)
         return time.perf_counter() - started
@@ -97,16 +109,17 @@ def copy_sql(dialect: str, table: str, *, tag: str = "", values: dict[str, str] 
         f"{c} || '-{tag}' || CAST(n.i AS TEXT)" if c in _UNIQUE[table] else values.get(c, c) for c in columns
     )
     key = _TEMPLATE[table][0]
+    # The template rows are read once (MATERIALIZED), not once per copy: a key
+    # such as events.session_id has no index of its own, and a nested loop over
+    # the numbers would scan the whole table for each of 100,000 copies.
+    template = f"template AS MATERIALIZED (SELECT * FROM {table} WHERE {key} = :template)"
     if dialect == "sqlite":
-        numbers = "WITH RECURSIVE n(i) AS (SELECT :first UNION ALL SELECT i + 1 FROM n WHERE i < :last) "
-        source = f"FROM {table}, n"
+        numbers = f"WITH RECURSIVE n(i) AS (SELECT :first UNION ALL SELECT i + 1 FROM n WHERE i < :last), {template} "
+        source = "FROM template, n"
     else:
-        numbers = ""
-        source = f"FROM {table}, generate_series(CAST(:first AS INTEGER), CAST(:last AS INTEGER)) AS n(i)"
-    return (
-        f"{numbers}INSERT INTO {table} ({', '.join(columns)}) "
-        f"SELECT {selected} {source} WHERE {table}.{key} = :template"
-    )
+        numbers = f"WITH {template} "
+        source = "FROM template, generate_series(CAST(:first AS INTEGER), CAST(:last AS INTEGER)) AS n(i)"
+    return f"{numbers}INSERT INTO {table} ({', '.join(columns)}) SELECT {selected} {source}"
 
 
 async def analyze(engine: AsyncEngine) -> None:
