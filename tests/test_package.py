@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pytest
@@ -140,3 +141,14 @@ def test_every_file_the_package_reads_is_in_its_package_data():
         if not any(path.relative_to(owner).match(pattern) for pattern in patterns):
             missing.append(str(path.relative_to(ROOT)))
     assert missing == [], "add these to [tool.setuptools.package-data] in pyproject.toml"
+
+
+def test_every_setting_the_code_reads_is_documented_in_env_example():
+    read = set()
+    for source in (ROOT / "long_running_agent").rglob("*.py"):
+        text = source.read_text()
+        read |= set(re.findall(r'(?:getenv|_decimal|_flag|_dollars_or_zero|_names)\(\s*"([A-Z][A-Z0-9_]+)"', text))
+        read |= set(re.findall(r'"(GOOGLE_GENAI_USE_[A-Z]+)"', text))
+    assert {"APPROVAL_WEBHOOK_URL", "DUAL_APPROVAL_ABOVE", "GOOGLE_GENAI_USE_VERTEXAI"} <= read  # the search works
+    documented = set(re.findall(r"^#? ?([A-Z][A-Z0-9_]+)=", (ROOT / ".env.example").read_text(), re.M))
+    assert read - documented == set(), "add these to .env.example, with what they do"
