@@ -57,6 +57,11 @@ async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_ur
     assert note.author == "expense_agent"
     assert "bob approved ticket" in note.content.parts[0].text and "second approver" in note.content.parts[0].text
 
+    # Asked for news, the model (here the offline one) reads the progress from the updated call.
+    news = await chat.say("Any news?")
+    assert texts(news)[-1] == (f"Ticket {ticket_id} for $6,000.00 (conference sponsorship) has 1 of 2 approvals "
+                               "and waits for a second approver; I will pay once approved.")
+
     with pytest.raises(AlreadyApprovedByYou):
         await decide_and_deliver(ticket_id, approver="bob", approve=True)
     second = await decide_and_deliver(ticket_id, approver="carol", approve=True)
@@ -69,8 +74,8 @@ async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_ur
     assert [(e.action, e.actor) for e in await ledger.audit(ticket_id)] == [
         ("requested", "alice"), ("approval", "bob"), ("approved", "carol"), ("paid", "reimburse"),
         ("delivered", "approval_guard")]
-    # The model never saw the progress note.
-    assert all("second approver" not in str(r.contents) for r in model.requests)
+    # The model never saw the progress note (only the updated call, and its own answer about it).
+    assert all("it now waits for a second approver" not in str(r.contents) for r in model.requests)
     assert "$6,000.00 for conference sponsorship was paid" in texts(second.events)[-1]
 
 

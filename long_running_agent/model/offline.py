@@ -278,11 +278,16 @@ def _latest_news(contents: list[types.Content]) -> str | None:
     last wrote (`adk run` does not show it until they do).
     """
     tickets = _tickets(contents)
-    waiting = [f"Ticket {tid} for {_money(t.amount)} ({t.purpose})" for tid, t in tickets.items()
-               if t.status == "pending" and t.amount]
-    if waiting:
-        return (" ".join(waiting) + (" is" if len(waiting) == 1 else " are")
-                + " still waiting for an approver; I will pay once approved.")
+    pending = {tid: t for tid, t in tickets.items() if t.status == "pending" and t.amount}
+    waiting = [f"Ticket {tid} for {_money(t.amount)} ({t.purpose})" for tid, t in pending.items()
+               if not t.response.get("approvals")]
+    news = [" ".join(waiting) + (" is" if len(waiting) == 1 else " are") + " still waiting for an approver"] \
+        if waiting else []
+    # The two-person rule: the first of two approvals arrived as an update of the pending call.
+    news += [f"Ticket {tid} for {_money(t.amount)} ({t.purpose}) has {t.response['approvals']} approvals and "
+             "waits for a second approver" for tid, t in pending.items() if t.response.get("approvals")]
+    if news:
+        return "; ".join(news) + "; I will pay once approved."
     for index in range(len(contents) - 1, -1, -1):
         for answer in reversed(_answers(contents, index)):
             if answer.call.name == REIMBURSE_TOOL and answer.status == "paid":
