@@ -16,7 +16,7 @@ from support.conversation import Conversation, pending_calls, responses, texts
 from support.models import RecordedOfflineModel, ledger_at, runner_with
 from support.processes import request_ticket, run
 
-from long_running_agent.approval.delivery import Outcome, decide_and_deliver
+from long_running_agent.approval.delivery import Outcome, decide_and_deliver, deliver
 from long_running_agent.approval.guard import NOTE_MARK
 from long_running_agent.cli import report
 from long_running_agent.ledger import AlreadyApprovedByYou, AlreadyDecided, Ledger, NotAllowed, TicketStatus
@@ -125,13 +125,11 @@ async def test_two_approvers_racing_on_the_last_approval_decide_it_once(db_url):
     ticket = await ledger_at(db_url).get(ticket_id)
     assert ticket.status is TicketStatus.APPROVED and ticket.approvers[0] == "bob"
     assert [e.action for e in await ledger_at(db_url).audit(ticket_id)].count("approved") == 1
-    delivered = await decide_and_deliver_or_deliver(ticket_id)
+    delivered = await deliver_now(ticket_id)
     assert delivered and len(await ledger_at(db_url).payouts(ticket_id=ticket_id)) == 1
 
 
-async def decide_and_deliver_or_deliver(ticket_id: str) -> bool:
-    from long_running_agent.approval.delivery import deliver
-
+async def deliver_now(ticket_id: str) -> bool:
     return (await deliver(ticket_id, actor="test")).delivered
 
 

@@ -153,8 +153,10 @@ class Outbox(LedgerBase):
             notification.id, holder, attempts=attempts, last_error=error[:500],
             failed_at=now if given_up else None, next_attempt_at=now if given_up else now + backoff(attempts),
         )
-        [updated] = [n for n in await self.notifications(notification.ticket_id) if n.id == notification.id]
-        return updated
+        async with await self.db() as db:
+            row = await db.get(NotificationRow, notification.id)
+            assert row is not None
+            return _notification(row)
 
     async def _release(self, notification_id: str, holder: str, **values: Any) -> None:
         async with await self.db() as db, db.begin():
