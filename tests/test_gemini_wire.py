@@ -426,6 +426,35 @@ async def test_two_approvals_from_one_turn_are_each_answered_in_pairs_gemini_acc
     assert fake.errors == [] and fake.unused == 0
 
 
+async def test_when_both_approvals_of_one_turn_are_approved_gemini_sees_the_first_one_paid(start: Start) -> None:
+    wired = await start([
+        parallel_asks((None, None)),
+        text("Both are waiting for an approver."),
+        call("reimburse", purpose="conference ticket", amount=480.0),
+        text("Paid: $480 for the conference ticket."),
+        call("reimburse", purpose="team lunch", amount=250.0),
+        text("Paid: $250 for the team lunch."),
+    ])
+    events = await wired.chat.say("Reimburse $250 for the team lunch and $480 for the conference ticket")
+    lunch, conference = pending_calls(events)
+    lunch_ticket, conference_ticket = (r["ticket_id"] for r in responses(events, "ask_for_approval"))
+    for pending, ticket_id in ((conference, conference_ticket), (lunch, lunch_ticket)):
+        decided = await wired.ledger.decide(ticket_id, approver=APPROVER, approve=True)
+        await wired.chat.send(function_response(pending.id, pending.name, decided.as_response()))
+
+    # The lunch's approval goes out beside the conference's, every part of the turn an approval:
+    # the one paid meanwhile carries its payout id, the new one none.
+    last = wired.fake.requests[4].body["contents"]
+    [lunch_now, conference_now] = response_payloads(last[-1:], "ask_for_approval")
+    [conference_payout] = await wired.ledger.payouts(ticket_id=conference_ticket)
+    [lunch_payout] = await wired.ledger.payouts(ticket_id=lunch_ticket)
+    assert (conference_now["status"], conference_now.get("payout_id")) == ("approved", conference_payout.id)
+    assert (lunch_now["status"], lunch_now.get("payout_id")) == ("approved", None)
+    assert (lunch_payout.amount_cents, conference_payout.amount_cents) == (25_000, 48_000)
+    assert_every_request_pairs_calls_and_responses(wired.fake)
+    assert wired.fake.errors == [] and wired.fake.unused == 0
+
+
 async def test_a_withdrawal_in_the_chat_keeps_every_later_request_paired(start: Start) -> None:
     wired = await start([
         parallel_asks((None, None)),

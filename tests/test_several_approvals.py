@@ -8,6 +8,8 @@ paid once, and the requester is told each outcome as it arrives.
 
 from __future__ import annotations
 
+from itertools import permutations
+
 import pytest
 from support.conversation import Conversation, calls, pending_calls, responses, texts
 from support.models import RecordedOfflineModel, ledger_at, runner_with
@@ -15,6 +17,8 @@ from support.processes import run
 
 from long_running_agent.approval.delivery import decide_and_deliver
 from long_running_agent.ledger import AlreadyDecided, TicketStatus
+from long_running_agent.model.requests import find_expenses
+from long_running_agent.web.views import agent_reply
 
 THREE = "Reimburse $250 for the team lunch, $480 for the conference ticket and $45 for a taxi"
 
@@ -89,3 +93,44 @@ async def test_the_guard_and_exactly_once_hold_for_each_ticket(sqlite_url):
     assert (await ledger.get(lunch_ticket)).status is TicketStatus.PENDING
     with pytest.raises(AlreadyDecided):
         await ledger.decide(conference_ticket, approver="carol", approve=False, reason="late")
+
+
+# One message, two or three tickets: different purposes, one purpose twice at two amounts, one at the same amount.
+SEVERAL = {
+    "two purposes": "Reimburse $250 for the team lunch and $480 for the conference ticket",
+    "one purpose, two amounts": "Reimburse $250 for the team lunch and $300 for the team lunch",
+    "one purpose, one amount": "Reimburse $250 for the team lunch and $250 for the team lunch",
+    "three purposes": "Reimburse $250 for the team lunch, $480 for the conference ticket and $300 for the hotel",
+}
+FLOWS = [(name, order) for name, text in SEVERAL.items()
+         for order in permutations(range(len(find_expenses(text))))]
+
+
+@pytest.mark.parametrize(("message", "order"), FLOWS, ids=[f"{m}-{''.join(map(str, o))}" for m, o in FLOWS])
+async def test_each_approval_pays_its_own_ticket_once_and_the_reply_names_that_payout(sqlite_url, message, order):
+    chat = await Conversation(runner_with(RecordedOfflineModel(), sqlite_url)).start()
+    events = await chat.say(SEVERAL[message])
+    ledger = ledger_at(sqlite_url)
+    asked = [r["ticket_id"] for r in responses(events, "ask_for_approval")]
+    assert len(asked) == len(order) and len(set(asked)) == len(asked)
+
+    reimbursed = 0
+    for ticket_id in (asked[i] for i in order):
+        delivery = await decide_and_deliver(ticket_id, approver="bob", approve=True)
+
+        assert delivery.delivered, delivery.detail
+        [payout] = await ledger.payouts(ticket_id=ticket_id)
+        # This approval ran reimburse once, and that call paid this very ticket now.
+        assert [r for r in responses(delivery.events, "reimburse")] == [
+            {"status": "paid", "payout_id": payout.id, "amount": payout.amount, "ticket_id": ticket_id}]
+        reimbursed += len(calls(delivery.events, "reimburse"))
+        # What the approver and the requester are told names this payout and amount, and no other payout.
+        reply = agent_reply(delivery.events) or ""
+        others = [p.id for p in await ledger.payouts(session_id=chat.session_id) if p.id != payout.id]
+        assert payout.id in reply and payout.amount_text in reply, reply
+        assert not any(other in reply for other in others), reply
+
+    assert reimbursed == len(asked)
+    for ticket_id in asked:
+        ticket = await ledger.get(ticket_id)
+        assert len(await ledger.payouts(ticket_id=ticket_id)) == 1 and ticket.delivered_at is not None

@@ -56,13 +56,19 @@ async def prepare_model_request(
 
 
 async def _with_payouts(content: types.Content) -> types.Content:
-    """`content` with the payout id on each approval in it that is paid already (several in one turn)."""
+    """`content` with the payout id on each approval in it that is paid already (several in one turn).
+
+    Every approval is looked up, even when the turn holds nothing else: with
+    two tickets from one message, the second approval arrives beside the
+    first, already paid; shown without its payout, the model would pay it
+    again and tell the approver "already paid" instead of what this approval did.
+    """
     parts = content.parts or []
     approved = [p.function_response for p in parts
                 if p.function_response and p.function_response.name == APPROVAL_TOOL
                 and (p.function_response.response or {}).get("status") == "approved"]
-    if len(approved) == len(parts):
-        return content  # only this turn's news: nothing in it can have been paid yet
+    if not approved:
+        return content
     ledger, shown = services().ledger, []
     for part in parts:
         response = part.function_response
