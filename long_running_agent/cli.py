@@ -37,6 +37,7 @@ from .ledger import (
     NotAllowed,
     NotRequester,
     NotSettleable,
+    Ticket,
     TicketNotFound,
     TicketStatus,
 )
@@ -120,22 +121,24 @@ async def inbox(args: argparse.Namespace, out: Transcript) -> int:
                   f"{_age(t.created_at, inbox.now):>4}  {printable(t.purpose)}{waits}")
         if page.next_offset is not None:
             print(f"Next page: python main.py inbox --offset {page.next_offset}{more}")
-    show_undelivered(inbox, args.limit)
+    await show_undelivered(inbox, args.limit)
     return 0
 
 
-def show_undelivered(inbox: Inbox, limit: int) -> None:
-    """Decisions that have not reached their conversation, oldest first, with why."""
+async def show_undelivered(inbox: Inbox, limit: int) -> None:
+    """Decisions that have not reached their conversation, oldest first, with when and why the last attempt failed."""
     tickets = inbox.undelivered
     if not tickets:
         return
+    failed = await services().ledger.delivery_failures([t.id for t in tickets if t.delivery_error])
     page = Page(0, limit, inbox.total_undelivered, len(tickets))
     print(f"\nDecided, not delivered: {page.describe()}. Deliver one with: python main.py deliver TICKET\n"
           "(if its conversation is gone for good: python main.py settle TICKET --approver NAME)")
-    print(f"{'TICKET':<16} {'STATUS':<9} {'DECIDED BY':<12} WHY IT HAS NOT ARRIVED")
+    print(f"{'TICKET':<16} {'STATUS':<9} {'DECIDED BY':<12} {'LAST FAILED (UTC)':<17}  WHY IT HAS NOT ARRIVED")
     for t in tickets:
         why = printable(t.delivery_error or "no attempt finished yet")
-        print(f"{t.id:<16} {t.status:<9} {printable(t.decided_by or ''):<12} {why}")
+        when = f"{failed[t.id]:%Y-%m-%d %H:%M}" if t.id in failed else "-"
+        print(f"{t.id:<16} {t.status:<9} {printable(t.decided_by or ''):<12} {when:<17}  {why}")
 
 
 def report(delivery: Delivery, out: Transcript) -> int:
@@ -171,10 +174,12 @@ def report(delivery: Delivery, out: Transcript) -> int:
     fix = {
         Outcome.UNREACHABLE: "It reaches the chat when the requester next writes there. If that can never "
                              f"happen: python main.py settle {ticket.id} --approver NAME",
-        Outcome.CONVERSATION_MISSING: "The conversation was deleted. Pay an approved ticket (or close a rejected "
-                                      f"one) without it: python main.py settle {ticket.id} --approver NAME",
+        Outcome.CONVERSATION_MISSING: "The conversation was deleted (or started again without the call). Pay an "
+                                      "approved ticket (or close a rejected one) without it: "
+                                      f"python main.py settle {ticket.id} --approver NAME",
         Outcome.BUSY: f"Another run is using the conversation; retry: python main.py deliver {ticket.id}",
-        Outcome.FAILED: f"Fix the cause, then deliver it: python main.py deliver {ticket.id}",
+        Outcome.FAILED: f"Fix the cause, then deliver it: python main.py deliver {ticket.id}. If it can never "
+                        f"arrive: python main.py settle {ticket.id} --approver NAME",
     }[delivery.outcome]
     print(f"\n{decided} (recorded in the ledger), but the decision has not reached the conversation:\n"
           f"  why:    {delivery.detail}\n"
@@ -224,8 +229,7 @@ async def show(args: argparse.Namespace, out: Transcript) -> int:
     print(printable(json.dumps(ticket.as_record(), indent=2)))
     print(f"\nConversation: {ticket.user_id} / {ticket.session_id} in {describe(ticket.session_store)}")
     if ticket.status is not TicketStatus.PENDING:
-        print("Delivered: " + (f"{ticket.delivered_at:%Y-%m-%d %H:%M:%S}" if ticket.delivered_at
-                                else f"not yet ({ticket.delivery_error or 'not attempted'})"))
+        print(f"Delivered: {await delivered(ticket)}")
     print("\nHistory:")
     for entry in await ledger.audit(ticket.id):
         print(f"  {entry.at:%Y-%m-%d %H:%M:%S}  {entry.action:<11} by {printable(entry.actor)}"
@@ -239,6 +243,20 @@ async def show(args: argparse.Namespace, out: Transcript) -> int:
         tried = f", {n.attempts} failed attempt(s), last: {printable(n.last_error)}" if n.last_error else ""
         print(f"  {n.created_at:%Y-%m-%d %H:%M:%S}  {n.event:<22} {n.state}{tried}")
     return 0
+
+
+async def delivered(ticket: Ticket) -> str:
+    """Whether the decision reached its conversation; if not, when and why the last attempt failed."""
+    if ticket.delivered_at:
+        return f"{ticket.delivered_at:%Y-%m-%d %H:%M:%S}"
+    failed = (await services().ledger.delivery_failures([ticket.id])).get(ticket.id)
+    failure = printable(ticket.delivery_error or "")
+    if failed and failure:
+        failure = f"the last attempt failed at {failed:%Y-%m-%d %H:%M:%S}: {failure}"
+    if ticket.settled_at:
+        return (f"never; settled by {printable(ticket.settled_by or '')} at {ticket.settled_at:%Y-%m-%d %H:%M:%S} "
+                "without the conversation" + (f" ({failure})" if failure else ""))
+    return f"not yet ({failure or 'not attempted'})"
 
 
 async def migrate(args: argparse.Namespace, out: Transcript) -> int:

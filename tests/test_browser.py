@@ -328,6 +328,7 @@ async def test_an_old_undelivered_decision_is_delivered_from_its_own_section(con
     stuck = inbox.locator(f'#undelivered tr[data-ticket="{ticket_id}"]')
     await expect(stuck).to_contain_text("approved by bob")
     await expect(stuck).to_contain_text("the server stopped while delivering it")
+    await expect(stuck.locator(".failed-at")).to_contain_text("Failed ")  # when the attempt failed
     await expect(inbox.locator(f'#decided tr[data-ticket="{ticket_id}"]')).to_have_count(0)
     await inbox.screenshot(path=tmp_path / "1-inbox-undelivered.png")
     await stuck.locator("button.deliver").click()

@@ -166,9 +166,11 @@ def test_inbox_pages_through_pending_tickets_and_lists_undelivered_decisions(sql
     assert "Pending: showing 1–2 of 5" in first.stdout and "showing 3–4 of 5" in middle.stdout
     assert "python main.py inbox --offset 2 --limit 2" in first.stdout
     assert "showing 5–5 of 5" in last.stdout and "Next page" not in last.stdout
-    # Decided, not delivered: listed with why, whatever the page.
+    # Decided, not delivered: listed with when the attempt failed and why, whatever the page.
     for page in (first, last):
-        assert re.search(rf"^{stuck} +approved +bob +conversation stuck-0 of dave is not in", page.stdout, re.M)
+        failed_at = r"\d{4}-\d\d-\d\d \d\d:\d\d"
+        assert re.search(rf"^{stuck} +approved +bob +{failed_at} +conversation stuck-0 of dave is not in",
+                         page.stdout, re.M), page.stdout
     assert "python main.py deliver" in first.stdout
     beyond = run("inbox", "--offset", "50", url=sqlite_url)
     assert beyond.returncode == 0 and "there are 5" in beyond.stdout and "--offset 0" in beyond.stdout

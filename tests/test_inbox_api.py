@@ -9,13 +9,14 @@ tickets too, so each test checks its pages against the ledger itself.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 import httpx
 import pytest
 from support.http import as_approver, assert_error, payouts, request_over_run
 from support.models import ledger_at
 from support.servers import WebServer, web_server
-from support.tickets import decide_and_mark_delivered, decided_not_delivered, open_tickets
+from support.tickets import APP, decide_and_mark_delivered, decided_not_delivered, open_tickets
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +116,32 @@ async def test_a_delivered_decision_leaves_the_undelivered_list(client, server):
     assert ticket_id not in [t["id"] for t in listed["undelivered"]]
     assert [t["delivered_at"] is not None for t in listed["recent_decisions"] if t["id"] == ticket_id] == [True]
     assert len(await payouts(server, ticket_id)) == 1
+
+
+async def test_a_failed_delivery_is_listed_with_when_and_why_and_can_be_settled(client, server):
+    ledger = ledger_at(server.database_url)
+    # A conversation kept in a session database nobody listens for (port 1 on loopback).
+    ticket = await ledger.open_ticket(
+        app_name=APP, user_id="dave", session_id="unreadable-store", call_id="adk-1", call_name="ask_for_approval",
+        purpose="team lunch", amount_cents=25_000, ttl=timedelta(days=3),
+        session_store="database:postgresql+asyncpg://nobody@127.0.0.1:1/sessions",
+    )
+
+    approved = await client.post(f"/api/approvals/{ticket.id}/approve", headers=as_approver("bob"))
+
+    assert approved.status_code == 202, approved.text
+    assert approved.json()["delivery_error"]["error"] in ("delivery_failed", "conversation_unreachable")
+    [failure] = [e for e in await ledger.audit(ticket.id) if e.action == "undelivered"]
+    failed_at = failure.at.isoformat(timespec="seconds")
+    listed = {t["id"]: t for t in (await inbox(client, undelivered_limit=200))["undelivered"]}
+    shown = (await client.get(f"/api/approvals/{ticket.id}", headers=as_approver("bob"))).json()["ticket"]
+    for view in (approved.json()["ticket"], listed[ticket.id], shown):
+        assert (view["delivery_error"], view["delivery_failed_at"]) == (failure.detail, failed_at)
+
+    settled = await client.post(f"/api/approvals/{ticket.id}/settle", headers=as_approver("carol"))
+
+    assert settled.status_code == 200, settled.text
+    assert [(p["ticket_id"], p["amount"]) for p in settled.json()["payouts"]] == [(ticket.id, 250.0)]
 
 
 SECURITY_HEADERS = {

@@ -9,6 +9,7 @@ Each test runs a fresh copy of the project with no .env (support/project.py).
 from __future__ import annotations
 
 import queue
+import re
 import subprocess
 import threading
 import time
@@ -92,6 +93,43 @@ def test_unreachable_conversation_gets_a_clear_message_then_delivers_on_the_next
 
         [paid] = payouts_in(events_of(server, "alice", session_id))
         assert paid["status"] == "paid" and paid["ticket_id"] == ticket_id
+
+
+def test_a_conversation_deleted_and_started_again_empty_gets_its_decision_recorded_and_settled(tmp_path):
+    project, home = fresh_project(tmp_path), tmp_path / "home"
+    with plain_adk("api_server", project, home) as server:
+        session_id = new_session(server, "alice")
+        ticket_id = ticket_in(" ".join(texts(ask(server, "alice", session_id, LUNCH))))
+        # Nothing of this app guards ADK's own routes here: the conversation is deleted, and an
+        # empty one is created under the same id. It exists, but holds no call to answer.
+        session_url = f"{server.base_url}/apps/{APP}/users/alice/sessions"
+        assert httpx.delete(f"{session_url}/{session_id}", timeout=30).status_code == 200
+        assert httpx.post(session_url, json={"sessionId": session_id}, timeout=30).status_code == 200
+
+        approved = main_py(project, home, "approve", ticket_id, "--approver", "bob")
+        redelivered = main_py(project, home, "deliver", ticket_id)
+        # The requester writes in the new conversation: answered, not failed on the decision it cannot take.
+        ask(server, "alice", session_id, "any news?")
+
+        for attempt in (approved, redelivered):
+            assert attempt.returncode == 3, (attempt.stdout, attempt.stderr)
+            assert "Traceback" not in attempt.stdout + attempt.stderr
+            assert f"python main.py settle {ticket_id} --approver" in attempt.stderr
+        assert payouts_in(events_of(server, "alice", session_id)) == []
+
+        settled = main_py(project, home, "settle", ticket_id, "--approver", "bob")
+        assert settled.returncode == 0, (settled.stdout, settled.stderr)
+        assert "Traceback" not in settled.stdout + settled.stderr
+        assert re.search(r"paid \$250\.00 \(P-[0-9a-f]{12}\)", settled.stdout), settled.stdout
+
+    shown = main_py(project, home, "show", ticket_id)
+    assert shown.returncode == 0, shown.stderr
+    # Each failed attempt is in the history with its time; the payout once.
+    attempts = re.findall(r"^  (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)  undelivered +by ([^:]+):", shown.stdout, re.M)
+    assert [by for _at, by in attempts] == ["bob", "approver CLI", "approval_guard"], shown.stdout
+    assert re.search(rf"^Delivered: never; settled by bob .*last attempt failed at {attempts[-1][0]}", shown.stdout,
+                     re.M), shown.stdout
+    assert len(re.findall(r"^Paid: P-[0-9a-f]{12} \$250\.00 ", shown.stdout, re.M)) == 1, shown.stdout
 
 
 class Terminal:

@@ -20,13 +20,14 @@ from enum import StrEnum
 from google.adk.agents.invocation_context import InvocationContext, new_invocation_context_id
 from google.adk.apps import App
 from google.adk.events import Event
+from google.adk.sessions import Session
 from google.genai import types
 
 from ..ledger import Ticket, TicketExpired, TicketStatus
 from ..ledger.locks import DEFAULT_WAIT, ConversationBusy
 from ..services import services
 from .conversations import Unreachable, describe, open_store
-from .guard import NOTE_MARK, conversation_of, decision_message, held_conversations
+from .guard import NOTE_MARK, call_gone, conversation_of, decision_message, held_conversations, holds_call
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,9 @@ async def deliver(
     """Send the ledger's decision on `ticket_id` to its conversation, once.
 
     `app` is the agent app to run (default: the one `services()` runs).
+    Every attempt that fails is recorded in the ledger (when, by whom, why),
+    whatever stopped it, so people can see it and an approver can settle the
+    ticket; only a conversation busy with another run is left to a retry.
     """
     ledger = services().ledger
     ticket = await ledger.get(ticket_id)
@@ -79,8 +83,12 @@ async def deliver(
     try:
         store = open_store(ticket.session_store)
     except Unreachable as unreachable:
-        await ledger.mark_undelivered(ticket.id, actor=actor, error=str(unreachable))
+        await _record_failure(ticket, actor, str(unreachable))
         return Delivery(ticket, Outcome.UNREACHABLE, unreachable.why, where)
+    except Exception as error:  # e.g. a database URL this process has no driver for
+        why = f"the session store cannot be opened: {_error_text(error)}"
+        await _record_failure(ticket, actor, why)
+        return Delivery(ticket, Outcome.UNREACHABLE, why, where)
     conversation = ticket.conversation
     try:
         async with ledger.locks.hold(conversation, purpose=f"delivering {ticket.id}", wait=wait):
@@ -93,10 +101,9 @@ async def deliver(
             session = await store.get_session(
                 app_name=ticket.app_name, user_id=ticket.user_id, session_id=ticket.session_id
             )
-            if session is None:
-                why = f"conversation {ticket.session_id} of {ticket.user_id} is not in {where}"
-                await ledger.mark_undelivered(ticket.id, actor=actor, error=why)
-                return Delivery(ticket, Outcome.CONVERSATION_MISSING, why, where)
+            if gone := conversation_gone(ticket, session, where):
+                await _record_failure(ticket, actor, gone)
+                return Delivery(ticket, Outcome.CONVERSATION_MISSING, gone, where)
             token = held_conversations.set(held_conversations.get() | {conversation})
             try:
                 events = [
@@ -110,14 +117,48 @@ async def deliver(
                 held_conversations.reset(token)
     except ConversationBusy as busy:
         return Delivery(ticket, Outcome.BUSY, str(busy), where, retry_after=busy.retry_after)
-    except Exception as error:  # the model, the store or the network failed mid-run
-        logger.exception("Delivering %s failed", ticket_id)
-        return Delivery(ticket, Outcome.FAILED, f"{type(error).__name__}: {error}", where)
+    except Exception as error:  # the store, the model, the network or ADK itself failed mid-run
+        why = _error_text(error)
+        logger.warning("Delivering %s to %s failed: %s", ticket_id, where, why)
+        logger.debug("Delivering %s failed", ticket_id, exc_info=True)
+        # A failure inside the agent's run is recorded by the run's guard; one before it (the
+        # store, ADK refusing the message), here.
+        await _record_failure(ticket, actor, why, unless_recorded_since=True)
+        return Delivery(ticket, Outcome.FAILED, why, where)
     ticket = await ledger.get(ticket_id)
     if ticket.delivered_at:
         return Delivery(ticket, Outcome.DELIVERED, where=where, events=events)
     why = ticket.delivery_error or "the agent did not accept it"
     return Delivery(ticket, Outcome.FAILED, why, where, events=events)
+
+
+def conversation_gone(ticket: Ticket, session: Session | None, where: str) -> str | None:
+    """Why the decision cannot reach `session`, if it is gone: None while it holds the pending call.
+
+    A conversation deleted and created again under the same id exists, but
+    holds nothing to answer: ADK would refuse the decision ("Function call
+    not found"), every time.
+    """
+    if session is None:
+        return f"conversation {ticket.session_id} of {ticket.user_id} is not in {where}"
+    if not holds_call(session, ticket.call_id):
+        return call_gone(ticket, where)
+    return None
+
+
+async def _record_failure(ticket: Ticket, actor: str, why: str, *, unless_recorded_since: bool = False) -> None:
+    """Record a failed attempt; with `unless_recorded_since`, not if one was recorded since `ticket` was read."""
+    ledger = services().ledger
+    try:
+        if unless_recorded_since and (await ledger.get(ticket.id)).delivery_error != ticket.delivery_error:
+            return
+        await ledger.mark_undelivered(ticket.id, actor=actor, error=why)
+    except Exception:  # the ledger itself is down: the caller still tells why
+        logger.warning("Could not record the failed delivery of %s: %s", ticket.id, why, exc_info=True)
+
+
+def _error_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}".strip()
 
 
 async def decide_and_deliver(
@@ -161,8 +202,8 @@ async def tell_progress(ticket: Ticket, note: str) -> bool:
             session = await store.get_session(
                 app_name=ticket.app_name, user_id=ticket.user_id, session_id=ticket.session_id
             )
-            if session is None:
-                return False
+            if session is None or not holds_call(session, ticket.call_id):
+                return False  # gone, or started again without the call: the delivery will record it
             invocation_id = new_invocation_context_id()
             agent = services().app.root_agent
             assert agent is not None

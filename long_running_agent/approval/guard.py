@@ -33,6 +33,7 @@ from google.adk.apps import App
 from google.adk.events import Event
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
+from google.adk.sessions import Session
 from google.genai import types
 
 from ..ledger import Conversation, Ledger, LedgerError, Ticket, TicketStatus
@@ -82,6 +83,18 @@ def decision_message(ticket: Ticket) -> types.Content:
             id=ticket.call_id, name=ticket.call_name, response=ticket.as_response()
         ))],
     )
+
+
+def holds_call(session: Session, call_id: str) -> bool:
+    """Whether `session` holds the function call `call_id`: ADK resumes only a call the session holds."""
+    return any(call.id == call_id for event in session.events for call in event.get_function_calls())
+
+
+def call_gone(ticket: Ticket, where: str = "") -> str:
+    """Why a decision cannot reach a conversation that exists but no longer holds the ticket's call."""
+    place = f" in {where}" if where else ""
+    return (f"conversation {ticket.session_id} of {ticket.user_id}{place} no longer holds the call "
+            f"{ticket.call_id} that ticket {ticket.id} answers (it was deleted and started again)")
 
 
 def _stored_call(context: InvocationContext, call_id: str | None) -> types.FunctionCall | None:
@@ -216,11 +229,26 @@ class ApprovalGuard(BasePlugin):
         saved = _current_run.get()
         try:
             for ticket in owed:
-                async for _event in runner.run_async(
-                    user_id=conversation.user_id, session_id=conversation.session_id,
-                    new_message=decision_message(ticket),
-                ):
-                    pass
+                if not holds_call(context.session, ticket.call_id):
+                    # Deleted and started again under the same id: ADK would refuse the decision
+                    # and this message with it. Recorded once, so an approver can settle the ticket.
+                    why = call_gone(ticket)
+                    if ticket.delivery_error != why:
+                        await ledger.mark_undelivered(ticket.id, actor="approval_guard", error=why)
+                    continue
+                try:
+                    async for _event in runner.run_async(
+                        user_id=conversation.user_id, session_id=conversation.session_id,
+                        new_message=decision_message(ticket),
+                    ):
+                        pass
+                except Exception as error:  # recorded; the person's own message is still answered
+                    logger.warning("Delivering %s before a message failed: %s: %s", ticket.id,
+                                   type(error).__name__, error)
+                    # A failure inside the run is recorded by that run's guard; one before it, here.
+                    if (await ledger.get(ticket.id)).delivery_error == ticket.delivery_error:
+                        await ledger.mark_undelivered(ticket.id, actor="approval_guard",
+                                                      error=f"{type(error).__name__}: {error}")
         finally:
             _current_run.set(saved)
         await self._refresh(context)

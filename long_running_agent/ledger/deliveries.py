@@ -7,6 +7,7 @@ gone is settled by an approver: an approved one is paid without the agent.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Select, func, select, update
@@ -98,6 +99,18 @@ class Deliveries(Tickets):
         except IntegrityError:
             raise NotSettleable(await self.get(ticket_id)) from None  # paid meanwhile
         return await self.get(ticket_id), Payout.of(payout_row) if payout_row else None
+
+    async def delivery_failures(self, ticket_ids: list[str]) -> dict[str, datetime]:
+        """When the latest failed delivery of each of these tickets was recorded (tickets with none are left out)."""
+        if not ticket_ids:
+            return {}
+        async with await self.db() as db:
+            rows = await db.execute(
+                select(AuditRow.ticket_id, func.max(AuditRow.at))
+                .where(AuditRow.ticket_id.in_(ticket_ids), AuditRow.action == "undelivered")
+                .group_by(AuditRow.ticket_id)
+            )
+            return {ticket_id: at.replace(tzinfo=at.tzinfo or UTC) for ticket_id, at in rows.all() if at is not None}
 
     async def mark_delivered(self, ticket_id: str, *, actor: str) -> bool:
         """Record that the decision reached the conversation; False if it already had."""

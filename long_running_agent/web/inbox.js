@@ -139,8 +139,10 @@ function undeliveredRow(t) {
     el("td", {textContent: t.purpose}),
     el("td", {textContent: t.requester}),
     el("td", {className: "muted nowrap", textContent: when(t.decided_at)}),
-    el("td", {className: t.delivery_error ? "why" : "muted",
-              textContent: t.delivery_error || "No attempt finished yet."}),
+    // The latest failed attempt, when and why: each one is in the ticket's history too.
+    el("td", {className: t.delivery_error ? "why" : "muted"},
+       t.delivery_failed_at ? el("span", {className: "failed-at", textContent: `Failed ${when(t.delivery_failed_at)}: `}) : "",
+       t.delivery_error || "No attempt finished yet."),
     el("td", {}, actions));
   row.dataset.ticket = t.id;
   return row;

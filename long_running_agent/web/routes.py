@@ -108,12 +108,13 @@ async def list_approvals(
     # reached its conversation is listed, however old, so the page can offer its Deliver action.
     inbox = await ledger.read_inbox(**paging)
     now = inbox.now
+    failed_at = await ledger.delivery_failures([t.id for t in inbox.undelivered if t.delivery_error])
     return {
         "approver": approver,
         "pending": [ticket_json(t, now) for t in inbox.pending],
         "total_pending": inbox.total_pending,
         "pending_page": Page(paging["offset"], paging["limit"], inbox.total_pending, len(inbox.pending)).as_json(),
-        "undelivered": [ticket_json(t, now) for t in inbox.undelivered],
+        "undelivered": [ticket_json(t, now, failed_at) for t in inbox.undelivered],
         "total_undelivered": inbox.total_undelivered,
         "undelivered_page": Page(
             paging["undelivered_offset"], paging["undelivered_limit"], inbox.total_undelivered,
@@ -127,7 +128,7 @@ async def list_approvals(
 async def show_approval(ticket_id: str, _approver: Approver, ledger: TheLedger) -> dict[str, Any]:
     ticket = await ledger.get(ticket_id)
     return {
-        "ticket": ticket_json(ticket, ledger.now()),
+        "ticket": ticket_json(ticket, ledger.now(), await ledger.delivery_failures([ticket.id])),
         "audit": [audit_json(e) for e in await ledger.audit(ticket_id)],
         "payouts": [payout_json(p) for p in await ledger.payouts(ticket_id=ticket_id)],
         # Webhooks about it (APPROVAL_WEBHOOK_URL): sent, retrying, or failed for good.
@@ -137,8 +138,10 @@ async def show_approval(ticket_id: str, _approver: Approver, ledger: TheLedger) 
 
 async def delivery_json(ledger: Ledger, delivery: Delivery) -> dict[str, Any]:
     ticket_id = delivery.ticket.id
+    ticket = await ledger.get(ticket_id)
+    failed_at = await ledger.delivery_failures([ticket_id]) if ticket.delivery_error else {}
     return {
-        "ticket": ticket_json(await ledger.get(ticket_id), ledger.now()),
+        "ticket": ticket_json(ticket, ledger.now(), failed_at),
         "payouts": [payout_json(p) for p in await ledger.payouts(ticket_id=ticket_id)],
         "agent_reply": agent_reply(delivery.events),
         "delivery": delivery.outcome.value,

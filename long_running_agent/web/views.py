@@ -15,7 +15,8 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat(timespec="seconds") if value else None
 
 
-def ticket_json(ticket: Ticket, now: datetime) -> dict[str, Any]:
+def ticket_json(ticket: Ticket, now: datetime, failed_at: dict[str, datetime] | None = None) -> dict[str, Any]:
+    """`failed_at`: when the latest failed delivery of each ticket was recorded (Ledger.delivery_failures)."""
     return {
         "id": ticket.id,
         "status": ticket.status.value,
@@ -39,6 +40,7 @@ def ticket_json(ticket: Ticket, now: datetime) -> dict[str, Any]:
         "reason": ticket.reason,
         "delivered_at": _iso(ticket.delivered_at),
         "delivery_error": ticket.delivery_error,
+        "delivery_failed_at": _iso((failed_at or {}).get(ticket.id)),
         "settled_by": ticket.settled_by,
         "settled_at": _iso(ticket.settled_at),
         "session_id": ticket.session_id,
