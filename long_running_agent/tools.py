@@ -125,6 +125,9 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
 
 async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> dict[str, Any]:
     """Pay an expense in US dollars."""
+    # Local: the guard imports this module's tool names.
+    from .approval.guard import delivering_now
+
     app = services()
     settings, ledger = app.settings, app.ledger
     try:
@@ -138,7 +141,7 @@ async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> d
         if needs_approval(clean_amount, settings):
             payout, already_paid = await ledger.pay_approved(
                 conversation=conversation, call_id=call_id,
-                purpose=clean_purpose, amount_cents=to_cents(clean_amount),
+                purpose=clean_purpose, amount_cents=to_cents(clean_amount), prefer=delivering_now(),
             )
         else:
             payout, already_paid = await ledger.pay_small(

@@ -15,7 +15,7 @@ from support.conversation import Conversation, calls, pending_calls, responses, 
 from support.models import RecordedOfflineModel, ledger_at, runner_with
 from support.processes import run
 
-from long_running_agent.approval.delivery import decide_and_deliver
+from long_running_agent.approval.delivery import decide_and_deliver, deliver
 from long_running_agent.ledger import AlreadyDecided, TicketStatus
 from long_running_agent.model.requests import find_expenses
 from long_running_agent.web.views import agent_reply
@@ -134,3 +134,24 @@ async def test_each_approval_pays_its_own_ticket_once_and_the_reply_names_that_p
     for ticket_id in asked:
         ticket = await ledger.get(ticket_id)
         assert len(await ledger.payouts(ticket_id=ticket_id)) == 1 and ticket.delivered_at is not None
+
+
+async def test_an_approval_pays_its_own_ticket_while_an_equal_one_waits_for_its_delivery(sqlite_url):
+    chat = await Conversation(runner_with(RecordedOfflineModel(), sqlite_url)).start()
+    events = await chat.say(SEVERAL["one purpose, one amount"])
+    ledger = ledger_at(sqlite_url)
+    first, second = (r["ticket_id"] for r in responses(events, "ask_for_approval"))
+    # The first is approved by a process that stopped before delivering it: same purpose, same amount.
+    await ledger.decide(first, approver="carol", approve=True)
+
+    delivery = await decide_and_deliver(second, approver="bob", approve=True)
+
+    [paid] = responses(delivery.events, "reimburse")
+    [payout] = await ledger.payouts(ticket_id=second)
+    assert (paid["status"], paid["ticket_id"], paid["payout_id"]) == ("paid", second, payout.id)
+    assert await ledger.payouts(ticket_id=first) == []
+    owed = await deliver(first, actor="carol")
+    [paid] = responses(owed.events, "reimburse")
+    [payout] = await ledger.payouts(ticket_id=first)
+    assert (paid["status"], paid["ticket_id"], paid["payout_id"]) == ("paid", first, payout.id)
+    assert payout.id in (agent_reply(owed.events) or "")

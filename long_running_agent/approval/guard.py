@@ -67,6 +67,12 @@ class _Run:
 _current_run: ContextVar[_Run | None] = ContextVar("approval_guard_run", default=None)
 
 
+def delivering_now() -> list[str]:
+    """The tickets whose decisions the current run delivers: `reimburse` pays these first."""
+    run = _current_run.get()
+    return list(run.delivering) if run is not None else []
+
+
 class Refused(Exception):
     """The response cannot resume the agent; the message says why."""
 

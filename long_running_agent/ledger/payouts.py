@@ -9,6 +9,7 @@ day and purpose; what the rules refuse goes to an approver (`NeedsApproval`).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import UTC, date
 from typing import Any
 
@@ -33,18 +34,22 @@ class _OverDailyLimit(Exception):
 
 class Payouts(LedgerBase):
     async def pay_approved(
-        self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int
+        self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int,
+        prefer: Collection[str] = (),
     ) -> tuple[Payout, bool]:
         """Pay the approved ticket of this session matching purpose and amount.
 
         The amount may be what was asked or what was approved; the payout is
-        what was approved, never more. Returns (payout, already_paid). Raises
-        NotApproved when no approved ticket matches: whatever the conversation
-        says, no ticket, no money.
+        what was approved, never more. Among equal matches, a ticket in
+        `prefer` (the decisions the current run delivers) is paid first.
+        Returns (payout, already_paid). Raises NotApproved when no approved
+        ticket matches: whatever the conversation says, no ticket, no money.
         """
         matching = await self._approved_tickets(conversation, purpose, amount_cents)
-        # An unpaid match first; a paid one only to report "already paid".
-        matching.sort(key=lambda pair: pair[1])
+        # An unpaid match first; a paid one only to report "already paid". Of two equal
+        # tickets, the one whose approval this run delivers: the other one's approval has
+        # not reached the conversation yet, and pays when it does.
+        matching.sort(key=lambda pair: (pair[1], pair[0].id not in prefer))
         ticket = matching[0][0] if matching else None
         if ticket is None:
             raise NotApproved(purpose, amount_cents)
