@@ -153,8 +153,8 @@ async def _record_failure(ticket: Ticket, actor: str, why: str, *, unless_record
         if unless_recorded_since and (await ledger.get(ticket.id)).delivery_error != ticket.delivery_error:
             return
         await ledger.mark_undelivered(ticket.id, actor=actor, error=why)
-    except Exception:  # the ledger itself is down: the caller still tells why
-        logger.warning("Could not record the failed delivery of %s: %s", ticket.id, why, exc_info=True)
+    except Exception as error:  # the ledger itself is down: the caller still tells why
+        logger.warning("Could not record the failed delivery of %s (%s): %s", ticket.id, why, type(error).__name__)
 
 
 def _error_text(error: BaseException) -> str:
