@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 from support.conversation import pending_request
 from support.models import ledger_at
-from support.tickets import open_tickets
+from support.tickets import APP
 
 from long_running_agent.approval.delivery import Outcome, decide_and_deliver, deliver
 from long_running_agent.ledger import TicketStatus
@@ -65,9 +65,8 @@ async def test_a_session_store_that_cannot_be_read_is_recorded_and_the_ticket_se
     }[store]
     (tmp_path / "session.db").write_bytes(b"not a database " * 100)
     ledger = ledger_at(sqlite_url)
-    [opened] = await open_tickets(ledger, 1, "elsewhere")
     ticket = await ledger.open_ticket(
-        app_name=opened.app_name, user_id="dave", session_id="elsewhere-store", call_id="adk-1",
+        app_name=APP, user_id="dave", session_id="elsewhere-store", call_id="adk-1",
         call_name="ask_for_approval", purpose="team lunch", amount_cents=25_000, ttl=timedelta(days=3),
         session_store=locator,
     )
