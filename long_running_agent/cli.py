@@ -61,22 +61,39 @@ def _age(created: datetime, now: datetime) -> str:
 
 
 async def catch_up() -> None:
-    """The server's background work, once: expiries, owed deliveries, reminders, webhooks."""
+    """The server's background work, once: expiries, owed deliveries, reminders, and webhooks beside the command."""
     for delivery in await deliver_due(actor="approver CLI"):
         if delivery.delivered:
             print(f"(delivered the {delivery.ticket.status} decision on {delivery.ticket.id} to its conversation)")
     for ticket in await remind_due():
         print(f"(sent the reminder for {ticket.id}, which expires at {ticket.expires_at:%Y-%m-%d %H:%M} UTC)")
-    await send_notifications()
+    send_notifications()
 
 
-async def send_notifications() -> None:
-    """Send what the outbox holds (a decision just made, too); say so only when the receiver fails."""
+def send_notifications() -> None:
+    """Send what the outbox holds (a decision just made, too) while the command goes on.
+
+    The command waits for it only at its end (close_services), and no longer
+    than APPROVAL_WEBHOOK_TIMEOUT_SECONDS, whatever the receiver does: one
+    round, each attempt under that deadline. What is not sent by then stays
+    in the outbox; the command says so only when the receiver failed.
+    """
     app = services()
-    failed = [a for a in await send_due(app.ledger, app.settings) if not a.sent]
-    if failed:
-        print(f"(webhook: {len(failed)} notification(s) not sent yet, retried later: {failed[-1].error})",
-              file=sys.stderr)
+    if app.settings.webhook_url is None:
+        return
+
+    async def one_round() -> None:
+        try:
+            failed = [a for a in await send_due(app.ledger, app.settings) if not a.sent]
+        except Exception as error:
+            print(f"(webhook: sending failed ({type(error).__name__}: {error}); the notifications stay in the "
+                  "outbox)", file=sys.stderr)
+            return
+        if failed:
+            print(f"(webhook: {len(failed)} notification(s) not sent yet: {failed[-1].error}; they stay in the "
+                  "outbox, and make web or the next approver command sends them)", file=sys.stderr)
+
+    app.in_background(one_round())
 
 
 async def request(args: argparse.Namespace, out: Transcript) -> int:
@@ -197,7 +214,7 @@ async def decide(args: argparse.Namespace, out: Transcript) -> int:
     status = report(delivery, out)
     payouts = await services().ledger.payouts(ticket_id=delivery.ticket.id)
     print(f"Payouts for {delivery.ticket.id}: {len(payouts)}")
-    await send_notifications()
+    send_notifications()
     return status
 
 
@@ -205,7 +222,7 @@ async def withdraw(args: argparse.Namespace, out: Transcript) -> int:
     """The requester withdraws a pending request; its conversation is told."""
     await catch_up()
     status = report(await withdraw_and_deliver(args.ticket, requester=args.user), out)
-    await send_notifications()
+    send_notifications()
     return status
 
 

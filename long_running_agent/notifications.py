@@ -6,10 +6,16 @@ APPROVAL_WEBHOOK_URL. `make web` runs it every couple of seconds, each
 approver command once, and `send_soon` right after the agent opens or
 withdraws a ticket (so plain `adk web` and `adk run` notify at once too).
 
+Nobody waits on a receiver: each attempt has one deadline for the whole
+request (APPROVAL_WEBHOOK_TIMEOUT_SECONDS), however the receiver dribbles
+its answer; the attempts of a round run side by side, so one slow POST holds
+up no other; and a notification not sent in time stays in the outbox for the
+next sender.
+
 The body is JSON with a human `text` (so a Slack incoming webhook shows it
-as is), the event's `id`, its `type`, the ticket, and `timestamp`: the time
-of this attempt, in Unix seconds. It is signed with HMAC-SHA256 under
-APPROVAL_WEBHOOK_SECRET over the raw body:
+as is; what users wrote is escaped in it), the event's `id`, its `type`, the
+ticket, and `timestamp`: the time of this attempt, in Unix seconds. It is
+signed with HMAC-SHA256 under APPROVAL_WEBHOOK_SECRET over the raw body:
 
     X-Signature-256: sha256=<hex digest>
 
@@ -20,11 +26,13 @@ once). docs/notifications.md has a receiver in a dozen lines of Python.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import hmac
 import json
 import logging
+import math
 import os
 import socket
 import uuid
@@ -34,14 +42,17 @@ from dataclasses import dataclass
 import httpx
 
 from .ledger import Ledger, Notification
+from .ledger.outbox import LEASE
 from .services import services
 from .settings import Settings
 
 logger = logging.getLogger(__name__)
 
 SIGNATURE_HEADER = "X-Signature-256"
-# Connecting and each read: a receiver that hangs is a failed attempt, retried later.
-TIMEOUT = httpx.Timeout(10.0)
+# Attempts in flight at once in one round: a slow receiver takes one of them, not the sender.
+CONCURRENT = 10
+# While attempts are in flight, how often a draining round looks for newly due notifications.
+POLL_SECONDS = 0.5
 # Who holds a claim: this process (replicas on one database each have their own).
 HOLDER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -63,19 +74,60 @@ class Attempt:
     error: str | None = None
 
 
-async def send_due(ledger: Ledger, settings: Settings, client: httpx.AsyncClient | None = None) -> list[Attempt]:
-    """POST every notification that is due; returns what happened to each. Nothing to do without a URL."""
+async def send_due(ledger: Ledger, settings: Settings, client: httpx.AsyncClient | None = None, *,
+                   drain: bool = False) -> list[Attempt]:
+    """POST the notifications that are due, up to CONCURRENT at once; returns what happened to each.
+
+    A round claims what is due and sends it side by side, each ticket's in
+    the order they happened, each attempt under its own deadline; it ends
+    within APPROVAL_WEBHOOK_TIMEOUT_SECONDS, and what it did not send waits
+    in the outbox. With `drain` (the server), it has no end of its own: it
+    claims again as attempts end and new notifications come due, until none
+    is left, so a slow attempt takes one place, never the sender. Once an
+    attempt fails, no more are claimed this round: the receiver is failing.
+    Nothing to do without a URL.
+    """
     if settings.webhook_url is None or settings.webhook_secret is None:
         return []
-    attempts = []
-    async with _client(client) as http:
-        while claimed := await ledger.claim_due(HOLDER):
-            for notification in claimed:
-                attempts.append(await _send(ledger, settings.webhook_url, settings.webhook_secret, http,
-                                            notification))
-            if any(not a.sent for a in attempts[-len(claimed):]):
-                break  # the receiver is failing: the rest waits for the next round
-    return attempts
+    deadline = settings.webhook_timeout.total_seconds()
+    attempts: list[Attempt] = []
+    held: dict[asyncio.Task[list[Attempt]], int] = {}  # each ticket's sender, and how many rows it holds
+    claiming = True
+    loop = asyncio.get_running_loop()
+    round_ends = math.inf if drain else loop.time() + deadline
+    async with _client(client, deadline) as http:
+        post = _Poster(ledger, settings.webhook_url, settings.webhook_secret, deadline, http)
+        try:
+            while True:
+                free = CONCURRENT - sum(held.values())
+                if claiming and free > 0:
+                    # Every attempt ends while the claim is still ours: no other sender can take the row meanwhile.
+                    ends = min(round_ends, loop.time() + LEASE.total_seconds())
+                    for batch in _by_ticket(await ledger.claim_due(HOLDER, limit=free)):
+                        held[asyncio.create_task(post.in_order(batch, ends))] = len(batch)
+                    claiming = drain
+                if not held:
+                    return attempts
+                done, _pending = await asyncio.wait(held, timeout=POLL_SECONDS if claiming else None,
+                                                    return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    del held[task]
+                    attempts += task.result()
+                if any(not attempt.sent for attempt in attempts):
+                    claiming = False
+        finally:
+            # Cancelled (the server stopping): the claims lapse with their lease, and the rows are sent again.
+            for task in held:
+                task.cancel()
+            await asyncio.gather(*held, return_exceptions=True)
+
+
+def _by_ticket(claimed: list[Notification]) -> list[list[Notification]]:
+    """The claimed rows by ticket, each ticket's oldest first (claim_due returns them oldest first)."""
+    tickets: dict[str, list[Notification]] = {}
+    for notification in claimed:
+        tickets.setdefault(notification.ticket_id, []).append(notification)
+    return list(tickets.values())
 
 
 def send_soon() -> None:
@@ -96,37 +148,79 @@ async def _send_quietly(ledger: Ledger, settings: Settings) -> None:
         logger.warning("Sending notifications failed; the next sender retries them", exc_info=True)
 
 
-async def _send(ledger: Ledger, url: str, secret: str, http: httpx.AsyncClient,
-                notification: Notification) -> Attempt:
-    payload = json.loads(notification.payload)
-    payload["timestamp"] = int(ledger.now().timestamp())
-    body = json.dumps(payload, separators=(",", ":")).encode()
-    headers = {
-        "Content-Type": "application/json",
-        SIGNATURE_HEADER: sign(secret, body),
-        "X-Webhook-Id": notification.id,
-        "X-Webhook-Timestamp": str(payload["timestamp"]),
-    }
-    try:
-        response = await http.post(url, content=body, headers=headers)
-        if response.is_success:
-            await ledger.mark_sent(notification.id, HOLDER)
-            return Attempt(notification, sent=True)
-        error = f"HTTP {response.status_code} from the receiver: {response.text[:200]}"
-    except httpx.HTTPError as failure:
-        error = f"{type(failure).__name__}: {failure}" if str(failure) else type(failure).__name__
-    updated = await ledger.mark_failed_attempt(notification, HOLDER, error)
-    if updated.failed_at:
-        logger.warning("Gave up on notification %s (%s) after %s attempts: %s",
-                       notification.id, notification.event, updated.attempts, error)
-    return Attempt(notification, sent=False, error=error)
+@dataclass(frozen=True)
+class _Poster:
+    ledger: Ledger
+    url: str
+    secret: str
+    deadline: float
+    http: httpx.AsyncClient
+
+    async def in_order(self, batch: list[Notification], ends: float) -> list[Attempt]:
+        """One ticket's notifications, one after another, so a receiver sees them in the order they happened.
+
+        The first has the whole deadline. The next go only while the ones
+        before went through, and only in the time left before `ends` (the
+        round's end, or the claim's): one cut short by it was not the
+        receiver's failure, so it is handed back to the outbox, due as
+        before, untried.
+        """
+        loop = asyncio.get_running_loop()
+        attempts: list[Attempt] = []
+        for number, notification in enumerate(batch):
+            if not attempts:
+                allowed = self.deadline
+            elif not attempts[-1].sent:
+                allowed = 0.0  # the receiver is failing: the rest wait their turn, in order
+            else:
+                allowed = min(self.deadline, ends - loop.time())
+            attempt = await self.send(notification, allowed) if allowed > 0 else None
+            if attempt is None:
+                for left in batch[number:]:
+                    await self.ledger.release_claim(left.id, HOLDER)
+                break
+            attempts.append(attempt)
+        return attempts
+
+    async def send(self, notification: Notification, allowed: float) -> Attempt | None:
+        """POST it within `allowed` seconds; None if `allowed`, cut below the deadline, ran out (no attempt counted)."""
+        payload = json.loads(notification.payload)
+        payload["timestamp"] = int(self.ledger.now().timestamp())
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        headers = {
+            "Content-Type": "application/json",
+            SIGNATURE_HEADER: sign(self.secret, body),
+            "X-Webhook-Id": notification.id,
+            "X-Webhook-Timestamp": str(payload["timestamp"]),
+        }
+        try:
+            # httpx's timeouts count each phase, and each read afresh: a receiver
+            # sending a byte every few seconds never trips them. This deadline
+            # covers the whole attempt.
+            async with asyncio.timeout(allowed):
+                response = await self.http.post(self.url, content=body, headers=headers)
+            if response.is_success:
+                await self.ledger.mark_sent(notification.id, HOLDER)
+                return Attempt(notification, sent=True)
+            error = f"HTTP {response.status_code} from the receiver: {response.text[:200]}"
+        except TimeoutError:
+            if allowed < self.deadline:
+                return None
+            error = f"no complete answer within {self.deadline:g} s (APPROVAL_WEBHOOK_TIMEOUT_SECONDS)"
+        except httpx.HTTPError as failure:
+            error = f"{type(failure).__name__}: {failure}" if str(failure) else type(failure).__name__
+        updated = await self.ledger.mark_failed_attempt(notification, HOLDER, error)
+        if updated.failed_at:
+            logger.warning("Gave up on notification %s (%s) after %s attempts: %s",
+                           notification.id, notification.event, updated.attempts, error)
+        return Attempt(notification, sent=False, error=error)
 
 
 @contextlib.asynccontextmanager
-async def _client(given: httpx.AsyncClient | None) -> AsyncIterator[httpx.AsyncClient]:
+async def _client(given: httpx.AsyncClient | None, deadline: float) -> AsyncIterator[httpx.AsyncClient]:
     """The given client, or a new one for this round, closed after it."""
     if given is not None:
         yield given
         return
-    async with httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False) as own:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(deadline), follow_redirects=False) as own:
         yield own

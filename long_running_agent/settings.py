@@ -42,6 +42,9 @@ class Settings:
     # Notifications (docs/notifications.md): a webhook, reminders, escalation.
     webhook_url: str | None = None
     webhook_secret: str | None = None
+    # One webhook attempt, start to end (APPROVAL_WEBHOOK_TIMEOUT_SECONDS); also
+    # how long an approver command waits for its notifications.
+    webhook_timeout: timedelta = timedelta(seconds=5)
     remind_before: timedelta | None = timedelta(hours=24)
     escalate_to: tuple[str, ...] = ()
     model: ModelSettings = field(default_factory=lambda: ModelSettings(None, None))
@@ -245,6 +248,7 @@ def load_settings() -> Settings:
         dual_approval_above=dual,
         webhook_url=webhook_url,
         webhook_secret=webhook_secret,
+        webhook_timeout=timedelta(seconds=float(_decimal("APPROVAL_WEBHOOK_TIMEOUT_SECONDS", "5", low="0", high="30"))),
         remind_before=_remind_before(ttl),
         escalate_to=escalate_to,
     )

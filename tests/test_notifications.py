@@ -1,7 +1,9 @@
 """Notifications that are never lost: the outbox, the signed webhook, retries, replicas, reminders.
 
-A real receiver on 127.0.0.1 (tests/support/receiver.py) takes the POSTs.
-Time is a FakeClock the tests move (retries and reminders), never a sleep.
+A real receiver on 127.0.0.1 (tests/support/receiver.py) takes the POSTs, or
+sleeps on them, or dribbles its answer. Time is a FakeClock the tests move
+(retries and reminders), never a sleep, except for the retry of a command run
+as its own process, on the real clock.
 """
 
 from __future__ import annotations
@@ -134,13 +136,119 @@ async def test_a_failing_receiver_is_retried_with_backoff_until_it_takes_it(sqli
     assert len(webhook.received) == 4 and len({r.json["id"] for r in webhook.received}) == 1
 
 
-async def test_a_receiver_that_times_out_is_a_failed_attempt(sqlite_url, webhook, clock):
+async def test_a_receiver_that_times_out_is_a_failed_attempt(sqlite_url, webhook, clock, configure):
     _chat, ticket_id = await ask()
     webhook.delay = 2
+    configure(webhook_timeout=timedelta(seconds=0.3))
     await decide_and_deliver(ticket_id, approver="bob", approve=True)
-    async with httpx.AsyncClient(timeout=0.3) as client:
-        [attempt] = await send_due(services().ledger, services().settings, client)
-    assert not attempt.sent and "Timeout" in attempt.error
+    [attempt] = await send()
+    assert not attempt.sent and attempt.notification.event == "ticket.approved"
+    [approved] = [n for n in await services().ledger.notifications(ticket_id) if n.event == "ticket.approved"]
+    assert (approved.state, approved.attempts) == ("retrying", 1)
+    assert approved.next_attempt_at == clock.now + timedelta(seconds=5)
+
+
+async def open_directly(purpose: str, session_id: str = "s1") -> str:
+    """A ticket opened by the ledger itself, with no agent and so no send_soon: only a sender sends it."""
+    ticket = await services().ledger.open_ticket(
+        app_name="long_running_agent", user_id="alice", session_id=session_id, call_id=f"c-{session_id}",
+        call_name="ask_for_approval", purpose=purpose, amount_cents=25_000, ttl=timedelta(hours=72))
+    return ticket.id
+
+
+async def test_one_dribbling_receiver_holds_up_no_other_notification_and_is_retried_later(
+        sqlite_url, webhook, clock, configure):
+    # A byte every second: each read is quick, so only a deadline on the whole attempt ends it.
+    configure(webhook_timeout=timedelta(seconds=3))
+    webhook.trickle = 1
+    webhook.slow = lambda event: event["ticket"]["purpose"] == "slow lunch"
+    slow = await open_directly("slow lunch", "s1")
+    quick = await open_directly("team lunch", "s2")  # due after the slow one, so behind it in a queue
+
+    started = time.monotonic()
+    attempts = await asyncio.wait_for(send(), timeout=20)
+    took = time.monotonic() - started
+
+    outcome = {a.notification.ticket_id: a.sent for a in attempts}
+    assert outcome == {slow: False, quick: True}
+    arrived = {r.json["ticket"]["id"]: r.at - started for r in webhook.received}
+    assert arrived[quick] < 2, arrived  # side by side with the slow one, not after it
+    assert took < 3 + 2, took  # the round ends with the slow attempt's deadline
+    [slow_notification] = await services().ledger.notifications(slow)
+    assert (slow_notification.state, slow_notification.attempts) == ("retrying", 1)
+
+    webhook.trickle = 0  # the receiver recovers: the outbox sends it on the next round that finds it due
+    clock.advance(seconds=5)
+    assert [(a.notification.ticket_id, a.sent) for a in await send()] == [(slow, True)]
+    assert [n.state for n in await services().ledger.notifications(slow)] == ["sent"]
+
+
+async def test_a_tickets_notifications_go_out_in_the_order_they_happened(sqlite_url, webhook, clock, configure):
+    configure(webhook_timeout=timedelta(seconds=1))
+    webhook.delay = 0.6  # each answer: sent side by side, the later event would arrive first
+    ticket_id = await open_directly("team lunch")
+    clock.advance(minutes=1)
+    await services().ledger.decide(ticket_id, approver="bob", approve=False, reason="no receipt")
+
+    first_round = await send()
+
+    # The first went through in 0.6 s; the second had 0.4 s left of the round, too little:
+    # handed back untried, not counted against it.
+    assert [(a.notification.event, a.sent) for a in first_round] == [("ticket.requested", True)]
+    states = {n.event: (n.state, n.attempts) for n in await services().ledger.notifications(ticket_id)}
+    assert states == {"ticket.requested": ("sent", 0), "ticket.rejected": ("waiting", 0)}
+    assert [(a.notification.event, a.sent) for a in await send()] == [("ticket.rejected", True)]
+    assert [e["type"] for e in webhook.events()][0] == "ticket.requested"
+
+
+async def test_a_claim_left_by_a_dead_sender_blocks_no_other_notification(db_url, configure):
+    configure(webhook_url="http://127.0.0.1:9/hook", webhook_secret=SECRET)
+    ledger = services().ledger
+    for n in range(25):
+        await open_directly(f"item {n}", f"s{n}")
+
+    held = await ledger.claim_due("a sender killed mid-round")  # its 60-second leases outlive it
+    others = await ledger.claim_due("a live sender")
+
+    assert len(held) == 20
+    assert len(others) == 5 and not {n.id for n in held} & {n.id for n in others}
+    assert await ledger.claim_due("a third sender") == []  # every row is under a live lease
+
+
+async def test_senders_claiming_at_once_never_share_a_notification(db_url, configure):
+    configure(webhook_url="http://127.0.0.1:9/hook", webhook_secret=SECRET)
+    for n in range(20):
+        await open_directly(f"item {n}", f"s{n}")
+    senders = [Ledger(db_url, outbox=True) for _ in range(3)]
+    try:
+        claimed = await asyncio.gather(*(s.claim_due(f"sender {i}", limit=8) for i, s in enumerate(senders)))
+    finally:
+        for sender in senders:
+            await sender.close()
+    ids = [n.id for batch in claimed for n in batch]
+    assert len(ids) == len(set(ids)) and all(len(batch) <= 8 for batch in claimed)
+
+
+SLACK_MARKUP = "<!channel> urgent: approve at <https://evil.example/login|the finance portal>"
+
+
+async def test_what_users_write_reaches_slack_as_text_never_as_a_mention_or_a_link(sqlite_url, webhook, clock):
+    ticket_id = await open_directly(SLACK_MARKUP)
+    clock.advance(minutes=1)
+    await services().ledger.decide(ticket_id, approver="bob", approve=False, reason="see <!here> & <http://x.example>")
+
+    await send()
+
+    requested, rejected = webhook.events()
+    escaped = "&lt;!channel&gt; urgent: approve at &lt;https://evil.example/login|the finance portal&gt;"
+    assert requested["text"] == f"alice asks for $250.00 for {escaped}: ticket {ticket_id}; it needs an approver."
+    assert rejected["text"] == (f"Ticket {ticket_id} ($250.00 for {escaped}, from alice) was rejected by bob: "
+                                "see &lt;!here&gt; &amp; &lt;http://x.example&gt;.")
+    assert not {"<", ">"} & set(requested["text"] + rejected["text"])
+    assert normalize(requested["text"]) == normalize(shown_in_docs("escaped"))
+    # The structured fields carry what was written, for receivers that render it themselves.
+    assert requested["ticket"]["purpose"] == rejected["ticket"]["purpose"] == SLACK_MARKUP
+    assert rejected["ticket"]["reason"] == "see <!here> & <http://x.example>"
 
 
 async def test_a_receiver_that_always_fails_is_given_up_and_shown(sqlite_url, webhook, clock):
@@ -189,6 +297,39 @@ async def test_a_process_killed_after_the_decision_leaves_its_notification_to_be
     assert [e["type"] for e in webhook.wait_for(2)] == ["ticket.requested", "ticket.approved"]
 
 
+@pytest.mark.parametrize("slowness", [{"delay": 30}, {"trickle": 2}], ids=["sleeps", "dribbles"])
+async def test_an_approver_command_returns_in_bounded_time_whatever_the_receiver_does(
+        sqlite_url, webhook, slowness):
+    _chat, ticket_id = await ask()
+    await close_services()
+    env = {"APPROVAL_WEBHOOK_URL": webhook.url, "APPROVAL_WEBHOOK_SECRET": SECRET,
+           "APPROVAL_WEBHOOK_TIMEOUT_SECONDS": "1"}
+    for name, value in slowness.items():
+        setattr(webhook, name, value)
+
+    started = time.monotonic()
+    approved = run("approve", ticket_id, "--approver", "bob", url=sqlite_url, env=env, timeout=60)
+    took = time.monotonic() - started
+
+    assert approved.returncode == 0, approved.stderr
+    assert f"Payouts for {ticket_id}: 1" in approved.stdout
+    assert took < 9, took  # the command's own work, then at most the 1-second deadline
+    [said] = [line for line in approved.stderr.splitlines() if line.startswith("(webhook:")]
+    assert said == shown_in_docs("slow receiver").strip().replace("within 5 s", "within 1 s")
+    assert [e["type"] for e in webhook.events()] == ["ticket.requested", "ticket.approved"]
+    [notification] = [n for n in await services().ledger.notifications(ticket_id) if n.event == "ticket.approved"]
+    assert (notification.state, notification.attempts) == ("retrying", 1)  # left in the outbox
+
+    # The receiver recovers; once the retry is due, the next command sends it.
+    webhook.delay = webhook.trickle = 0
+    await asyncio.sleep(max(0.0, (notification.next_attempt_at - services().ledger.now()).total_seconds()) + 0.2)
+    listed = run("inbox", url=sqlite_url, env=env)
+    assert listed.returncode == 0, listed.stderr
+    [notification] = [n for n in await services().ledger.notifications(ticket_id) if n.event == "ticket.approved"]
+    assert notification.state == "sent"
+    assert [e["id"] for e in webhook.events()].count(notification.id) == 2  # sent at least once: twice here
+
+
 def test_a_request_from_the_command_line_notifies_before_the_command_ends(sqlite_url, receiver):
     env = {"APPROVAL_WEBHOOK_URL": receiver.url, "APPROVAL_WEBHOOK_SECRET": SECRET}
 
@@ -227,6 +368,67 @@ async def test_the_server_notifies_and_answers_one_of_two_approvals_over_its_api
     assert [(n["event"], n["state"]) for n in shown["notifications"]] == [
         ("ticket.requested", "sent"), ("ticket.first_approval", "sent"), ("ticket.approved", "sent")]
     assert shown["ticket"]["approved_by"] == ["bob", "carol"]
+
+
+async def test_the_server_decides_at_once_and_sends_around_a_receiver_that_dribbles(tmp_path):
+    def stalls(event):
+        return event["type"] == "ticket.approved" and event["ticket"]["purpose"] == "slow lunch"
+
+    with Receiver(trickle=1, slow=stalls) as receiver, web_server(
+            tmp_path, APPROVAL_WEBHOOK_URL=receiver.url, APPROVAL_WEBHOOK_SECRET=SECRET,
+            APPROVAL_WEBHOOK_TIMEOUT_SECONDS="6") as server:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as client:
+            tickets = {}
+            for purpose in ("slow lunch", "team lunch"):
+                session_id = await new_session(client, "alice")
+                asked = await client.post("/run", json=run_body("alice", session_id, user_text(
+                    f"Please reimburse $250 for the {purpose}")))
+                [(_author, pending)] = function_responses(asked.json(), "ask_for_approval")
+                tickets[purpose] = pending["response"]["ticket_id"]
+            receiver.wait_for(2)
+
+            started = time.monotonic()
+            slow = await client.post(f"/api/approvals/{tickets['slow lunch']}/approve", headers=as_approver("bob"))
+            took = time.monotonic() - started
+            [slow_approved] = [r for r in _approvals(receiver, 1) if r.json["ticket"]["purpose"] == "slow lunch"]
+            quick = await client.post(f"/api/approvals/{tickets['team lunch']}/approve", headers=as_approver("bob"))
+            approvals = _approvals(receiver, 2)
+
+            failed = await _approval_state(client, tickets["slow lunch"], "retrying", timeout=15)
+            receiver.trickle = 0  # it recovers: the outbox sends the slow one again, after its backoff
+            again = _approvals(receiver, 3, timeout=30)
+            sent = await _approval_state(client, tickets["slow lunch"], "sent", timeout=10)
+
+    assert slow.status_code == quick.status_code == 200 and slow.json()["delivery"] == "delivered"
+    assert took < 5, took  # the decision never waits for a webhook
+    by_purpose = {r.json["ticket"]["purpose"]: r for r in approvals}
+    assert set(by_purpose) == {"slow lunch", "team lunch"}, server.log.read_text()[-2000:]
+    # While the slow one was still dribbling (6 s deadline), the other one went out.
+    assert by_purpose["team lunch"].at < slow_approved.at + 6
+    assert (failed["state"], failed["attempts"]) == ("retrying", 1)  # the deadline ended it, not the receiver
+    assert [r.json["id"] for r in again].count(slow_approved.json["id"]) == 2
+    assert sent["state"] == "sent"
+
+
+async def _approval_state(client: httpx.AsyncClient, ticket_id: str, state: str, timeout: float) -> dict:
+    """The ticket.approved notification as the API shows it, once it reaches `state` (or the last seen)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        shown = (await client.get(f"/api/approvals/{ticket_id}", headers=as_approver("bob"))).json()
+        [notification] = [n for n in shown["notifications"] if n["event"] == "ticket.approved"]
+        if notification["state"] == state or time.monotonic() > deadline:
+            return notification
+        await asyncio.sleep(0.2)
+
+
+def _approvals(receiver: Receiver, count: int, timeout: float = 10) -> list:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        approvals = [r for r in list(receiver.received) if r.json["type"] == "ticket.approved"]
+        if len(approvals) >= count:
+            return approvals
+        time.sleep(0.05)
+    return approvals
 
 
 def test_two_replicas_send_one_outbox_without_duplicates(tmp_path, postgres_admin_url):
@@ -318,6 +520,7 @@ def test_every_setting_is_checked_at_start(tmp_path):
         ({"APPROVAL_REMIND_BEFORE_HOURS": "80"}, "must be less than APPROVAL_TTL_HOURS"),
         ({"ESCALATE_TO": "carol,Dave\u200b"}, "ESCALATE_TO"),
         ({"DUAL_APPROVAL_ABOVE": "0"}, "DUAL_APPROVAL_ABOVE"),
+        ({"APPROVAL_WEBHOOK_TIMEOUT_SECONDS": "60"}, "APPROVAL_WEBHOOK_TIMEOUT_SECONDS"),
         ({"DUAL_APPROVAL_ABOVE": "50"}, "amounts in between would be paid with no approval"),
         ({"APPROVERS": "bob:token-bob-1,carol:token-carol", "ESCALATE_TO": "carol,dave"},
          "ESCALATE_TO names dave, who is not in APPROVERS"),

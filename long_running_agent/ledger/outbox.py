@@ -22,7 +22,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import or_, select, update
-from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .base import LedgerBase, new_id
@@ -33,7 +32,7 @@ from .schema import NotificationRow
 BACKOFF = (5, 30, 120, 600, 1800, 3600)
 # Attempts before a notification is given up as failed (about 6 hours of retries).
 MAX_ATTEMPTS = 10
-# How long a claim lasts: longer than one POST with its timeout.
+# How long a claim lasts: longer than one POST with its whole deadline (APPROVAL_WEBHOOK_TIMEOUT_SECONDS, at most 30).
 LEASE = timedelta(seconds=60)
 
 EVENTS = {
@@ -53,8 +52,19 @@ def backoff(attempts: int) -> timedelta:
     return timedelta(seconds=BACKOFF[min(attempts, len(BACKOFF)) - 1])
 
 
+def slack_text(text: str | None) -> str:
+    """`text` from a user, safe in a Slack message: its markup shown, never obeyed.
+
+    Slack reads `<!channel>` as a mention of everyone and `<https://…|words>`
+    as a link disguised as `words`; escaping &, < and > the way Slack
+    documents (api.slack.com/reference/surfaces/formatting#escaping) turns
+    them back into plain characters.
+    """
+    return (text or "").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def describe(event: str, ticket: Ticket) -> str:
-    """The human `text` of a notification (Slack shows it as the message)."""
+    """The human `text` of a notification (Slack shows it as the message); what users wrote, escaped."""
     amount = ticket.payable_text if ticket.changed else ticket.amount_text
     waiting = ticket.status is TicketStatus.PENDING
     needs = ""
@@ -65,9 +75,10 @@ def describe(event: str, ticket: Ticket) -> str:
     if ticket.changed and event == "ticket.approved":
         amount = f"{ticket.payable_text} of the {ticket.amount_text} asked"
     return EVENTS[event].format(
-        id=ticket.id, who=ticket.user_id, what=f"{amount} for {ticket.purpose}", needs=needs,
-        first=ticket.first_approved_by, by=" and ".join(ticket.approvers) or ticket.decided_by,
-        reason=ticket.reason, expires=f"{ticket.expires_at:%Y-%m-%d %H:%M}", escalated=ticket.escalated_to,
+        id=ticket.id, who=slack_text(ticket.user_id), what=f"{amount} for {slack_text(ticket.purpose)}",
+        needs=needs, first=slack_text(ticket.first_approved_by),
+        by=slack_text(" and ".join(ticket.approvers) or ticket.decided_by), reason=slack_text(ticket.reason),
+        expires=f"{ticket.expires_at:%Y-%m-%d %H:%M}", escalated=slack_text(ticket.escalated_to),
     )
 
 
@@ -116,33 +127,42 @@ class Outbox(LedgerBase):
         ))
 
     async def claim_due(self, holder: str, limit: int = 20) -> list[Notification]:
-        """Claim up to `limit` notifications that are due; each is claimed by one sender only."""
+        """Claim up to `limit` notifications that are due, oldest first; each is claimed by one sender only.
+
+        Only rows that are due and under no live lease are counted against
+        `limit`: the claims of a sender that died (or is still sending) hide
+        nothing else. On PostgreSQL, replicas claiming at once skip each
+        other's rows (SKIP LOCKED) instead of waiting for them; on SQLite the
+        one UPDATE runs alone. The WHERE is repeated on the UPDATE so that a
+        row another sender took meanwhile is never taken twice.
+        """
         now = self._clock()
-        async with await self.db() as db:
-            due = list(await db.scalars(
-                select(NotificationRow.id)
-                .where(NotificationRow.sent_at.is_(None), NotificationRow.failed_at.is_(None),
-                       NotificationRow.next_attempt_at <= now)
-                .order_by(NotificationRow.next_attempt_at).limit(limit)
+        claimable = (NotificationRow.sent_at.is_(None), NotificationRow.failed_at.is_(None),
+                     NotificationRow.next_attempt_at <= now,
+                     or_(NotificationRow.claimed_until.is_(None), NotificationRow.claimed_until <= now))
+        # A CTE, MATERIALIZED: PostgreSQL may run a plain subquery again for
+        # each row it updates, and its LIMIT would then count per run.
+        due = (select(NotificationRow.id).where(*claimable).order_by(NotificationRow.next_attempt_at)
+               .limit(limit).with_for_update(skip_locked=True)
+               .cte("due").prefix_with("MATERIALIZED", dialect="postgresql"))
+        async with await self.db() as db, db.begin():
+            taken = list(await db.scalars(
+                update(NotificationRow)
+                .where(NotificationRow.id.in_(select(due.c.id)), *claimable)
+                .values(claimed_by=holder, claimed_until=now + LEASE)
+                .returning(NotificationRow.id)
+                .execution_options(synchronize_session=False)
             ))
-        claimed = []
-        for notification_id in due:
-            async with await self.db() as db, db.begin():
-                taken: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
-                    update(NotificationRow)
-                    .where(NotificationRow.id == notification_id, NotificationRow.sent_at.is_(None),
-                           NotificationRow.failed_at.is_(None),
-                           or_(NotificationRow.claimed_until.is_(None), NotificationRow.claimed_until <= now))
-                    .values(claimed_by=holder, claimed_until=now + LEASE)
-                )
-                if taken.rowcount == 1:
-                    row = await db.get(NotificationRow, notification_id)
-                    assert row is not None
-                    claimed.append(_notification(row))
-        return claimed
+            rows = await db.scalars(select(NotificationRow).where(NotificationRow.id.in_(taken))
+                                    .order_by(NotificationRow.created_at, NotificationRow.id))
+            return [_notification(row) for row in rows]
 
     async def mark_sent(self, notification_id: str, holder: str) -> None:
         await self._release(notification_id, holder, sent_at=self._clock(), last_error=None)
+
+    async def release_claim(self, notification_id: str, holder: str) -> None:
+        """Hand a claimed row back unsent and untried: the next sender takes it, when it is due."""
+        await self._release(notification_id, holder)
 
     async def mark_failed_attempt(self, notification: Notification, holder: str, error: str) -> Notification:
         """Record a failed POST: retry later, or give up after the last attempt."""

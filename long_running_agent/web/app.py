@@ -60,7 +60,8 @@ async def sweep() -> None:
 
 
 async def send() -> None:
-    await send_due(services().ledger, services().settings)
+    """Send the outbox until nothing is due; a slow receiver holds one of its places, not this loop."""
+    await send_due(services().ledger, services().settings, drain=True)
 
 
 async def every(interval: float, work: Callable[[], Awaitable[None]], what: str) -> None:
