@@ -46,6 +46,7 @@ from .notifications import send_due
 from .paging import DEFAULT_LIMIT, MAX_LIMIT, Page, PagingError, parse_limit, parse_offset
 from .services import close_services, services
 from .settings import SettingsError
+from .tools import REIMBURSE_TOOL
 from .transcript import Transcript, pending_calls, tool_response, user_text
 
 COMMANDS = ("request", "inbox", "approve", "reject", "cancel", "deliver", "settle", "show", "migrate")
@@ -88,12 +89,19 @@ async def request(args: argparse.Namespace, out: Transcript) -> int:
     finally:
         await runner.close()
     tickets = [tool_response(events, call.id).get("ticket_id") for call in pending_calls(events)]
-    if not all(tickets):
-        return 1
-    for ticket_id in tickets:
-        print(f"\nTicket {ticket_id} is pending (session {session.id}). An approver runs:\n"
-              f"  python main.py approve {ticket_id} --approver NAME")
-    return 0
+    if tickets and all(tickets):
+        for ticket_id in tickets:
+            print(f"\nTicket {ticket_id} is pending (session {session.id}). An approver runs:\n"
+                  f"  python main.py approve {ticket_id} --approver NAME")
+        return 0
+    paid = [r for e in events for r in e.get_function_responses()
+            if r.name == REIMBURSE_TOOL and (r.response or {}).get("status") in ("paid", "already_paid")]
+    if paid and not tickets:
+        return 0  # small enough to be paid at once
+    # Refused (an amount the rules do not allow, a purpose missing): the agent said why, above.
+    print("error: no ticket was opened and nothing was paid; write the request as the agent's answer above "
+          "says, e.g. python main.py request \"Reimburse $250 for the team lunch\"", file=sys.stderr)
+    return 1
 
 
 async def inbox(args: argparse.Namespace, out: Transcript) -> int:
