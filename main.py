@@ -94,6 +94,7 @@ def model_line(choice: ModelChoice) -> str:
 
 async def demo(args: argparse.Namespace, out: Transcript) -> int:
     app = services()
+    await cli.ready()
     choice = choose_model(app.settings.model)
     print(model_line(choice))
     print(f"Database: {app.settings.database_url}")

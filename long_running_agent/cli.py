@@ -41,7 +41,7 @@ from .ledger import (
     TicketStatus,
 )
 from .ledger.inputs import InputError, name, printable
-from .ledger.migrate import SchemaBehind
+from .ledger.migrate import SchemaError
 from .notifications import send_due
 from .paging import DEFAULT_LIMIT, MAX_LIMIT, Page, PagingError, parse_limit, parse_offset
 from .services import close_services, services
@@ -79,8 +79,18 @@ async def send_notifications() -> None:
               file=sys.stderr)
 
 
+async def ready() -> None:
+    """The database at this version's schema before the agent runs, or SchemaError in one line.
+
+    Otherwise the ledger is first opened inside the agent's plugin, and ADK
+    logs the refusal of a database it cannot use as a traceback.
+    """
+    await services().prepare()
+
+
 async def request(args: argparse.Namespace, out: Transcript) -> int:
     user = name(args.user, "user id")
+    await ready()
     runner = services().runner()
     session = await runner.session_service.create_session(app_name=runner.app_name, user_id=user)
     out.say("user", args.text)
@@ -254,8 +264,10 @@ async def migrate(args: argparse.Namespace, out: Transcript) -> int:
     before, after = await services().prepare()
     if before == after:
         print(f"The database is at schema revision {after}, as this version needs; nothing to do.")
+    elif before is None:
+        print(f"Created the tables at schema revision {after}: the database was new.")
     else:
-        print(f"Upgraded the database from schema revision {before or 'none'} to {after}.")
+        print(f"Upgraded the database from schema revision {before} to {after}.")
     return 0
 
 
@@ -346,7 +358,7 @@ def run(args: argparse.Namespace, command: Callable[[argparse.Namespace, Transcr
     except LedgerError as error:
         print(f"error: {explain(error)}", file=sys.stderr)
         return 1
-    except (SettingsError, InputError, SchemaBehind) as error:
+    except (SettingsError, InputError, SchemaError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except Exception as error:  # a database or model outage: one line, no traceback
