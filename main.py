@@ -94,13 +94,13 @@ def model_line(choice: ModelChoice) -> str:
 
 async def demo(args: argparse.Namespace, out: Transcript) -> int:
     app = services()
+    # The amount rule every surface applies (ledger/inputs.py): a bad --amount is one line, not a chat.
+    amount = inputs.amount(args.amount, most=app.settings.max_amount)
     await cli.ready()
     choice = choose_model(app.settings.model)
     print(model_line(choice))
     print(f"Database: {app.settings.database_url}")
     print(f"Policy:   up to ${app.settings.approval_threshold:,} paid at once; more needs an approver")
-    # The amount rule every surface applies (ledger/inputs.py): a bad --amount is one line, not a chat.
-    amount = inputs.amount(args.amount, most=app.settings.max_amount)
     request = args.text or f"Please reimburse ${amount:,} for {args.purpose}."
     runner = app.runner()
     try:

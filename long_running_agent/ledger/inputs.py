@@ -112,7 +112,7 @@ def purpose(raw: object) -> str:
     return text
 
 
-CENT = Decimal("0.01")
+_CENT = Decimal("0.01")
 # One sign, before or after the dollar sign; thousands grouped by commas or not at all.
 _AMOUNT_TEXT = re.compile(r"(?:-\$?|\$-?)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 # Larger numbers are refused without being repeated back: a 40-digit figure helps no one.
@@ -136,7 +136,7 @@ def amount(raw: object, *, most: Decimal) -> Decimal:
         named = f"The amount {shown}" if shown else "The amount"
         raise AmountError(ABOVE_MAXIMUM, f"{named} is above the ${most:,} limit for one reimbursement; split it "
                                          "or contact finance.", shown=shown, most=most)
-    cents = value.quantize(CENT)  # exact arithmetic from here: the value is at most `most`
+    cents = value.quantize(_CENT)  # exact arithmetic from here: the value is at most `most`
     if cents != value:
         raise AmountError(FRACTION_OF_A_CENT, f"The amount {value} has fractions of a cent; give it in dollars "
                                               "and cents, with at most two decimals, e.g. 250.00.",
@@ -170,7 +170,7 @@ def _shown(value: Decimal) -> str | None:
     """"$1,250.50" (with its cents, or every decimal it has); None for a figure too large to repeat."""
     if value.copy_abs() >= _SHOWN_BELOW:  # copy_abs: no rounding, so no overflow on any length
         return None
-    cents = value.quantize(CENT)
+    cents = value.quantize(_CENT)
     return f"${cents if cents == value else value:,}"
 
 

@@ -131,9 +131,12 @@ def _upgrade(connection: Connection) -> tuple[str | None, str]:
 
 def _driver_message(error: DBAPIError) -> str:
     """What the database said, without the statement: "duplicate column name: approvals_needed"."""
-    said = str(error.orig).strip().splitlines()[0] if str(error.orig).strip() else type(error.orig).__name__
+    lines = str(error.orig).strip().splitlines()
+    said = lines[0] if lines else type(error.orig).__name__
     # asyncpg's errors come wrapped as "<class 'asyncpg.exceptions.DuplicateColumnError'>: column ..."
-    return said.split(">: ", 1)[1] if said.startswith("<class ") and ">: " in said else said
+    if said.startswith("<class ") and ">: " in said:
+        said = said.split(">: ", 1)[1]
+    return said
 
 
 async def current(engine: AsyncEngine) -> str | None:

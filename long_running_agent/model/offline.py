@@ -78,7 +78,7 @@ def _refused(amount: Decimal) -> str | None:
     Any other amount goes to the tool, which applies the same rule and says
     why it refuses; a larger one would reach it rounded, so it is answered here.
     """
-    if abs(amount) < _FLOAT_EXACT_BELOW:
+    if amount.copy_abs() < _FLOAT_EXACT_BELOW:  # copy_abs: exact, however long the figure
         return None
     try:
         inputs.amount(amount, most=settings().max_amount)
