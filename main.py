@@ -28,7 +28,7 @@ from google.genai import types
 
 import long_running_agent  # noqa: F401  (loads .env before the settings are read)
 from long_running_agent import cli
-from long_running_agent.ledger import Ledger
+from long_running_agent.ledger import Ledger, inputs
 from long_running_agent.model.choice import ModelChoice, choose_model
 from long_running_agent.services import services
 from long_running_agent.transcript import Transcript, pending_call, tool_response, user_text
@@ -94,11 +94,14 @@ def model_line(choice: ModelChoice) -> str:
 
 async def demo(args: argparse.Namespace, out: Transcript) -> int:
     app = services()
+    # The amount rule every surface applies (ledger/inputs.py): a bad --amount is one line, not a chat.
+    amount = inputs.amount(args.amount, most=app.settings.max_amount)
+    await cli.ready()
     choice = choose_model(app.settings.model)
     print(model_line(choice))
     print(f"Database: {app.settings.database_url}")
     print(f"Policy:   up to ${app.settings.approval_threshold:,} paid at once; more needs an approver")
-    request = args.text or f"Please reimburse ${args.amount:,.2f} for {args.purpose}."
+    request = args.text or f"Please reimburse ${amount:,} for {args.purpose}."
     runner = app.runner()
     try:
         ok = await run_demo(runner, app.ledger, out, request, approve=not args.reject)
@@ -112,7 +115,7 @@ async def demo(args: argparse.Namespace, out: Transcript) -> int:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--amount", type=float, default=250.0, help="demo amount in dollars (default 250)")
+    parser.add_argument("--amount", default="250", help="demo amount in dollars (default 250)")
     parser.add_argument("--purpose", default="the team offsite lunch", help="demo purpose")
     parser.add_argument("--text", help="demo request as free text instead of --amount/--purpose")
     parser.add_argument("--reject", action="store_true", help="the simulated approver rejects")

@@ -42,11 +42,12 @@ from .ledger import (
     TicketStatus,
 )
 from .ledger.inputs import InputError, name, printable
-from .ledger.migrate import SchemaBehind
+from .ledger.migrate import SchemaError
 from .notifications import send_due
 from .paging import DEFAULT_LIMIT, MAX_LIMIT, Page, PagingError, parse_limit, parse_offset
 from .services import close_services, services
 from .settings import SettingsError
+from .tools import REIMBURSE_TOOL
 from .transcript import Transcript, pending_calls, tool_response, user_text
 
 COMMANDS = ("request", "inbox", "approve", "reject", "cancel", "deliver", "settle", "show", "migrate")
@@ -96,8 +97,18 @@ def send_notifications() -> None:
     app.in_background(one_round())
 
 
+async def ready() -> None:
+    """The database at this version's schema before the agent runs, or SchemaError in one line.
+
+    Otherwise the ledger is first opened inside the agent's plugin, and ADK
+    logs the refusal of a database it cannot use as a traceback.
+    """
+    await services().prepare()
+
+
 async def request(args: argparse.Namespace, out: Transcript) -> int:
     user = name(args.user, "user id")
+    await ready()
     runner = services().runner()
     session = await runner.session_service.create_session(app_name=runner.app_name, user_id=user)
     out.say("user", args.text)
@@ -106,12 +117,19 @@ async def request(args: argparse.Namespace, out: Transcript) -> int:
     finally:
         await runner.close()
     tickets = [tool_response(events, call.id).get("ticket_id") for call in pending_calls(events)]
-    if not all(tickets):
-        return 1
-    for ticket_id in tickets:
-        print(f"\nTicket {ticket_id} is pending (session {session.id}). An approver runs:\n"
-              f"  python main.py approve {ticket_id} --approver NAME")
-    return 0
+    if tickets and all(tickets):
+        for ticket_id in tickets:
+            print(f"\nTicket {ticket_id} is pending (session {session.id}). An approver runs:\n"
+                  f"  python main.py approve {ticket_id} --approver NAME")
+        return 0
+    paid = [r for e in events for r in e.get_function_responses()
+            if r.name == REIMBURSE_TOOL and (r.response or {}).get("status") in ("paid", "already_paid")]
+    if paid and not tickets:
+        return 0  # small enough to be paid at once
+    # Refused (an amount the rules do not allow, a purpose missing): the agent said why, above.
+    print("error: no ticket was opened and nothing was paid; write the request as the agent's answer above "
+          "says, e.g. python main.py request \"Reimburse $250 for the team lunch\"", file=sys.stderr)
+    return 1
 
 
 async def inbox(args: argparse.Namespace, out: Transcript) -> int:
@@ -281,8 +299,10 @@ async def migrate(args: argparse.Namespace, out: Transcript) -> int:
     before, after = await services().prepare()
     if before == after:
         print(f"The database is at schema revision {after}, as this version needs; nothing to do.")
+    elif before is None:
+        print(f"Created the tables at schema revision {after}: the database was new.")
     else:
-        print(f"Upgraded the database from schema revision {before or 'none'} to {after}.")
+        print(f"Upgraded the database from schema revision {before} to {after}.")
     return 0
 
 
@@ -373,7 +393,7 @@ def run(args: argparse.Namespace, command: Callable[[argparse.Namespace, Transcr
     except LedgerError as error:
         print(f"error: {explain(error)}", file=sys.stderr)
         return 1
-    except (SettingsError, InputError, SchemaBehind) as error:
+    except (SettingsError, InputError, SchemaError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except Exception as error:  # a database or model outage: one line, no traceback

@@ -9,14 +9,16 @@ import asyncio
 import re
 import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from support.models import ledger_at
-from support.processes import run
+from support.processes import run, serve
 from support.releases import load_release_0_1
 
 from long_running_agent.ledger import migrate
@@ -153,3 +155,50 @@ async def test_processes_that_prepare_one_empty_database_at_once_take_turns(db_u
             await replica.close()
 
     assert sorted(moved, key=lambda m: m[0] or "") == [(None, migrate.head())] + [(migrate.head(), migrate.head())] * 3
+
+
+# --- a database this version cannot bring to its schema: one line, no traceback ------
+
+
+def test_a_new_database_is_created_at_the_head_revision_and_says_so(sqlite_url):
+    created = run("migrate", url=sqlite_url)
+
+    assert created.returncode == 0, created.stderr
+    assert f"at schema revision {migrate.head()}" in created.stdout and "none" not in created.stdout
+
+
+async def _stamp(url: str, revision: str) -> None:
+    """Write `revision` into alembic_version, as another version (or a hand) would have."""
+    async with ledger_at(url).engine.begin() as connection:
+        await connection.execute(text("UPDATE alembic_version SET version_num = :revision"), {"revision": revision})
+
+
+async def _stamped(url: str) -> str | None:
+    async with ledger_at(url).engine.connect() as connection:
+        return await connection.run_sync(lambda c: MigrationContext.configure(c).get_current_revision())
+
+
+def _one_line_naming(result: subprocess.CompletedProcess[str], *revisions: str) -> bool:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    return (result.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: ")
+            and all(revision in lines[0] for revision in revisions)
+            and "Traceback" not in result.stdout + result.stderr)
+
+
+# A newer version's revision; and 0003 over tables 0004 already changed (its column is there).
+@pytest.mark.parametrize("stamped_as", ["0099", "0003"])
+def test_a_database_this_version_cannot_migrate_is_refused_in_one_line_everywhere(db_url, stamped_as):
+    assert run("migrate", url=db_url).returncode == 0
+    asyncio.run(_closing(_stamp(db_url, stamped_as)))
+
+    results = {
+        "migrate": run("migrate", url=db_url),
+        "inbox": run("inbox", url=db_url),
+        "request": run("request", "Reimburse $250 for the team lunch", url=db_url),
+        "demo": run(url=db_url),
+        "make web": serve(db_url),
+    }
+
+    refused = {name: _one_line_naming(result, stamped_as, migrate.head()) for name, result in results.items()}
+    assert refused == dict.fromkeys(results, True), {n: r.stdout + r.stderr for n, r in results.items()}
+    assert asyncio.run(_closing(_stamped(db_url))) == stamped_as  # nothing was changed

@@ -98,6 +98,15 @@ def test_incomplete_or_unrelated_requests_get_a_question_or_help(text, expected)
     assert part.function_call is None and expected in part.text
 
 
+@pytest.mark.parametrize("text", [
+    "Reimburse $250 for ", "Reimburse $250 for the", "Reimburse $250 for it.", "Reimburse me $250",
+    "Reimburse $250 for my, please", "Reimburse $250 on that, thanks",
+])
+def test_a_purpose_of_only_filler_words_is_asked_for_not_used(text):
+    [part] = next_turn(request(user(text)))
+    assert part.function_call is None and "What was the $250.00 for?" in part.text
+
+
 def test_a_question_while_a_ticket_waits_gets_its_status():
     contents = approval_response("pending")[:3] + [
         types.Content(role="model", parts=[types.Part(text="Ticket T-1 is waiting.")]), user("Any news?")]

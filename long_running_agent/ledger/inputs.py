@@ -7,6 +7,12 @@ case), and anything that could make two spellings look like one person
 script) is refused rather than guessed at. So `Alice` and `alice ` are
 alice, and `alice\\u200b` or a Cyrillic `аlice` are refused.
 
+Amounts are exact dollars and cents, more than zero and at most a maximum
+(MAX_REIMBURSEMENT for a request, the amount asked for an approval). One
+function, `amount`, decides that for the chat's tools, the CLI and the API, so
+a huge, negative, NaN, infinite or malformed amount gets the same refusal on
+each, and no arithmetic error ever reaches a user.
+
 The limits are also what the database columns hold, so no input reaches the
 database only to be cut short or refused there.
 """
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from decimal import Decimal
 
 MAX_NAME = 64
 MAX_REASON = 500
@@ -32,6 +39,26 @@ class InputError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+# What is wrong with a refused amount (AmountError.problem).
+NOT_A_NUMBER = "not_a_number"
+NOT_POSITIVE = "not_positive"
+ABOVE_MAXIMUM = "above_maximum"
+FRACTION_OF_A_CENT = "fraction_of_a_cent"
+
+
+class AmountError(InputError):
+    """An amount the rule refuses.
+
+    `problem` says which part of the rule; `shown` is the amount as a person
+    reads it ("$300.00"), or None when it is no readable number or too long to
+    repeat; `most` is the maximum that was applied.
+    """
+
+    def __init__(self, problem: str, message: str, *, shown: str | None, most: Decimal) -> None:
+        super().__init__("amount", message)
+        self.problem, self.shown, self.most = problem, shown, most
 
 
 def name(raw: object, field: str = "name") -> str:
@@ -83,6 +110,72 @@ def purpose(raw: object) -> str:
     if len(text) > MAX_PURPOSE:
         raise InputError("purpose", f"Keep the purpose under {MAX_PURPOSE} characters.")
     return text
+
+
+_CENT = Decimal("0.01")
+# One sign, before or after the dollar sign; thousands grouped by commas or not at all.
+_AMOUNT_TEXT = re.compile(r"(?:-\$?|\$-?)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+# Larger numbers are refused without being repeated back: a 40-digit figure helps no one.
+_SHOWN_BELOW = Decimal(10) ** 15
+
+
+def amount(raw: object, *, most: Decimal) -> Decimal:
+    """`raw` as exact dollars with two places: more than zero and at most `most`. Raises AmountError.
+
+    Takes a JSON or Python number, or text such as "1,250.50" or "$200".
+    Never rounds: 100.009 is refused, not paid as 100.01. The maximum is
+    checked before any arithmetic, so 1e308 or a 40-digit integer is refused
+    like any other amount above it.
+    """
+    value = _exact(raw, most)
+    shown = _shown(value)
+    if value <= 0:
+        got = f"; got {shown.lstrip('$')}" if shown else ""
+        raise AmountError(NOT_POSITIVE, f"The amount must be more than zero{got}.", shown=shown, most=most)
+    if value > most:
+        named = f"The amount {shown}" if shown else "The amount"
+        raise AmountError(ABOVE_MAXIMUM, f"{named} is above the ${most:,} limit for one reimbursement; split it "
+                                         "or contact finance.", shown=shown, most=most)
+    cents = value.quantize(_CENT)  # exact arithmetic from here: the value is at most `most`
+    if cents != value:
+        raise AmountError(FRACTION_OF_A_CENT, f"The amount {value} has fractions of a cent; give it in dollars "
+                                              "and cents, with at most two decimals, e.g. 250.00.",
+                          shown=shown, most=most)
+    return cents
+
+
+def _exact(raw: object, most: Decimal) -> Decimal:
+    """The exact, finite number `raw` is, or AmountError saying how to write an amount."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str, Decimal)):
+        raise AmountError(NOT_A_NUMBER, f"The amount must be a number of dollars, e.g. 250.00, not "
+                                        f"{_clipped(repr(raw))}.", shown=None, most=most)
+    if isinstance(raw, int):
+        return Decimal(raw)  # not through str(): Python refuses to print an integer of over 4,300 digits
+    if isinstance(raw, str):
+        text = raw.strip()
+        # Decimal() would also take "1e2", "1_000", "--5" and "Infinity": text must look like money.
+        if not _AMOUNT_TEXT.fullmatch(text):
+            raise AmountError(NOT_A_NUMBER, f"The amount {_clipped(raw)!r} is not a number of dollars and cents; "
+                                            "write it in plain digits, e.g. 1,250.00.", shown=None, most=most)
+        raw = text.replace(",", "").replace("$", "")
+    # str() of a float is its shortest form, so 100.009 stays 100.009 and is refused as such.
+    value = raw if isinstance(raw, Decimal) else Decimal(str(raw))
+    if not value.is_finite():
+        raise AmountError(NOT_A_NUMBER, "The amount must be a finite number of dollars, e.g. 250.00.",
+                          shown=None, most=most)
+    return value
+
+
+def _shown(value: Decimal) -> str | None:
+    """"$1,250.50" (with its cents, or every decimal it has); None for a figure too large to repeat."""
+    if value.copy_abs() >= _SHOWN_BELOW:  # copy_abs: no rounding, so no overflow on any length
+        return None
+    cents = value.quantize(_CENT)
+    return f"${cents if cents == value else value:,}"
+
+
+def _clipped(text: str) -> str:
+    return printable(text if len(text) <= 40 else text[:40] + "...")
 
 
 _UNPRINTABLE = re.compile(_CONTROL.pattern.replace("\\x00-\\x1f", "\\x00-\\x09\\x0b-\\x1f"))

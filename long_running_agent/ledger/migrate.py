@@ -9,6 +9,12 @@ behind is refused instead, with the command that upgrades it.
 Processes that start together (replicas on one PostgreSQL database) take
 turns: a PostgreSQL advisory lock, or a lock file beside a SQLite file, is held
 while the ledger is migrated and ADK's session tables are created.
+
+A database this version cannot bring to its schema is refused with a
+SchemaError: one sentence naming the revision found, the one expected and
+what to run. It is stamped with a revision this version does not know (a
+newer version upgraded it), or its tables are not what its revision says
+(an upgrade made by hand, or cut short outside a transaction).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
@@ -38,15 +45,45 @@ MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 ADVISORY_LOCK_KEY = 2_024_113_001
 
 
-class SchemaBehind(Exception):
+class SchemaError(Exception):
+    """The database's schema is not one this version can use or upgrade; the message says what to run."""
+
+    def __init__(self, current: str | None, head: str, message: str) -> None:
+        self.current, self.head = current, head
+        super().__init__(message)
+
+
+class SchemaBehind(SchemaError):
     """The database is at an older schema, and this process may not upgrade it."""
 
     def __init__(self, current: str | None, head: str) -> None:
-        self.current, self.head = current, head
-        super().__init__(
+        super().__init__(current, head, (
             f"The database is at schema revision {current or 'none'}; this version needs {head}. "
             "Upgrade it with: python main.py migrate (or set AUTO_MIGRATE=true)."
-        )
+        ))
+
+
+class SchemaAhead(SchemaError):
+    """The database is stamped with a revision this version does not know: a newer version upgraded it."""
+
+    def __init__(self, current: str, head: str) -> None:
+        super().__init__(current, head, (
+            f"The database is at schema revision {current}, which this version does not know; it needs {head}. "
+            "A newer version of the app has upgraded it: run that version, or restore a backup made before "
+            "the upgrade (python main.py migrate never goes back)."
+        ))
+
+
+class SchemaMismatch(SchemaError):
+    """Upgrading failed because the tables are not what their revision says; nothing was changed."""
+
+    def __init__(self, current: str | None, head: str, detail: str) -> None:
+        self.detail = detail
+        super().__init__(current, head, (
+            f"The database says schema revision {current}, but its tables do not match it, so the upgrade "
+            f"to {head} stopped and changed nothing ({detail}). Restore a backup, or undo the partial change "
+            f"by hand (ledger/migrations/versions/ says what each revision adds), then run: python main.py migrate"
+        ))
 
 
 def config() -> Config:
@@ -61,10 +98,17 @@ def head() -> str:
     return revision
 
 
+def _known(revision: str) -> bool:
+    return revision in {script.revision for script in ScriptDirectory.from_config(config()).walk_revisions()}
+
+
 def _current(connection: Connection) -> str | None:
+    """The database's schema revision; SchemaAhead for one this version does not know."""
     revision = MigrationContext.configure(connection).get_current_revision()
     if revision is None and inspect(connection).has_table("approval_tickets"):
         return "0001"  # made by release 0.1, which created its tables itself
+    if revision is not None and not _known(revision):
+        raise SchemaAhead(revision, head())
     return revision
 
 
@@ -73,10 +117,26 @@ def _upgrade(connection: Connection) -> tuple[str | None, str]:
     cfg.attributes["connection"] = connection
     before = MigrationContext.configure(connection).get_current_revision()
     found = _current(connection)
-    if found is not None and found != before:
-        command.stamp(cfg, found)  # mark release 0.1's tables as what they are
-    command.upgrade(cfg, "head")
+    try:
+        if found is not None and found != before:
+            command.stamp(cfg, found)  # mark release 0.1's tables as what they are
+        command.upgrade(cfg, "head")
+    except DBAPIError as error:
+        if error.connection_invalidated:
+            raise  # the database went away: an outage, not a schema problem
+        # The transaction is rolled back as this leaves it: nothing was changed.
+        raise SchemaMismatch(found, head(), _driver_message(error)) from error
     return found, head()
+
+
+def _driver_message(error: DBAPIError) -> str:
+    """What the database said, without the statement: "duplicate column name: approvals_needed"."""
+    lines = str(error.orig).strip().splitlines()
+    said = lines[0] if lines else type(error.orig).__name__
+    # asyncpg's errors come wrapped as "<class 'asyncpg.exceptions.DuplicateColumnError'>: column ..."
+    if said.startswith("<class ") and ">: " in said:
+        said = said.split(">: ", 1)[1]
+    return said
 
 
 async def current(engine: AsyncEngine) -> str | None:

@@ -6,14 +6,11 @@ never decide whether a payout needs approval.
 
 from __future__ import annotations
 
-import math
 import re
 from decimal import Decimal
 
 from ..settings import Settings
 from . import inputs
-
-_AMOUNT_TEXT = re.compile(r"-?\$?-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 
 
 class PolicyError(ValueError):
@@ -21,62 +18,36 @@ class PolicyError(ValueError):
 
 
 def parse_amount(amount: object, settings: Settings) -> Decimal:
-    """Return `amount` as a Decimal with two places, or raise PolicyError."""
-    value = _exact_dollars(amount)
-    if value <= 0:
-        raise PolicyError(f"The amount must be more than zero; got {value}.")
-    if value > settings.max_amount:
-        raise PolicyError(
-            f"The amount ${value:,} is above the ${settings.max_amount:,} limit for one "
-            "reimbursement; split it or contact finance."
-        )
-    return value
+    """Return `amount` as a Decimal with two places, or raise PolicyError.
+
+    The one amount rule (inputs.amount), with MAX_REIMBURSEMENT as the maximum.
+    """
+    try:
+        return inputs.amount(amount, most=settings.max_amount)
+    except inputs.InputError as error:
+        raise PolicyError(str(error)) from None
 
 
 def approved_cents(amount: object, asked_cents: int) -> int:
     """An approver's amount for a ticket, in cents: more than zero and at most what was asked.
 
-    Raises InputError (field "amount"), the error every surface shows for a bad input.
+    The one amount rule (inputs.amount) with the amount asked as the maximum;
+    a request was held to MAX_REIMBURSEMENT when it was made. Raises InputError
+    (field "amount"), the error every surface shows for a bad input.
     """
     asked = from_cents(asked_cents)
     try:
-        value = _exact_dollars(amount)
-    except PolicyError as error:
-        raise inputs.InputError("amount", str(error)) from None
-    if value <= 0:
-        raise inputs.InputError("amount", f"The approved amount must be more than zero; got {value}. "
-                                          "To pay nothing, reject the ticket.")
-    if value > asked:
-        raise inputs.InputError("amount", f"${value:,} is more than the ${asked:,} asked; an approver may "
-                                          "approve the amount asked or less.")
-    return to_cents(value)
-
-
-def _exact_dollars(amount: object) -> Decimal:
-    """`amount` as exact dollars and cents, or PolicyError saying how to write it."""
-    if isinstance(amount, bool) or not isinstance(amount, (int, float, str, Decimal)):
-        raise PolicyError(f"The amount must be a number of dollars, e.g. 250.00, not {amount!r}.")
-    if isinstance(amount, float) and not math.isfinite(amount):
-        raise PolicyError("The amount must be a finite number of dollars, e.g. 250.00.")
-    if isinstance(amount, str):
-        # Decimal() would also take "1e2", "1_000" and "Infinity": text must look like money.
-        if not _AMOUNT_TEXT.fullmatch(amount.strip()):
-            raise PolicyError(
-                f"The amount {amount!r} is not a number of dollars and cents; "
-                "write it in plain digits, e.g. 1,250.00."
-            )
-        amount = amount.strip().replace(",", "").replace("$", "")
-    # str() of a float is its shortest form, so 100.009 stays 100.009 and is refused below.
-    value = Decimal(str(amount))
-    if not value.is_finite():
-        raise PolicyError("The amount must be a finite number of dollars, e.g. 250.00.")
-    cents = value.quantize(Decimal("0.01"))
-    if cents != value:
-        raise PolicyError(
-            f"The amount {value} has fractions of a cent; give it in dollars and cents, "
-            "with at most two decimals, e.g. 250.00."
-        )
-    return cents
+        return to_cents(inputs.amount(amount, most=asked))
+    except inputs.AmountError as error:
+        got = f"; got {error.shown.lstrip('$')}" if error.shown else ""
+        if error.problem == inputs.NOT_POSITIVE:
+            raise inputs.AmountError(error.problem, f"The approved amount must be more than zero{got}. To pay "
+                                     "nothing, reject the ticket.", shown=error.shown, most=asked) from None
+        if error.problem == inputs.ABOVE_MAXIMUM:
+            raise inputs.AmountError(error.problem, f"{error.shown or 'That amount'} is more than the ${asked:,} "
+                                     "asked; an approver may approve the amount asked or less.",
+                                     shown=error.shown, most=asked) from None
+        raise
 
 
 def parse_purpose(purpose: object) -> str:

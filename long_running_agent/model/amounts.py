@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, localcontext
 
 # Every word that holds a digit is one token, taken whole with its sign,
 # currency symbol, separators and glued letters, so a readable prefix such as
@@ -60,6 +60,10 @@ _UNIT = re.compile(_UNITS, re.I)
 _UNIT_AFTER = re.compile(rf"[\s-]*(?:(?:of\s+)?{_MONTH}|(?:{_UNITS})(?!\w))", re.I)
 
 _CENT = Decimal("0.01")
+# Exact arithmetic for any number a message can hold: the default 28 digits
+# would round a 40-digit figure, or fail on it. Whether an amount is too large
+# is the amount rule's to say (ledger/inputs.py), on the number as written.
+_EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
 _ASK = "Please write the amount in dollars and cents, e.g. {example}."
 
 
@@ -134,6 +138,11 @@ def _not_money(parts: re.Match[str] | None, before: str, after: str) -> bool:
 
 def _dollars(token: re.Match[str], parts: re.Match[str] | None, after: str) -> tuple[Decimal | None, str | None]:
     """The exact dollars `token` says, or None and the question to ask about it."""
+    with localcontext(_EXACT):
+        return _read(token, parts, after)
+
+
+def _read(token: re.Match[str], parts: re.Match[str] | None, after: str) -> tuple[Decimal | None, str | None]:
     unreadable = None, f"I cannot read {token[0]} as an amount. " + _ASK.format(example="$1,250.50")
     if parts is None or parts["exponent"]:
         return unreadable

@@ -29,6 +29,7 @@ from google.adk.models._capabilities import LlmCapabilities
 from google.adk.models.registry import LLMRegistry
 from google.genai import types
 
+from ..ledger import inputs
 from ..settings import settings
 from ..tools import APPROVAL_TOOL, CANCEL_TOOL, REIMBURSE_TOOL
 from .amounts import find_amount, find_money
@@ -64,6 +65,26 @@ class _Answer:
 def _threshold() -> Decimal:
     # What the app enforces (the tools check it too); the same number the instruction states.
     return settings().approval_threshold
+
+
+# A tool call carries the amount as a float, which holds any figure of up to
+# 15 digits exactly; MAX_REIMBURSEMENT is at most $1,000,000,000.
+_FLOAT_EXACT_BELOW = Decimal(10) ** 13
+
+
+def _refused(amount: Decimal) -> str | None:
+    """The amount rule's refusal (ledger/inputs.py) of a figure no tool call could carry exactly, or None.
+
+    Any other amount goes to the tool, which applies the same rule and says
+    why it refuses; a larger one would reach it rounded, so it is answered here.
+    """
+    if amount.copy_abs() < _FLOAT_EXACT_BELOW:  # copy_abs: exact, however long the figure
+        return None
+    try:
+        inputs.amount(amount, most=settings().max_amount)
+    except inputs.AmountError as error:
+        return f"{error} Nothing was paid and no ticket was opened."
+    return None
 
 
 def _tool_names(request: LlmRequest) -> set[str]:
@@ -237,6 +258,8 @@ def _answer_user(contents: list[types.Content], text: str, request: LlmRequest) 
             "'Reimburse $250 for the team lunch' (needs an approver first)."
         )]
     amount, _span = found
+    if refusal := _refused(amount):
+        return [_text(refusal)]
     if not purpose:
         return [_text(f"What was the {_money(abs(amount))} for?")]
     return [_pay_or_ask(Expense(amount, purpose), tools)]
@@ -246,6 +269,8 @@ def _pay_or_ask(expense: Expense, tools: set[str]) -> types.Part:
     # Without ask_for_approval to call, reimburse is the only way to pay: an agent
     # whose reimburse waits for ADK's tool confirmation above the limit (see
     # benchmarks/confirmation.py) gets the large amount through reimburse too.
+    if refusal := _refused(expense.amount):
+        return _text(refusal)
     large = expense.amount > _threshold() and APPROVAL_TOOL in tools
     tool = APPROVAL_TOOL if large else REIMBURSE_TOOL
     if tool not in tools:

@@ -31,6 +31,11 @@ _LEAD_IN = re.compile(
     r"^(?:(?:please|pls|hi|hello|and|also|plus|then|i|we|spent|paid|reimburse|refund|expense|me|us|"
     r"can\s+you|could\s+you|the|a|an|my|our|for)\b[\s,:-]*|[\s,:;-]+)+", re.I,
 )
+# A "purpose" of only these words says nothing ("Reimburse $250 for "): it is asked for instead.
+_FILLER = re.compile(
+    r"(?:(?:for|on|to|of|in|at|with|and|the|a|an|my|our|me|us|it|this|that|please|pls|thanks|thank\s+you)"
+    r"\b[\W_]*)+", re.I,
+)
 _COURTESY = re.compile(r"\s*\b(please|thanks|thank you)\b.*$", re.I)
 _SEVERAL = ("I see several amounts ({amounts}). Please write each expense as an amount and what it was "
             "for, separated by 'and', e.g. 'Reimburse $250 for the team lunch and $480 for the conference ticket'.")
@@ -52,7 +57,7 @@ def find_purpose(text: str, amount_span: tuple[int, int] | None) -> str | None:
         match = pattern.search(text)
         if match:
             purpose = _tidy(match.group("p"))
-            if purpose:
+            if purpose and not _FILLER.fullmatch(purpose):
                 return purpose
     return None
 

@@ -34,6 +34,7 @@ from ..agent import APP_NAME
 from ..approval.conversations import GuardedSessionService
 from ..approval.delivery import deliver_due, remind_due
 from ..ledger.engine import create_engine
+from ..ledger.migrate import SchemaError
 from ..model.choice import choose_model
 from ..notifications import send_due
 from ..services import close_services, services
@@ -98,7 +99,8 @@ def create_app(config: Settings | None = None, *, host: str = "127.0.0.1", port:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         services().use_sessions(sessions)  # first: the ledger takes its engine
         # The schema before the first request, under the database's start-up
-        # lock: replicas that start together take turns.
+        # lock: replicas that start together take turns. For `make web`,
+        # main() has done it already (prepare_database), so this finds it done.
         await services().prepare()
         background = [asyncio.create_task(every(config.sweep_interval.total_seconds(), sweep, "expiry sweep"))]
         if config.webhook_url:
@@ -151,6 +153,19 @@ def replace_health(app: FastAPI) -> None:
         return JSONResponse({"status": "ok", "database": "ok"})
 
 
+async def prepare_database() -> None:
+    """Bring the schema up to date before serving, as `python main.py migrate` does.
+
+    Here rather than only in the lifespan: uvicorn reports a lifespan that
+    fails as a traceback, and a database this version cannot use deserves one
+    line saying what to run. The lifespan's own prepare then finds nothing to do.
+    """
+    try:
+        await services().prepare()
+    finally:
+        await close_services()
+
+
 def main(argv: list[str] | None = None) -> int:
     # ADK flags its own in-memory credential service as experimental on every
     # start; nothing here can act on it.
@@ -166,6 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    try:
+        asyncio.run(prepare_database())
+    except SchemaError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     choice = choose_model(config.model)
     # A wildcard bind is reached through this machine's name, not "0.0.0.0".
     shown_host = socket.gethostname() if args.host in ("0.0.0.0", "::") else args.host

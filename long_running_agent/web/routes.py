@@ -92,8 +92,10 @@ class Decision(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     reason: str | None = None
-    # Approve less than was asked (approve only). Checked by the ledger, the
-    # same rule as the CLI's --amount: any JSON value gets a clear 422.
+    # Approve less than was asked (approve only). Any JSON value: the ledger
+    # applies the one amount rule (ledger/inputs.py), as for the CLI's --amount,
+    # so 1e308, 10**40, NaN or "--5" get a 422 invalid_amount, never a 500.
+    # Not typed as a number: pydantic would read true as 1.
     amount: Any = None
 
 

@@ -1,9 +1,10 @@
-"""Running main.py (the demo and the approver CLI) as users do: a separate process."""
+"""Running main.py (the demo and the approver CLI), and the server, as users do: a separate process."""
 
 from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,16 @@ def run(*args: str, url: str, timeout: float = 120, env: dict[str, str] | None =
     return subprocess.run(
         [sys.executable, "main.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
     )
+
+
+def serve(url: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`python -m long_running_agent.web` (make web) on the database at `url`, for one that should not start."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = os.environ | {"EXPENSES_DATABASE_URL": url, "AGENT_MODEL": "offline-expense-model"}
+    return subprocess.run([sys.executable, "-m", "long_running_agent.web", "--port", str(port)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def start(*args: str, url: str) -> subprocess.Popen[str]:
