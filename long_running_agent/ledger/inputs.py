@@ -17,6 +17,8 @@ import re
 import unicodedata
 
 MAX_NAME = 64
+# Session ids, app names and call ids: ADK's session tables hold 128 characters.
+MAX_ID = 128
 MAX_REASON = 500
 MAX_PURPOSE = 300
 # A chat message longer than this is not stored: an expense request fits in a few lines.
