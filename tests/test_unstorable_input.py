@@ -15,11 +15,15 @@ import json
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from support.http import assert_error, run_body, user_text
+from support.models import ledger_at
 from support.servers import APP, LUNCH, in_process
 
 SQL_MARKERS = ("[SQL:", "INSERT INTO", "SELECT ", "sqlalchemy", "[parameters:", "asyncpg", "sqlite3")
@@ -141,3 +145,26 @@ async def test_an_unwritable_sqlite_journal_fails_health_and_no_answer_carries_s
         assert (await client.get("/health")).json() == {"status": "ok", "database": "ok"}
         ran = await client.post("/run", json=chat(session_id, "Reimburse $20 for lunch"))
         assert ran.status_code == 200, ran.text
+
+
+async def test_a_failed_delivery_is_shown_without_the_sql_of_its_error(db_url, configure):
+    configure(approvers={"bob-token": "bob"})
+    async with in_process() as client:
+        ledger = ledger_at()
+        ticket = await ledger.open_ticket(app_name=APP, user_id="alice", session_id="s", call_id="c",
+                                          call_name="ask_for_approval", purpose="team lunch", amount_cents=25000,
+                                          ttl=timedelta(hours=1))
+        try:
+            async with ledger.engine.connect() as connection:
+                await connection.execute(text("INSERT INTO no_such_table VALUES (:secret)"), {"secret": "s3cret"})
+        except DBAPIError as error:
+            failure = error
+        # What the guard records when a run that delivers a decision fails.
+        await ledger.mark_undelivered(ticket.id, actor="approval_guard", error=f"the run failed: {failure}")
+
+        shown = await client.get(f"/api/approvals/{ticket.id}", headers={"Authorization": "Bearer bob-token"})
+
+    assert shown.status_code == 200, shown.text
+    assert shown.json()["ticket"]["delivery_error"].startswith("the run failed: "), shown.text
+    assert "s3cret" not in shown.text
+    assert_no_sql(shown)

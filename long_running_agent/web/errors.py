@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import sqlite3
 from collections.abc import Iterator
 
@@ -189,6 +190,17 @@ def database_error(error: BaseException, method: str, path: str, ticket: str | N
     return database_unavailable(method, path, ticket)
 
 
+# SQLAlchemy prefixes the driver's class and appends the statement, its
+# parameters and a link to the driver's message.
+_SQL_TAIL = re.compile(r"\s*(?:\[SQL: |\[parameters: |\(Background on this error at: ).*", re.DOTALL)
+_DRIVER = re.compile(r"\((?:sqlalchemy|sqlite3|asyncpg|psycopg)[\w.]*\) ")
+
+
+def without_sql(text: str | None) -> str | None:
+    """`text` (an error recorded for people to read) without the SQL SQLAlchemy put in it."""
+    return _DRIVER.sub("", _SQL_TAIL.sub("", text)) if text else text
+
+
 def request_database_error(request: Request, error: BaseException) -> ApiError:
     return database_error(error, request.method, request.url.path, request.path_params.get("ticket_id"))
 
@@ -262,7 +274,7 @@ def delivery_error(delivery: Delivery) -> ApiError:
         Outcome.ALREADY_DELIVERED: f"Ticket {ticket.id} was already {ticket.status}, and the decision "
                                    "reached its conversation.",
     }.get(delivery.outcome, f"Ticket {ticket.id} is {ticket.status} in the ledger, but the decision has not "
-                            f"reached its conversation: {delivery.detail}. Looked in {delivery.where}.")
+                            f"reached its conversation: {without_sql(delivery.detail)}. Looked in {delivery.where}.")
     headers = {"Retry-After": str(int(delivery.retry_after.total_seconds()))} if delivery.retry_after else None
     return ApiError(status, code, message, fix.replace("{id}", ticket.id), headers=headers)
 
