@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 from support.http import as_approver, run_body, texts, user_text
+from support.postgres import new_postgres_database
 from support.processes import ROOT
 from support.project import ADK, fresh_project, main_py, plain_adk, plain_env, ticket_in
 from support.servers import APP, LUNCH, web_server
@@ -186,3 +187,28 @@ async def test_ticket_from_plain_api_server_is_decided_in_the_inbox_api_of_make_
         assert "was paid" in approved.json()["agent_reply"]
         [paid] = payouts_in(events_of(adk, "alice", session_id))
         assert paid["status"] == "paid" and paid["ticket_id"] == ticket_id
+
+
+def test_plain_api_server_on_postgresql_refuses_unstorable_input_without_sql(tmp_path, postgres_admin_url):
+    # No gate of ours runs under plain `adk`: the folder's services.py gives ADK a session store
+    # that refuses what PostgreSQL cannot hold, and the plugin refuses such a chat message.
+    project, home = fresh_project(tmp_path), tmp_path / "home"
+    database_url = new_postgres_database(postgres_admin_url)
+    with plain_adk("api_server", project, home, "--session_service_uri", database_url) as server:
+        sessions = f"{server.base_url}/apps/{APP}/users/alice/sessions"
+        refused = [
+            httpx.post(sessions, json={"sessionId": "s" * 129}),
+            httpx.post(sessions, json={"state": {"note": "a\u0000b"}}),
+            httpx.post(f"{server.base_url}/apps/long%00/users/alice/sessions", json={}),
+        ]
+        for answer in refused:
+            assert answer.status_code == 400, answer.text
+            assert "[SQL:" not in answer.text and "sqlalchemy" not in answer.text, answer.text
+        # Ids no table can hold name no session: not found, as any other unknown id.
+        assert httpx.get(f"{sessions}/a%00b").status_code == 404
+        assert httpx.get(f"{sessions}/{'s' * 129}").status_code == 404
+
+        session_id = new_session(server, "alice")
+        reply = texts(ask(server, "alice", session_id, "Reimburse $20\u0000 for lunch"))
+        assert "NUL character" in reply[-1]
+        assert texts(ask(server, "alice", session_id, "Reimburse $20 for lunch"))  # the conversation goes on

@@ -26,7 +26,7 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from google.adk.cli.fast_api import get_fast_api_app
-from google.adk.cli.service_registry import get_service_registry
+from google.adk.cli.service_registry import get_service_registry, load_services_module
 from google.adk.cli.utils.agent_loader import AgentLoader
 from google.adk.sessions import DatabaseSessionService
 
@@ -91,6 +91,9 @@ def create_app(config: Settings | None = None, *, host: str = "127.0.0.1", port:
     def shared_sessions(uri: str, **kwargs: Any) -> DatabaseSessionService:
         return sessions
 
+    # The project folder's services.py registers a store for plain `adk`
+    # commands; loaded first (a module is loaded once), it cannot replace this one.
+    load_services_module(str(PACKAGE_DIR.parent))
     get_service_registry().register_session_service(urlparse(config.database_url).scheme, shared_sessions)
 
     @asynccontextmanager

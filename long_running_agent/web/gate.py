@@ -61,7 +61,6 @@ _DEV_OPEN_WITH_IDENTITY = re.compile(
 # POST, PUT or DELETE.
 _DEV_BUILDER = re.compile(r"^/dev/apps/[^/]+/builder(?:/|$)")
 _READS = ("GET", "HEAD")
-_NOT_UNICODE = re.compile(r"[\x00\ud800-\udfff]")
 
 
 def _refusal(status: int, error: str, message: str, fix: str) -> JSONResponse:
@@ -165,10 +164,10 @@ class Gate:
         """NUL characters, unknown apps and over-long session ids in the path or query string."""
         path: str = scope["path"]
         match = _APP_PATH.match(path)
-        if match and match.group("user") and _NOT_UNICODE.search(match.group("user")):
+        if match and match.group("user") and inputs.unstorable(match.group("user")):
             return self._check_user(match.group("user"), None)  # said as for any other unusable user id
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-        if _NOT_UNICODE.search(path) or any(_NOT_UNICODE.search(k + v) for k, v in query):
+        if inputs.unstorable(path) or inputs.unstorable([k + v for k, v in query]):
             return _refusal(422, "invalid_characters", "The URL contains a NUL character (%00) or bytes that "
                             "are not UTF-8 text; no id here has them.",
                             "Remove them and send the request again.")
@@ -182,7 +181,7 @@ class Gate:
         return None
 
     def _body(self, data: Any) -> JSONResponse | None:
-        where = _not_unicode(data)
+        where = inputs.unstorable(data)
         if where is not None:
             return _refusal(
                 422, "invalid_characters",
@@ -264,25 +263,6 @@ def _json(body: bytes) -> Any:
         return json.loads(body) if body else None
     except ValueError:
         return None  # ADK answers a malformed body itself, as JSON
-
-
-def _not_unicode(data: Any, where: str = "body") -> str | None:
-    """Where in `data` a string holds NUL or a lone surrogate (from \\u escapes), or None."""
-    if isinstance(data, str):
-        return where if _NOT_UNICODE.search(data) else None
-    if isinstance(data, dict):
-        for key, value in data.items():
-            if _NOT_UNICODE.search(key):
-                return f"{where} (a key)"
-            found = _not_unicode(value, f"{where}.{key}")
-            if found:
-                return found
-    if isinstance(data, list):
-        for index, item in enumerate(data):
-            found = _not_unicode(item, f"{where}[{index}]")
-            if found:
-                return found
-    return None
 
 
 async def _read_body(receive: Receive) -> bytes | None:

@@ -30,11 +30,12 @@ ADK = Path(sys.executable).with_name("adk")
 
 
 def fresh_project(directory: Path) -> Path:
-    """Copy the package and main.py into `directory`, as a clone would have them."""
+    """Copy the package, main.py and services.py into `directory`, as a clone would have them."""
     project = directory / "project"
     shutil.copytree(ROOT / "long_running_agent", project / "long_running_agent",
                     ignore=shutil.ignore_patterns(".adk", "__pycache__", ".data"))
     shutil.copy(ROOT / "main.py", project / "main.py")
+    shutil.copy(ROOT / "services.py", project / "services.py")  # ADK's hook for the folder's session stores
     return project
 
 
