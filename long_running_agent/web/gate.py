@@ -102,7 +102,7 @@ class Gate:
         identity = self._identity(scope)
         if isinstance(identity, JSONResponse):
             return identity, receive
-        refusal = self._dev_route(path, method, scope)
+        refusal = self._dev_route(path, method)
         if refusal is None:
             refusal = self._ids_in_url(scope)
         if refusal is not None:
@@ -138,7 +138,7 @@ class Gate:
                             "any copy the client sent.")
         return sent[0].decode("utf-8", "replace") if sent else None
 
-    def _dev_route(self, path: str, method: str, scope: Scope) -> JSONResponse | None:
+    def _dev_route(self, path: str, method: str) -> JSONResponse | None:
         if path.startswith("/dev/") and (method not in _READS or _DEV_BUILDER.match(path)):
             return _refusal(
                 404, "not_served",
