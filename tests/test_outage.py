@@ -8,7 +8,7 @@ import time
 import httpx
 from support.http import as_approver, assert_error, payouts, request_over_run, run_body, user_text
 from support.postgres import new_postgres_database, postgres_cluster
-from support.servers import web_server
+from support.servers import APP, web_server
 
 from long_running_agent.services import close_services
 
@@ -41,7 +41,15 @@ async def outage(server, postgres) -> None:
         assert "cannot tell whether the decision" in refusal["message"]
         assert approve.headers["retry-after"]
         chat = await client.post("/run", json=run_body("alice", session_id, user_text("any news?")))
-        assert chat.status_code in (500, 503) and chat.headers["content-type"] == "application/json"
+        assert_error(chat, 503, "database_unavailable")
+        # ADK's own routes too, and without the SQL SQLAlchemy puts in its errors.
+        created = await client.post(f"/apps/{APP}/users/alice/sessions", json={})
+        assert_error(created, 503, "database_unavailable")
+        read = await client.get(f"/apps/{APP}/users/alice/sessions/{session_id}")
+        assert_error(read, 503, "database_unavailable")
+        streamed = await client.post("/run_sse", json=run_body("alice", session_id, user_text("any news?")))
+        for answer in (approve, chat, created, read, streamed):
+            assert "[SQL:" not in answer.text and "sqlalchemy" not in answer.text, answer.text
 
         postgres.start()
         assert (await wait_for_health(client, 200)).status_code == 200

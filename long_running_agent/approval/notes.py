@@ -14,7 +14,7 @@ from google.adk.agents.invocation_context import InvocationContext
 from google.genai import types
 
 from ..ledger import Ledger, Ticket
-from ..ledger.inputs import MAX_MESSAGE, is_canonical_name, printable
+from ..ledger.inputs import MAX_MESSAGE, is_canonical_name, printable, unstorable
 
 REFUSAL_PREFIX = "Approval response not accepted: "
 
@@ -40,6 +40,13 @@ def unacceptable(context: InvocationContext, message: types.Content) -> tuple[st
     size = sum(len(p.text or "") for p in message.parts or []) + sum(
         len(json.dumps(p.function_response.response, default=str)) for p in message.parts or [] if p.function_response
     )
+    if unstorable([p.text for p in message.parts or []]) or unstorable(
+            [p.function_response.response for p in message.parts or [] if p.function_response]):
+        # PostgreSQL refuses NUL in text; under plain `adk` commands nothing stops it before the store.
+        note = ("Your message has a NUL character (\\u0000) or text that is not Unicode, so I did not store it. "
+                "Please send it again without it.")
+        return note, types.Content(role="user", parts=[types.Part(text="(a message that cannot be stored)",
+                                                                   thought=True)])
     if size > MAX_MESSAGE:
         note = (f"Your message has {size:,} characters; I take at most {MAX_MESSAGE:,}. "
                 "Please send a shorter one: the purpose and the amount are enough.")

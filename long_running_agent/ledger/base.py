@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING
 
+from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from .engine import create_engine
 from .migrate import SchemaBehind, current, head, migrate
 from .records import utc_now
+from .schema import DailyAutoApprovalRow
 
 if TYPE_CHECKING:
     from .locks import ConversationLocks
@@ -75,6 +77,20 @@ class LedgerBase:
         """Reach the database (for /health): raises if it cannot be reached."""
         async with self.engine.connect() as connection:
             await connection.exec_driver_sql("SELECT 1")
+
+    async def try_write(self) -> None:
+        """Write a row and roll it back (for /health): raises if the database takes no writes.
+
+        A database can answer reads and refuse every write: a SQLite journal
+        that cannot be written (a full disk, a read-only or immutable file:
+        "disk I/O error"), a PostgreSQL server in read-only mode. SQLite
+        writes the journal at a transaction's first change, so one row that
+        is never committed is enough to find out.
+        """
+        probe = insert(DailyAutoApprovalRow).values(requester="/health", day=date(2000, 1, 1), total_cents=0)
+        async with self.engine.connect() as connection:
+            await connection.execute(probe)
+            await connection.rollback()
 
     async def close(self) -> None:
         """Dispose the engine if it is the ledger's own; a shared one is its owner's to dispose."""

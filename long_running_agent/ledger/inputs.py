@@ -24,6 +24,8 @@ import unicodedata
 from decimal import Decimal
 
 MAX_NAME = 64
+# Session ids, app names and call ids: ADK's session tables hold 128 characters.
+MAX_ID = 128
 MAX_REASON = 500
 MAX_PURPOSE = 300
 # A chat message longer than this is not stored: an expense request fits in a few lines.
@@ -176,6 +178,26 @@ def _shown(value: Decimal) -> str | None:
 
 def _clipped(text: str) -> str:
     return printable(text if len(text) <= 40 else text[:40] + "...")
+# What no database column here stores as text: NUL (PostgreSQL refuses it) and
+# half of a surrogate pair (JSON's "\ud800" escape), which is not Unicode at all.
+_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
+
+
+def unstorable(data: object, where: str = "body") -> str | None:
+    """Where in `data` (JSON: text, lists, objects, keys too) a text has NUL or half a character, or None."""
+    if isinstance(data, str):
+        return where if _UNSTORABLE.search(data) else None
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(key, str) and _UNSTORABLE.search(key):
+                return f"{where} (a key)"
+            if found := unstorable(value, f"{where}.{key}"):
+                return found
+    if isinstance(data, list):
+        for index, item in enumerate(data):
+            if found := unstorable(item, f"{where}[{index}]"):
+                return found
+    return None
 
 
 _UNPRINTABLE = re.compile(_CONTROL.pattern.replace("\\x00-\\x1f", "\\x00-\\x09\\x0b-\\x1f"))

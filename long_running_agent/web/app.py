@@ -132,7 +132,7 @@ def create_app(config: Settings | None = None, *, host: str = "127.0.0.1", port:
     app.include_router(approvals)
     app.include_router(inbox)
     errors.install(app)
-    app.add_middleware(Gate, settings=config)
+    app.add_middleware(Gate, settings=config, apps=[APP_NAME])
     app.add_middleware(JsonErrors)  # even the gate answers JSON if it fails
     # The page's CSP, X-Frame-Options and friends, on every answer of /inbox and /api/approvals.
     app.add_middleware(SecurityHeaders)
@@ -140,16 +140,21 @@ def create_app(config: Settings | None = None, *, host: str = "127.0.0.1", port:
 
 
 def replace_health(app: FastAPI) -> None:
-    """ADK's /health always says ok; this one asks the database."""
+    """ADK's /health always says ok; this one asks the database to write."""
     app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) != "/health"]
 
     @app.get("/health")
     async def health() -> JSONResponse:
-        try:
-            await asyncio.wait_for(services().ledger.ping(), timeout=5)
-        except Exception as error:
-            return JSONResponse({"status": "unavailable", "database": f"unreachable: {type(error).__name__}"},
-                                status_code=503)
+        ledger = services().ledger
+        # Reads alone would pass while every write fails (a full disk, an
+        # unwritable journal), so a row is written and rolled back as well.
+        for step, check in (("unreachable", ledger.ping), ("unwritable", ledger.try_write)):
+            try:
+                await asyncio.wait_for(check(), timeout=5)
+            except Exception as error:
+                logger.warning("/health: the database is %s: %s", step, error)
+                return JSONResponse({"status": "unavailable", "database": f"{step}: {type(error).__name__}"},
+                                    status_code=503)
         return JSONResponse({"status": "ok", "database": "ok"})
 
 

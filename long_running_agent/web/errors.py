@@ -8,13 +8,17 @@ stable error code, what is wrong and what to do.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import re
+import sqlite3
+from collections.abc import Iterator
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -32,7 +36,7 @@ from ..ledger import (
     TicketNotFound,
     TicketStatus,
 )
-from ..ledger.inputs import InputError
+from ..ledger.inputs import MAX_ID, InputError, printable
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +66,8 @@ class JsonErrors:
     Starlette's outermost handler answers "Internal Server Error" as text and
     re-raises, which makes uvicorn drop the keep-alive connection. This one
     sits inside it, answers JSON, and lets the connection live. A stream that
-    already started (an SSE run) can only be ended.
+    already started (an SSE run) can only be ended; an error event ADK writes
+    into one is reworded like any other error (`stream_error`).
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -73,28 +78,34 @@ class JsonErrors:
             await self.app(scope, receive, send)
             return
         started = False
+        streaming = False
 
         async def tracking_send(message: Message) -> None:
-            nonlocal started
+            nonlocal started, streaming
             if message["type"] == "http.response.start":
                 started = True
+                content_type = dict(message.get("headers", [])).get(b"content-type", b"")
+                streaming = content_type.startswith(b"text/event-stream")
+            elif streaming and message["type"] == "http.response.body":
+                message = {**message, "body": reworded_event(message.get("body", b""))}
             await send(message)
 
         try:
             await self.app(scope, receive, tracking_send)
         except Exception as error:
             gone = file_gone(error)
-            if gone is None:
+            if gone is None and database_failure(error) is None:
                 logger.exception("Unhandled error on %s %s", scope.get("method"), scope.get("path"))
             if started:
                 with contextlib.suppress(Exception):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
-            answer = database_file_gone(gone) if gone else unexpected_error(error)
+            answer = (database_error(error, scope["method"], scope["path"]) if database_failure(error)
+                      else unexpected_error(error))
             await answer.response()(scope, receive, send)
 
 
-def unexpected_error(error: Exception) -> ApiError:
+def unexpected_error(error: BaseException) -> ApiError:
     return ApiError(
         500, "internal_error",
         f"The server failed while answering: {type(error).__name__}. Nothing was changed by this answer "
@@ -103,11 +114,9 @@ def unexpected_error(error: Exception) -> ApiError:
     )
 
 
-def database_unavailable(request: Request, error: Exception) -> ApiError:
+def database_unavailable(method: str, path: str, ticket: str | None) -> ApiError:
     """The database failed: say what may or may not have happened, and what to do."""
-    logger.warning("Database error on %s %s: %s", request.method, request.url.path, error)
-    ticket = request.path_params.get("ticket_id")
-    deciding = request.method == "POST" and ticket
+    deciding = method == "POST" and ticket
     message = (
         f"The database is unavailable, so this server cannot tell whether the decision on {ticket} was recorded."
         if deciding else "The database is unavailable; nothing was changed by this request."
@@ -117,6 +126,83 @@ def database_unavailable(request: Request, error: Exception) -> ApiError:
         if deciding else "Try again when GET /health answers ok."
     )
     return ApiError(503, "database_unavailable", message, fix, headers={"Retry-After": "5"})
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """`error` and what caused it, outermost first (ADK wraps its store's errors in an HTTPException)."""
+    seen: list[BaseException] = []
+    cause: BaseException | None = error
+    while cause is not None and cause not in seen:
+        seen.append(cause)
+        yield cause
+        cause = cause.__cause__ or cause.__context__
+
+
+def database_failure(error: BaseException) -> BaseException | None:
+    """The database's own error behind `error` (a driver's, SQLAlchemy's, or the OS's), if any."""
+    for cause in _chain(error):
+        if isinstance(cause, (DBAPIError, sqlite3.Error, OSError, DatabaseFileGone)):
+            return cause
+    return None
+
+
+# PostgreSQL's SQLSTATE classes for a value the database refuses to store:
+# 22 data exception (too long, NUL, bad encoding), 54 program limit exceeded.
+_BAD_VALUE_CLASSES = ("22", "54")
+# ...and the ones that say which.
+_BAD_VALUE_MESSAGES = {
+    "22001": f"a value is longer than the database stores (ids have at most {MAX_ID} characters)",
+    "22021": "a text has a NUL character (\\u0000) or bytes that are not UTF-8",
+    "22P05": "a text has a NUL character (\\u0000), which the database cannot store",
+}
+
+
+def _bad_value(error: BaseException) -> str | None:
+    """Why the database refused a value of the request (not the database's fault), or None."""
+    for cause in _chain(error):
+        if isinstance(cause, UnicodeError):
+            return "a text is not valid Unicode"
+        code = getattr(cause, "sqlstate", None) or getattr(getattr(cause, "orig", None), "sqlstate", None)
+        if isinstance(code, str) and code[:2] in _BAD_VALUE_CLASSES:
+            return _BAD_VALUE_MESSAGES.get(code, "a value cannot be stored by the database")
+        if isinstance(cause, sqlite3.DataError):
+            return "a value is too big for the database"
+    return None
+
+
+def database_error(error: BaseException, method: str, path: str, ticket: str | None = None) -> ApiError:
+    """A failure in the database, worded by its cause: the request's data, a conflict, or the database itself.
+
+    Never the driver's message: SQLAlchemy's carries the SQL statement and its parameters.
+    """
+    gone = file_gone(error)
+    if gone is not None:
+        return database_file_gone(gone)
+    failure = database_failure(error) or error
+    logger.warning("Database error on %s %s: %s", method, path, failure)
+    if (why := _bad_value(error)) is not None:
+        return ApiError(422, "invalid_value", f"The request was refused: {why}. Nothing was stored.",
+                        f"Remove NUL characters (\\u0000), keep ids to at most {MAX_ID} characters, and send it "
+                        "again.")
+    if any(isinstance(cause, (IntegrityError, sqlite3.IntegrityError)) for cause in _chain(error)):
+        return ApiError(409, "conflict", "The request conflicts with what is stored: something with the same "
+                        "id exists.", "Use another id (or none, to have one made), or read the one that exists.")
+    return database_unavailable(method, path, ticket)
+
+
+# SQLAlchemy prefixes the driver's class and appends the statement, its
+# parameters and a link to the driver's message.
+_SQL_TAIL = re.compile(r"\s*(?:\[SQL: |\[parameters: |\(Background on this error at: ).*", re.DOTALL)
+_DRIVER = re.compile(r"\((?:sqlalchemy|sqlite3|asyncpg|psycopg)[\w.]*\) ")
+
+
+def without_sql(text: str | None) -> str | None:
+    """`text` (an error recorded for people to read) without the SQL SQLAlchemy put in it."""
+    return _DRIVER.sub("", _SQL_TAIL.sub("", text)) if text else text
+
+
+def request_database_error(request: Request, error: BaseException) -> ApiError:
+    return database_error(error, request.method, request.url.path, request.path_params.get("ticket_id"))
 
 
 # (status, error code, fix) for what the ledger refuses.
@@ -151,14 +237,7 @@ def ledger_error(error: LedgerError, ticket_id: str) -> ApiError:
 
 def file_gone(error: BaseException) -> DatabaseFileGone | None:
     """The DatabaseFileGone behind `error`, if any: ADK wraps some errors (a 500 `{"detail"}` from it)."""
-    chain: list[BaseException] = []
-    cause: BaseException | None = error
-    while cause is not None and cause not in chain:
-        if isinstance(cause, DatabaseFileGone):
-            return cause
-        chain.append(cause)
-        cause = cause.__cause__ or cause.__context__
-    return None
+    return next((cause for cause in _chain(error) if isinstance(cause, DatabaseFileGone)), None)
 
 
 def database_file_gone(error: DatabaseFileGone) -> ApiError:
@@ -195,7 +274,7 @@ def delivery_error(delivery: Delivery) -> ApiError:
         Outcome.ALREADY_DELIVERED: f"Ticket {ticket.id} was already {ticket.status}, and the decision "
                                    "reached its conversation.",
     }.get(delivery.outcome, f"Ticket {ticket.id} is {ticket.status} in the ledger, but the decision has not "
-                            f"reached its conversation: {delivery.detail}. Looked in {delivery.where}.")
+                            f"reached its conversation: {without_sql(delivery.detail)}. Looked in {delivery.where}.")
     headers = {"Retry-After": str(int(delivery.retry_after.total_seconds()))} if delivery.retry_after else None
     return ApiError(status, code, message, fix.replace("{id}", ticket.id), headers=headers)
 
@@ -226,11 +305,14 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def _wrapped(request: Request, error: HTTPException) -> Response:
-        # ADK's create-session route answers any error of its session store
-        # as a 500 {"detail": ...}, with the error as the cause.
-        gone = file_gone(error)
-        if gone is not None:
-            return database_file_gone(gone).response()
+        # ADK's create-session route (and a few others) answer any error of
+        # their store as a 500 whose detail is str(error): for SQLAlchemy, the
+        # SQL statement and its parameters. The cause says what happened.
+        if database_failure(error) is not None:
+            return request_database_error(request, error).response()
+        if error.status_code >= 500:
+            logger.error("%s %s failed: %s", request.method, request.url.path, error.detail)
+            return unexpected_error(error.__cause__ or error).response()
         return await http_exception_handler(request, error)
 
     @app.exception_handler(InputError)
@@ -253,12 +335,12 @@ def install(app: FastAPI) -> None:
         ).response()
 
     @app.exception_handler(DBAPIError)
-    async def _database_down(request: Request, error: DBAPIError) -> JSONResponse:
-        return database_unavailable(request, error).response()
+    async def _database_failed(request: Request, error: DBAPIError) -> JSONResponse:
+        return request_database_error(request, error).response()
 
     @app.exception_handler(OSError)
     async def _database_unreachable(request: Request, error: OSError) -> JSONResponse:
-        return database_unavailable(request, error).response()
+        return request_database_error(request, error).response()
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_body(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -280,11 +362,46 @@ def install(app: FastAPI) -> None:
     async def _bad_resume(request: Request, error: ValueError) -> JSONResponse:
         # ADK's /run lets these escape as a plain-text 500; they are the
         # caller's mistake, so say which and how to answer a pending call.
+        if _bad_value(error) is not None:
+            return request_database_error(request, error).response()
         if request.url.path != "/run" or not str(error).startswith(_RESUME_ERRORS):
             return unexpected_error(error).response()
-        return ApiError(
-            400, "invalid_function_response", str(error),
-            "Answer only a pending call, with its id: the event whose longRunningToolIds lists it "
-            "(GET /apps/{app}/users/{user}/sessions/{session}). Approvals themselves are decided "
-            "with POST /api/approvals/{ticket_id}/approve or /reject, not over /run.",
-        ).response()
+        return invalid_function_response(str(error)).response()
+
+
+def invalid_function_response(message: str) -> ApiError:
+    return ApiError(
+        400, "invalid_function_response", message,
+        "Answer only a pending call, with its id: the event whose longRunningToolIds lists it "
+        "(GET /apps/{app}/users/{user}/sessions/{session}). Approvals themselves are decided "
+        "with POST /api/approvals/{ticket_id}/approve or /reject, not over /run.",
+    )
+
+
+# The names of the errors an SSE run can end with that come from the database.
+_DATABASE_ERRORS = ("DBAPIError", "OperationalError", "InterfaceError", "DatabaseError", "DataError",
+                    "IntegrityError", "InternalError", "ProgrammingError", "DatabaseFileGone", "OSError",
+                    "ConnectionRefusedError", "ConnectionError", "TimeoutError")
+
+
+def stream_error(error_type: str, message: str) -> ApiError:
+    """An error ADK ended an SSE run with, worded as /run words it (never the SQL in its message)."""
+    if error_type == "ValueError" and message.startswith(_RESUME_ERRORS):
+        return invalid_function_response(message)
+    if error_type in _DATABASE_ERRORS or "[SQL:" in message:
+        return database_unavailable("POST", "/run_sse", None)
+    return ApiError(500, "internal_error", f"The run failed: {printable(error_type)[:80]}.",
+                    "Try again; if it persists, the server log has the details.")
+
+
+def reworded_event(chunk: bytes) -> bytes:
+    """ADK's SSE error event (`data: {"error": ..., "error_details": ...}`) as `{error, message, fix}`."""
+    if not chunk.startswith(b"data:") or b'"error_details"' not in chunk:
+        return chunk
+    try:
+        event = json.loads(chunk[len(b"data:"):])
+        details = event["error_details"]
+        answer = stream_error(str(details.get("error_type", "")), str(details.get("error_message", "")))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return chunk
+    return f"data: {json.dumps(answer.body())}\n\n".encode()

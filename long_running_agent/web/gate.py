@@ -1,25 +1,34 @@
-"""The server's gate: who may use ADK's routes, with which user id, and how much they may send.
+"""The server's gate: who may use ADK's routes, with which user id, and what they may send.
 
-ADK's routes (`/apps/...`, `/run`, `/run_sse`) take the user id from the
-request and check nothing. In front of them this middleware:
+ADK's routes (`/apps/...`, `/run`, `/run_sse`, `/run_live`, `/dev/...`) take
+the user id from the request and check nothing. In front of them this
+middleware:
 
 - refuses user ids that are not plain canonical names (inputs.py);
 - with TRUSTED_USER_HEADER set (the header an authenticating proxy such as
-  oauth2-proxy or IAP sets), requires that header and requires the user id
-  of the request to be that user, so nobody can read or write another
-  person's conversations;
-- with PRODUCTION_MODE, serves only the chat API, the inbox and its API:
-  not the dev UI, not ADK's `/dev` builder, deploy and eval routes;
+  oauth2-proxy or IAP sets), requires that header once, and requires the
+  user id of the request to be that user, so nobody can read or write
+  another person's conversations. ADK's `/dev` routes that cannot be held to
+  one user (traces, eval sets, the builder, tests, deploys) are closed then;
+- never lets a request write into the package folder (ADK's builder, tests
+  and eval sets write there);
+- with PRODUCTION_MODE, serves only the chat API, the inbox and its API;
+- refuses what the database cannot store before it gets there: NUL
+  characters, text that is not Unicode, ids longer than the columns, apps
+  this server does not serve;
 - refuses bodies over MAX_BODY before reading them whole.
 
-Answers are JSON `{error, message, fix}`, like the approvals API.
+Answers are JSON `{error, message, fix}`, like the approvals API. The routes
+and why each is open, scoped or closed: docs/deployment.md.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
+from urllib.parse import parse_qsl
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -28,13 +37,30 @@ from ..ledger import inputs
 from ..settings import Settings
 
 MAX_BODY = 256 * 1024
-_USER_PATH = re.compile(r"^/apps/[^/]+/users/(?P<user>[^/]+)(?:/|$)")
-_BODY_USER_PATHS = ("/run", "/run_sse")
+MAX_ID = inputs.MAX_ID
+# /apps/{app}[/users/{user}[/sessions/{session}]]..., and the same under /dev.
+_APP_PATH = re.compile(
+    r"^/(?:dev/)?apps/(?P<app>[^/]+)(?:/users/(?P<user>[^/]+)(?:/sessions/(?P<session>[^/]+))?)?(?:/|$)"
+)
+# Routes that take the user id from the JSON body.
+_BODY_USER_PATHS = ("/run", "/run_sse", "/agent-identity/finalize")
 # What PRODUCTION_MODE serves; everything else of ADK's app is a development tool.
 _PRODUCTION_PATHS = re.compile(
     r"^/(?:run|run_sse|list-apps|health|version|inbox(?:/inbox\.(?:js|css))?|api/approvals(?:/.*)?"
     r"|apps/[^/]+/users/[^/]+/sessions(?:/[^/]+)?)$"
 )
+# ADK's /dev routes that stay open behind an identity header: the agent's
+# structure, which holds nobody's data, and an event's graph, under the
+# user's own id (the user check below holds it to them).
+_DEV_OPEN_WITH_IDENTITY = re.compile(
+    r"^/dev/apps/[^/]+/(?:graph|build_graph|build_graph_image"
+    r"|users/[^/]+/sessions/[^/]+/events/[^/]+/graph)$"
+)
+# ADK's builder serves and copies the package's own files (a GET with
+# ?tmp=true copies the whole package into it); every other /dev write is a
+# POST, PUT or DELETE.
+_DEV_BUILDER = re.compile(r"^/dev/apps/[^/]+/builder(?:/|$)")
+_READS = ("GET", "HEAD")
 
 
 def _refusal(status: int, error: str, message: str, fix: str) -> JSONResponse:
@@ -42,49 +68,160 @@ def _refusal(status: int, error: str, message: str, fix: str) -> JSONResponse:
 
 
 class Gate:
-    def __init__(self, app: ASGIApp, *, settings: Settings) -> None:
+    def __init__(self, app: ASGIApp, *, settings: Settings, apps: Iterable[str]) -> None:
         self.app = app
         self.header = settings.trusted_user_header.lower().encode() if settings.trusted_user_header else None
         self.header_name = settings.trusted_user_header
         self.production = settings.production
+        self.apps = frozenset(apps)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket" and self.production:
-            await send({"type": "websocket.close", "code": 1008})
+        if scope["type"] == "websocket":
+            if self.production or self._websocket_refused(scope):
+                # Closing before accepting answers the handshake with HTTP 403.
+                await send({"type": "websocket.close", "code": 1008})
+                return
+            await self.app(scope, receive, send)
             return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        path: str = scope["path"]
-        if self.production and not _PRODUCTION_PATHS.match(path):
-            await _refusal(404, "not_served", f"{path} is not served in production mode.",
-                           "Use the chat API (/run, /run_sse, /apps/...), /inbox or /api/approvals.")(
-                scope, receive, send)
-            return
-        declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
-            await self._too_large(scope, receive, send)
-            return
-        user: Any = None
-        if match := _USER_PATH.match(path):
-            user = match.group("user")
-        elif path in _BODY_USER_PATHS and scope["method"] == "POST":
-            body = await _read_body(receive)
-            if body is None:
-                await self._too_large(scope, receive, send)
-                return
-            user = _user_in(body)
-            receive = _replay(body, receive)
-        else:
-            await self.app(scope, receive, send)
-            return
-        refusal = self._check_user(scope, user)
+        refusal, receive = await self._check(scope, receive)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
-    def _check_user(self, scope: Scope, user: Any) -> JSONResponse | None:
+    async def _check(self, scope: Scope, receive: Receive) -> tuple[JSONResponse | None, Receive]:
+        """A refusal, or None; and the body's events for the app (replayed if read here)."""
+        path: str = scope["path"]
+        method: str = scope["method"]
+        if self.production and not _PRODUCTION_PATHS.match(path):
+            return _refusal(404, "not_served", f"{path} is not served in production mode.",
+                            "Use the chat API (/run, /run_sse, /apps/...), /inbox or /api/approvals."), receive
+        identity = self._identity(scope)
+        if isinstance(identity, JSONResponse):
+            return identity, receive
+        refusal = self._dev_route(path, method)
+        if refusal is None:
+            refusal = self._ids_in_url(scope)
+        if refusal is not None:
+            return refusal, receive
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
+            return self._too_large(), receive
+        user: Any = None
+        if match := _APP_PATH.match(path):
+            user = match.group("user")
+        if _takes_json(scope) or (path in _BODY_USER_PATHS and method == "POST"):
+            body = await _read_body(receive)
+            if body is None:
+                return self._too_large(), receive
+            receive = _replay(body, receive)
+            data = _json(body)
+            if path in _BODY_USER_PATHS and isinstance(data, dict):
+                user = data.get("userId", data.get("user_id"))
+            return self._check_user(user, identity) or self._body(data), receive
+        return self._check_user(user, identity), receive
+
+    def _identity(self, scope: Scope) -> str | None | JSONResponse:
+        """The proxy's user (None when the header is not configured or not sent), or a refusal."""
+        if self.header is None:
+            return None
+        sent = [value for name, value in scope["headers"] if name == self.header]
+        if len(sent) > 1:
+            # Proxies append to a header the client already sent: which copy is
+            # the proxy's cannot be told, so neither is believed.
+            return _refusal(400, "duplicate_identity",
+                            f"The request carries the {self.header_name} header {len(sent)} times.",
+                            f"Send it once: the authenticating proxy sets {self.header_name} and must drop "
+                            "any copy the client sent.")
+        return sent[0].decode("utf-8", "replace") if sent else None
+
+    def _dev_route(self, path: str, method: str) -> JSONResponse | None:
+        if path.startswith("/dev/") and (method not in _READS or _DEV_BUILDER.match(path)):
+            return _refusal(
+                404, "not_served",
+                f"{method} {path} is not served here: ADK's builder, tests and eval sets write into the "
+                "package folder, which this server never lets a request change.",
+                "Build, test and keep eval sets with `adk web` on your own machine, and commit them.",
+            )
+        if self.header is None or not (path.startswith("/dev/") or path == "/config/telemetry"):
+            return None
+        if path.startswith("/dev/") and _DEV_OPEN_WITH_IDENTITY.match(path):
+            return None
+        if path == "/config/telemetry" and method in _READS:
+            return None
+        return _refusal(
+            404, "not_served",
+            f"{path} is not served when {self.header_name} identifies users: ADK's traces, eval sets and "
+            "development tools show and change every user's conversations, and this server's settings.",
+            "Use the chat API (/run, /run_sse, /apps/{app}/users/{you}/...) and the inbox; "
+            "develop with `adk web` on your own machine.",
+        )
+
+    def _ids_in_url(self, scope: Scope) -> JSONResponse | None:
+        """NUL characters, unknown apps and over-long session ids in the path or query string."""
+        path: str = scope["path"]
+        match = _APP_PATH.match(path)
+        if match and match.group("user") and inputs.unstorable(match.group("user")):
+            return self._check_user(match.group("user"), None)  # said as for any other unusable user id
+        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        if inputs.unstorable(path) or inputs.unstorable([k + v for k, v in query]):
+            return _refusal(422, "invalid_characters", "The URL contains a NUL character (%00) or bytes that "
+                            "are not UTF-8 text; no id here has them.",
+                            "Remove them and send the request again.")
+        if match is None:
+            return None
+        if match.group("app") not in self.apps:
+            return self._unknown_app(match.group("app"))
+        session = match.group("session")
+        if session is not None and len(session) > MAX_ID:
+            return self._long_session_id(session)
+        return None
+
+    def _body(self, data: Any) -> JSONResponse | None:
+        where = inputs.unstorable(data)
+        if where is not None:
+            return _refusal(
+                422, "invalid_characters",
+                f"The request body has a NUL character (\\u0000) or text that is not Unicode at {where}; "
+                "the database cannot store it.",
+                "Remove the character and send the request again.",
+            )
+        if not isinstance(data, dict):
+            return None
+        session = data.get("sessionId", data.get("session_id"))
+        if isinstance(session, str) and len(session) > MAX_ID:
+            return self._long_session_id(session)
+        app = data.get("appName", data.get("app_name"))
+        if isinstance(app, str) and app not in self.apps:
+            return self._unknown_app(app)
+        return None
+
+    def _unknown_app(self, app: str) -> JSONResponse:
+        names = ", ".join(sorted(self.apps))
+        return _refusal(404, "app_not_found", f"This server has no app {inputs.printable(app)[:80]!r}.",
+                        f"Use {names} (GET /list-apps lists the apps).")
+
+    def _long_session_id(self, session: str) -> JSONResponse:
+        return _refusal(422, "invalid_session_id",
+                        f"A session id has at most {MAX_ID} characters; this one has {len(session)}.",
+                        f"Use a session id of at most {MAX_ID} characters, or send none and ADK makes one.")
+
+    def _websocket_refused(self, scope: Scope) -> bool:
+        """ADK's /run_live takes the user from its query string: the same checks as for /run."""
+        if self._ids_in_url(scope) is not None:
+            return True
+        identity = self._identity(scope)
+        if isinstance(identity, JSONResponse):
+            return True
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        if "user_id" not in query:
+            return False  # ADK refuses it itself
+        return self._check_user(query["user_id"], identity) is not None
+
+    def _check_user(self, user: Any, identity: str | None) -> JSONResponse | None:
         if user is None:
             return None  # ADK answers a malformed body itself, as JSON
         try:
@@ -96,23 +233,36 @@ class Gate:
                             f"Use {canonical!r} as the user id.")
         if self.header is None:
             return None
-        claimed = dict(scope["headers"]).get(self.header)
-        if claimed is None:
+        if identity is None:
             return _refusal(401, "missing_identity", f"This server takes the user from the {self.header_name} header, "
                             "and the request has none.", "Reach the server through the authenticating proxy.")
         try:
-            identity = inputs.name(claimed.decode("utf-8", "replace"), "user id")
+            you = inputs.name(identity, "user id")
         except inputs.InputError as error:
             return _refusal(403, "invalid_identity", str(error), "Ask your administrator to check your account name.")
-        if identity != user:
-            return _refusal(403, "identity_mismatch", f"You are {identity}; this request is for user {user!r}.",
-                            f"Use your own user id, {identity!r}.")
+        if you != user:
+            return _refusal(403, "identity_mismatch", f"You are {you}; this request is for user {user!r}.",
+                            f"Use your own user id, {you!r}.")
         return None
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await _refusal(413, "too_large", f"The request body is over {MAX_BODY // 1024} KiB.",
-                       f"Send a shorter message: chat messages are limited to {inputs.MAX_MESSAGE:,} characters.")(
-            scope, receive, send)
+    def _too_large(self) -> JSONResponse:
+        return _refusal(413, "too_large", f"The request body is over {MAX_BODY // 1024} KiB.",
+                        f"Send a shorter message: chat messages are limited to {inputs.MAX_MESSAGE:,} characters.")
+
+
+def _takes_json(scope: Scope) -> bool:
+    """A body for ADK's routes that FastAPI reads as JSON (ours check their own bodies)."""
+    if scope["method"] not in ("POST", "PUT", "PATCH") or scope["path"].startswith(("/api/approvals", "/inbox")):
+        return False
+    content_type = dict(scope["headers"]).get(b"content-type", b"").lower()
+    return not content_type or b"json" in content_type
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body) if body else None
+    except ValueError:
+        return None  # ADK answers a malformed body itself, as JSON
 
 
 async def _read_body(receive: Receive) -> bytes | None:
@@ -144,11 +294,3 @@ def _replay(body: bytes, original: Receive) -> Receive:
         return await original()
 
     return receive
-
-
-def _user_in(body: bytes) -> Any:
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    return data.get("userId", data.get("user_id")) if isinstance(data, dict) else None

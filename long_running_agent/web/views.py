@@ -9,6 +9,7 @@ from google.adk.events import Event
 
 from ..ledger import AuditEntry, Notification, Payout, Ticket
 from ..ledger.policy import from_cents
+from .errors import without_sql
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -39,7 +40,7 @@ def ticket_json(ticket: Ticket, now: datetime, failed_at: dict[str, datetime] | 
         "decided_at": _iso(ticket.decided_at),
         "reason": ticket.reason,
         "delivered_at": _iso(ticket.delivered_at),
-        "delivery_error": ticket.delivery_error,
+        "delivery_error": without_sql(ticket.delivery_error),
         "delivery_failed_at": _iso((failed_at or {}).get(ticket.id)),
         "settled_by": ticket.settled_by,
         "settled_at": _iso(ticket.settled_at),
@@ -62,12 +63,12 @@ def notification_json(notification: Notification) -> dict[str, Any]:
         "failed_at": _iso(notification.failed_at),
         "next_attempt_at": None if notification.sent_at or notification.failed_at else _iso(
             notification.next_attempt_at),
-        "last_error": notification.last_error,
+        "last_error": without_sql(notification.last_error),
     }
 
 
 def audit_json(entry: AuditEntry) -> dict[str, Any]:
-    return {"at": _iso(entry.at), "actor": entry.actor, "action": entry.action, "detail": entry.detail}
+    return {"at": _iso(entry.at), "actor": entry.actor, "action": entry.action, "detail": without_sql(entry.detail)}
 
 
 def agent_reply(events: list[Event]) -> str | None:

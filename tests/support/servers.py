@@ -1,4 +1,4 @@
-"""Real servers for tests: `python -m long_running_agent.web` (make web) on 127.0.0.1.
+"""Real servers for tests: `python -m long_running_agent.web` (make web) on 127.0.0.1, or its app in-process.
 
 Each server runs in a subprocess with its own SQLite file and HOME, the way a
 user starts it; tests talk to it over HTTP as any client would.
@@ -12,13 +12,15 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+
+from long_running_agent.settings import Settings, settings
 
 from .processes import ROOT
 
@@ -123,3 +125,20 @@ def _serves(process: subprocess.Popen[bytes], base_url: str, log: Path) -> bool:
     if "address already in use" in log.read_text().lower():
         return False
     pytest.fail(f"the web server exited early:\n{log.read_text()[-3000:]}")
+
+
+@asynccontextmanager
+async def in_process(config: Settings | None = None) -> AsyncIterator[httpx.AsyncClient]:
+    """`make web`'s app (`create_app`) served in this process, on the test's settings and database.
+
+    Fast (no process to start), and the test can reach into its files; the
+    requests come from 127.0.0.1, as through an SSH tunnel or a proxy on the
+    same machine. Checks that need a real socket use `web_server`.
+    """
+    from long_running_agent.web import create_app
+
+    app = create_app(config or settings())
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as client:
+            yield client
