@@ -34,6 +34,6 @@ from .store import Ledger
 __all__ = [
     "DAILY_LIMIT", "DECIDED", "SAME_PURPOSE", "AlreadyApprovedByYou", "AlreadyDecided", "AuditEntry",
     "Conversation", "DatabaseFileGone", "Inbox", "Ledger", "LedgerError", "NeedsApproval", "NotAllowed",
-    "NotAnApprover", "NotApproved", "NotRequester", "NotSettleable", "Notification", "Payout", "Ticket", "TicketExpired",
-    "TicketNotFound", "TicketStatus", "utc_now",
+    "NotAnApprover", "NotApproved", "NotRequester", "NotSettleable", "Notification", "Payout", "Ticket",
+    "TicketExpired", "TicketNotFound", "TicketStatus", "utc_now",
 ]
