@@ -84,7 +84,8 @@ class Deliveries(Tickets):
                     .values(settled_by=approver, settled_at=now)
                 )
                 if changed.rowcount != 1:
-                    raise NotSettleable(await self.get(ticket_id))
+                    # Read in this transaction: on SQLite the engine's one connection is this one.
+                    raise NotSettleable(Ticket.of(await self._row(db, ticket_id)))
                 if ticket.status is TicketStatus.APPROVED:
                     # The approval is the authority; the payout is still one per ticket.
                     payout_row = PayoutRow(
