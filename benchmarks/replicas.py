@@ -108,8 +108,8 @@ def replicas(count: int, url: str, root: Path) -> Iterator[list[Replica]]:
     (home / ".adk").mkdir(parents=True, exist_ok=True)
     # Answers the dev UI's telemetry question, as a user would once.
     (home / ".adk" / "config.json").write_text(json.dumps({"telemetry": False}))
-    env = child_env(EXPENSES_DATABASE_URL=url, APPROVERS=f"{APPROVER}:{TOKEN}", HOME=str(home),
-                    PYTHONUNBUFFERED="1")
+    env = child_env(EXPENSES_DATABASE_URL=url, APPROVERS=f"{APPROVER}:{TOKEN},carol:bench-second-approver",
+                    HOME=str(home), PYTHONUNBUFFERED="1")
     with ExitStack() as stack:
         started = []
         for n in range(count):

@@ -35,6 +35,7 @@ from .ledger import (
     Inbox,
     LedgerError,
     NotAllowed,
+    NotAnApprover,
     NotRequester,
     NotSettleable,
     Ticket,
@@ -151,7 +152,9 @@ async def inbox(args: argparse.Namespace, out: Transcript) -> int:
         print(f"{'TICKET':<16} {'REQUESTER':<12} {'AMOUNT':>12}  {'AGE':>4}  PURPOSE")
         for t in tickets:
             waits = f"  [{t.approvals} approvals: {t.first_approved_by}]" if t.first_approved_by else ""
-            waits += "  [needs 2 approvers]" if t.approvals_needed > 1 and not t.first_approved_by else ""
+            if t.approvals_needed > 1 and not t.first_approved_by:
+                waits += (f"  [needs 2 approvers: {t.combined_text} with the same purpose or message today]"
+                          if t.combined_text else "  [needs 2 approvers]")
             print(f"{t.id:<16} {printable(t.user_id):<12} {t.amount_text:>12}  "
                   f"{_age(t.created_at, inbox.now):>4}  {printable(t.purpose)}{waits}")
         if page.next_offset is not None:
@@ -364,6 +367,8 @@ def explain(error: LedgerError) -> str:
         return f"{error} Another approver has to decide it."
     if isinstance(error, AlreadyApprovedByYou):
         return f"{error} Another approver runs: python main.py approve {error.ticket.id} --approver NAME"
+    if isinstance(error, NotAnApprover):
+        return f"{error} Run the command with one of those names: --approver NAME."
     if isinstance(error, NotRequester):
         return f"{error} An approver can reject it instead."
     if isinstance(error, NotSettleable):

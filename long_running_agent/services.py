@@ -72,12 +72,18 @@ class Services:
         return self._engines[database_url]
 
     @property
+    def approvers(self) -> frozenset[str] | None:
+        """Who may decide (APPROVERS, by name); None when APPROVERS is not set."""
+        return frozenset(self.settings.approvers.values()) or None
+
+    @property
     def ledger(self) -> Ledger:
         """The ledger in the app's own database."""
         if self._ledger is None:
             url = self.settings.database_url
             self._ledger = Ledger(url, clock=self.clock, auto_migrate=self.settings.auto_migrate,
-                                  engine=self.engine_at(url), outbox=self.settings.webhook_url is not None)
+                                  engine=self.engine_at(url), outbox=self.settings.webhook_url is not None,
+                                  approvers=self.approvers)
         return self._ledger
 
     @property
@@ -127,7 +133,7 @@ class Services:
         if database_url not in self._ledgers:
             self._ledgers[database_url] = Ledger(
                 database_url, clock=self.clock, engine=self.engine_at(database_url),
-                outbox=self.settings.webhook_url is not None,
+                outbox=self.settings.webhook_url is not None, approvers=self.approvers,
             )
         return self._ledgers[database_url]
 

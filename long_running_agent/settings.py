@@ -227,6 +227,12 @@ def load_settings() -> Settings:
             f"DUAL_APPROVAL_ABOVE={dual} is below APPROVAL_THRESHOLD={threshold}: amounts in between would be "
             f"paid with no approval at all. Set DUAL_APPROVAL_ABOVE to {threshold} or more."
         )
+    if len(approvers) == 1:
+        [only] = approvers.values()
+        raise SettingsError(
+            f"APPROVERS names one approver ({only}), but requests above DUAL_APPROVAL_ABOVE (${dual:,}), alone "
+            "or added up, need two different approvers. Add a second name:token to APPROVERS."
+        )
     escalate_to = _names("ESCALATE_TO")
     unknown = [n for n in escalate_to if approvers and n not in approvers.values()]
     if unknown:

@@ -29,7 +29,7 @@ from typing import Any
 from google.adk.tools import ToolContext
 
 from .approval.conversations import locate
-from .ledger import DAILY_LIMIT, Conversation, LedgerError, NeedsApproval
+from .ledger import DAILY_LIMIT, Conversation, LedgerError, NeedsApproval, Ticket
 from .ledger.inputs import InputError, is_canonical_name
 from .ledger.policy import (
     PolicyError,
@@ -67,6 +67,14 @@ def explain(refusal: NeedsApproval) -> str:
     earlier = f"{refusal.earlier.amount_text} for {refusal.earlier.purpose}" if refusal.earlier else "that"
     return (f"You were already reimbursed {earlier} today (UTC) without approval, so another "
             f"reimbursement for the same purpose needs an approver.")
+
+
+def explain_combined(ticket: Ticket, others: list[Ticket], settings: Settings) -> str:
+    """Why a ticket within DUAL_APPROVAL_ABOVE still needs two approvers, in words for the requester."""
+    listed = ", ".join(f"{t.id} ({t.amount_text} for {t.purpose})" for t in others) or "your other requests"
+    return (f"Together with {listed}, asked today or in the same message, this comes to "
+            f"{ticket.combined_text}, above the ${settings.dual_approval_above:,} one approver may approve, "
+            "so two approvers must approve it.")
 
 
 def _daily_rules(user_id: str, purpose: str, settings: Settings) -> dict[str, Any]:
@@ -116,9 +124,13 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
         ttl=settings.approval_ttl,
         session_store=store,
         note=note,
-        # The two-person rule: above DUAL_APPROVAL_ABOVE, two approvers.
-        approvals_needed=2 if clean_amount > settings.dual_approval_above else 1,
+        # The two-person rule: above DUAL_APPROVAL_ABOVE, alone or added to the same
+        # purpose's requests today and to this message's other requests.
+        message_id=tool_context.invocation_id,
+        dual_above_cents=to_cents(settings.dual_approval_above),
     )
+    if ticket.combined_cents is not None:
+        why = explain_combined(ticket, await ledger.requests_combined_with(ticket), settings)
     send_soon()  # approvers hear of it now, if a webhook is set (notifications.py)
     return ticket.as_response() | ({"why": why} if why else {})
 

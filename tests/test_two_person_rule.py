@@ -15,11 +15,21 @@ import pytest
 from support.conversation import Conversation, pending_calls, responses, texts
 from support.models import RecordedOfflineModel, ledger_at, runner_with
 from support.processes import request_ticket, run
+from support.tickets import open_ticket_for
 
 from long_running_agent.approval.delivery import Outcome, decide_and_deliver, deliver
 from long_running_agent.approval.guard import NOTE_MARK
 from long_running_agent.cli import report
-from long_running_agent.ledger import AlreadyApprovedByYou, AlreadyDecided, Ledger, NotAllowed, TicketStatus
+from long_running_agent.ledger import (
+    AlreadyApprovedByYou,
+    AlreadyDecided,
+    Ledger,
+    NotAllowed,
+    NotAnApprover,
+    TicketStatus,
+)
+from long_running_agent.ledger.inputs import InputError
+from long_running_agent.settings import SettingsError, load_settings
 from long_running_agent.transcript import Transcript
 
 SPONSORSHIP = "Reimburse $6,000 for the conference sponsorship"
@@ -151,6 +161,49 @@ async def test_both_approvals_at_once_or_one_approver_twice_end_in_one_decision(
     assert actions.count("approval") == 1 and actions.count("approved") == (1 if approved else 0)
 
 
+async def _race_amounts(db_url: str, ticket_id: str, approvals: list[tuple[str, str | None]]) -> list[object]:
+    """Approvals given at the same moment, each on its own connection, each with its amount (or none)."""
+    ledgers = [Ledger(db_url) for _ in approvals]
+    try:
+        return await asyncio.gather(*(
+            ledger.decide(ticket_id, approver=name, approve=True, amount=amount,
+                          reason="within budget" if amount else None)
+            for ledger, (name, amount) in zip(ledgers, approvals, strict=True)), return_exceptions=True)
+    finally:
+        for ledger in ledgers:
+            await ledger.close()
+
+
+async def test_racing_approvers_never_pay_more_than_the_smaller_amount_approved(db_url):
+    ledger = ledger_at(db_url)
+    for _round in range(6):
+        ticket = await open_ticket_for(ledger, 600_000)
+        results = await _race_amounts(db_url, ticket.id, [("bob", "4000"), ("carol", "5500")])
+
+        ticket = await ledger.get(ticket.id)
+        outcomes = sorted(type(r).__name__ for r in results)
+        if ticket.status is TicketStatus.APPROVED:
+            # carol's went first; bob's, second, lowered it: $4,000 is what both agreed to.
+            assert outcomes == ["Ticket", "Ticket"] and ticket.approvers == ["carol", "bob"]
+        else:
+            # bob's went first; carol's $5,500 is more than bob approved, so it decides nothing.
+            assert outcomes == ["InputError", "Ticket"] and ticket.approvers == ["bob"]
+            assert [r.field for r in results if isinstance(r, InputError)] == ["amount"]
+        assert ticket.payable_cents == 400_000
+
+
+async def test_an_approval_without_an_amount_keeps_the_smaller_amount_the_other_approved(sqlite_url):
+    ledger = ledger_at(sqlite_url)
+    ticket = await open_ticket_for(ledger, 600_000)
+    await ledger.decide(ticket.id, approver="bob", approve=True, amount="4000", reason="within budget")
+
+    with pytest.raises(InputError):
+        await ledger.decide(ticket.id, approver="carol", approve=True, amount="6000")
+    approved = await ledger.decide(ticket.id, approver="carol", approve=True)
+
+    assert approved.status is TicketStatus.APPROVED and approved.payable_cents == 400_000
+
+
 def test_the_cli_shows_one_of_two_and_the_second_approver_decides(sqlite_url):
     ticket_id = request_ticket(sqlite_url, "Please reimburse $6,000 for the conference sponsorship")
 
@@ -168,3 +221,51 @@ def test_the_cli_shows_one_of_two_and_the_second_approver_decides(sqlite_url):
     assert f"Ticket {ticket_id} is approved by bob and carol;" in second.stdout
     shown = run("show", ticket_id, url=sqlite_url).stdout
     assert '"approved_by": [\n    "bob",\n    "carol"\n  ]' in shown and "approval    by bob: 1 of 2" in shown
+
+
+def test_with_approvers_set_the_cli_decides_only_as_those_names(sqlite_url):
+    configured = {"APPROVERS": "bob:token-bob-1,carol:token-carol-1"}
+    ticket_id = request_ticket(sqlite_url, "Please reimburse $9,000 for the server")
+
+    refused = [run("approve", ticket_id, "--approver", who, url=sqlite_url, env=configured)
+               for who in ("nobody1", "nobody2")]
+    settle = run("settle", ticket_id, "--approver", "nobody1", url=sqlite_url, env=configured)
+    first = run("approve", ticket_id, "--approver", "Bob", url=sqlite_url, env=configured)
+
+    for result in [*refused, settle]:
+        assert result.returncode == 1 and "Traceback" not in result.stderr
+        assert "is not an approver: APPROVERS names bob, carol" in result.stderr
+    # The canonical form of a configured name is that approver.
+    assert first.returncode == 0 and f"Ticket {ticket_id} has 1 of 2 approvals (bob)" in first.stdout
+    audit = run("show", ticket_id, url=sqlite_url, env=configured).stdout
+    assert "nobody" not in audit and "Paid:" not in audit
+
+
+async def test_an_approver_outside_approvers_decides_and_settles_nothing(sqlite_url):
+    ledger = Ledger(sqlite_url, approvers=frozenset({"bob", "carol"}))
+    try:
+        ticket = await open_ticket_for(ledger, 900_000)
+        with pytest.raises(NotAnApprover):
+            await ledger.decide(ticket.id, approver="mallory", approve=True)
+        await ledger.decide(ticket.id, approver="bob", approve=True)
+        await ledger.decide(ticket.id, approver="carol", approve=True)
+        await ledger.mark_undelivered(ticket.id, actor="test", error="the conversation is gone")
+        with pytest.raises(NotAnApprover):
+            await ledger.settle(ticket.id, approver="mallory")
+        assert await ledger.payouts(ticket_id=ticket.id) == []
+    finally:
+        await ledger.close()
+
+
+async def test_the_requester_cannot_be_one_of_two_approvers_even_from_the_dev_chat(sqlite_url):
+    ledger = ledger_at(sqlite_url)
+    ticket = await open_ticket_for(ledger, 900_000)
+    with pytest.raises(NotAllowed):
+        await ledger.decide(ticket.id, approver="alice", approve=True, from_chat=True)
+    assert (await ledger.get(ticket.id)).approvers == []
+
+
+def test_one_configured_approver_cannot_keep_the_two_person_rule(monkeypatch):
+    monkeypatch.setenv("APPROVERS", "bob:token-bob-1")
+    with pytest.raises(SettingsError, match="Add a second name:token to APPROVERS"):
+        load_settings()

@@ -20,6 +20,7 @@ from .errors import (
     LedgerError,
     NeedsApproval,
     NotAllowed,
+    NotAnApprover,
     NotApproved,
     NotRequester,
     NotSettleable,
@@ -33,6 +34,6 @@ from .store import Ledger
 __all__ = [
     "DAILY_LIMIT", "DECIDED", "SAME_PURPOSE", "AlreadyApprovedByYou", "AlreadyDecided", "AuditEntry",
     "Conversation", "DatabaseFileGone", "Inbox", "Ledger", "LedgerError", "NeedsApproval", "NotAllowed",
-    "NotApproved", "NotRequester", "NotSettleable", "Notification", "Payout", "Ticket", "TicketExpired",
-    "TicketNotFound", "TicketStatus", "utc_now",
+    "NotAnApprover", "NotApproved", "NotRequester", "NotSettleable", "Notification", "Payout", "Ticket",
+    "TicketExpired", "TicketNotFound", "TicketStatus", "utc_now",
 ]

@@ -29,13 +29,18 @@ class LedgerBase:
 
     def __init__(
         self, url: str, *, clock: Callable[[], datetime] = utc_now, auto_migrate: bool = True,
-        engine: AsyncEngine | None = None, outbox: bool = False,
+        engine: AsyncEngine | None = None, outbox: bool = False, approvers: frozenset[str] | None = None,
     ) -> None:
-        """`engine`: one to share (services.py gives ADK's session store the same); default, one of its own."""
+        """`engine`: one to share (services.py gives ADK's session store the same); default, one of its own.
+
+        `approvers`: the only names that may decide or settle a ticket (APPROVERS), in
+        their canonical form; None lets any name but the requester's decide.
+        """
         self.url = url
         self.auto_migrate = auto_migrate
         # Write a notification for each ticket event (outbox.py): on when a webhook is configured.
         self.outbox = outbox
+        self.approvers = approvers
         self._owns_engine = engine is None
         self.engine = engine or create_engine(url)
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)

@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from . import inputs
 from .base import new_id
-from .errors import NotSettleable
+from .errors import NotAnApprover, NotSettleable
 from .records import Conversation, Payout, Ticket, TicketStatus
 from .schema import AuditRow, PayoutRow, TicketRow, in_conversation, undelivered
 from .tickets import Tickets
@@ -68,6 +68,8 @@ class Deliveries(Tickets):
         conversation can be reached, the requester is told there.
         """
         approver = inputs.name(approver, "approver name")
+        if self.approvers is not None and approver not in self.approvers:
+            raise NotAnApprover(approver, sorted(self.approvers))
         ticket = await self.get(ticket_id)
         undeliverable = ticket.delivery_error and not (ticket.delivered_at or ticket.settled_at)
         if ticket.status is TicketStatus.PENDING or not undeliverable:
@@ -83,7 +85,8 @@ class Deliveries(Tickets):
                     .values(settled_by=approver, settled_at=now)
                 )
                 if changed.rowcount != 1:
-                    raise NotSettleable(await self.get(ticket_id))
+                    # Read in this transaction: on SQLite the engine's one connection is this one.
+                    raise NotSettleable(Ticket.of(await self._row(db, ticket_id)))
                 if ticket.status is TicketStatus.APPROVED:
                     # The approval is the authority; the payout is still one per ticket.
                     payout_row = PayoutRow(

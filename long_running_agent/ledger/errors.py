@@ -59,6 +59,14 @@ class NotAllowed(LedgerError):
         super().__init__(f"{approver} requested ticket {ticket_id} and cannot approve or reject it.")
 
 
+class NotAnApprover(LedgerError):
+    """APPROVERS names who may decide, and this name is not among them."""
+
+    def __init__(self, name: str, approvers: list[str]) -> None:
+        self.name, self.approvers = name, approvers
+        super().__init__(f"{name} is not an approver: APPROVERS names {', '.join(approvers)}.")
+
+
 class NotRequester(LedgerError):
     """Only the person who asked may withdraw a request."""
 

@@ -72,6 +72,8 @@ def describe(event: str, ticket: Ticket) -> str:
         needs = f"; it needs two approvers ({ticket.approvals} so far)"
     if event == "ticket.requested":
         needs = "; it needs two approvers" if ticket.approvals_needed > 1 else "; it needs an approver"
+        if ticket.combined_text:
+            needs += f" ({ticket.combined_text} with the same purpose or message today)"
     if ticket.changed and event == "ticket.approved":
         amount = f"{ticket.payable_text} of the {ticket.amount_text} asked"
     return EVENTS[event].format(

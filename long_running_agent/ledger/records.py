@@ -66,6 +66,7 @@ class Ticket:
     approvals_needed: int
     first_approved_by: str | None
     first_approved_at: datetime | None
+    combined_cents: int | None
     reminded_at: datetime | None
     escalated_to: str | None
     session_store: str
@@ -128,6 +129,11 @@ class Ticket:
         return f"{self.approvals_given} of {self.approvals_needed}" if self.approvals_needed > 1 else None
 
     @property
+    def combined_text(self) -> str | None:
+        """The total that made this ticket need two approvers, when its own amount did not."""
+        return f"${from_cents(self.combined_cents):,}" if self.combined_cents is not None else None
+
+    @property
     def approvers(self) -> list[str]:
         """Who approved it, in order (two under the two-person rule)."""
         first = [self.first_approved_by] if self.first_approved_by else []
@@ -162,6 +168,8 @@ class Ticket:
             "amount": self.amount,
             **({"approved_amount": float(from_cents(self.payable_cents))} if self.changed else {}),
             **({"approvals": self.approvals, "approved_by": self.approvers} if self.approvals else {}),
+            # Two approvers because this request and others of the same purpose or message add up.
+            **({"combined_amount": float(from_cents(self.combined_cents))} if self.combined_cents else {}),
             **({"escalated_to": self.escalated_to} if self.escalated_to else {}),
             "created_at": self.created_at.isoformat(timespec="seconds"),
             "expires_at": self.expires_at.isoformat(timespec="seconds"),

@@ -11,7 +11,19 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Date, DateTime, ForeignKey, Index, Integer, MetaData, String, Text, UniqueConstraint, text
+from sqlalchemy import (
+    BigInteger,
+    Date,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from .records import Conversation
@@ -56,6 +68,11 @@ class TicketRow(Base):
     approvals_needed: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     first_approved_by: Mapped[str | None] = mapped_column(String(128))
     first_approved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The request groups this ticket's amount was added to (RequestTotalRow.request_group, one
+    # per line), so a rejection takes it back out; and, when the group's total rather than the
+    # amount alone crossed DUAL_APPROVAL_ABOVE, that total, to tell people why two approvers.
+    request_groups: Mapped[str | None] = mapped_column(String(1000))
+    combined_cents: Mapped[int | None] = mapped_column(BigInteger)
     # Reminded once, before it expires; escalated to these approvers then (comma-separated).
     reminded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     escalated_to: Mapped[str | None] = mapped_column(String(300))
@@ -115,6 +132,22 @@ class DailyAutoApprovalRow(Base):
     requester: Mapped[str] = mapped_column(String(128), primary_key=True)
     day: Mapped[date] = mapped_column(Date, primary_key=True)
     total_cents: Mapped[int] = mapped_column(Integer)
+
+
+class RequestTotalRow(Base):
+    """What one requester asked approvers for on one UTC day, per group: the same purpose, or one message.
+
+    Opening a ticket adds its amount to its groups' totals in one upsert that
+    returns the new total; a total above DUAL_APPROVAL_ABOVE makes that ticket
+    need two approvers, so splitting a request does not dodge the rule.
+    Rejected, expired and withdrawn tickets are taken back out.
+    """
+
+    __tablename__ = "request_totals"
+    requester: Mapped[str] = mapped_column(String(128), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    request_group: Mapped[str] = mapped_column(String(400), primary_key=True)
+    total_cents: Mapped[int] = mapped_column(BigInteger)
 
 
 class AutoApprovedPayoutRow(Base):

@@ -13,19 +13,29 @@ approvers racing, or one approving twice, still end in one decision.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from sqlalchemy import Select, func, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult
 
 from . import inputs
 from .base import new_id
-from .errors import AlreadyApprovedByYou, AlreadyDecided, NotAllowed, NotRequester, TicketExpired, TicketNotFound
+from .errors import (
+    AlreadyApprovedByYou,
+    AlreadyDecided,
+    NotAllowed,
+    NotAnApprover,
+    NotRequester,
+    TicketExpired,
+    TicketNotFound,
+)
 from .outbox import Outbox
-from .policy import approved_cents, from_cents
+from .policy import approved_cents, from_cents, purpose_key, requester_of
 from .records import AuditEntry, Conversation, Ticket, TicketStatus, _utc
-from .schema import AuditRow, TicketRow, in_conversation
+from .schema import AuditRow, RequestTotalRow, TicketRow, in_conversation
 
 
 def _same_person(user_id: str, name: str) -> bool:
@@ -73,36 +83,86 @@ class Tickets(Outbox):
         ttl: timedelta,
         session_store: str = "app",
         note: str | None = None,
-        approvals_needed: int = 1,
+        message_id: str | None = None,
+        dual_above_cents: int | None = None,
     ) -> Ticket:
-        """Open a pending ticket; `note` (why it needs approval) goes into its audit trail."""
+        """Open a pending ticket; `note` (why it needs approval) goes into its audit trail.
+
+        The two-person rule: the ticket needs two approvers when its amount,
+        added to the requester's other open or approved requests today (UTC)
+        for the same purpose, or from the same message (`message_id`, ADK's
+        invocation id), comes to more than `dual_above_cents`. The totals are
+        raised and read in one statement each, in this transaction, so of
+        several requests racing, the one that crosses the line is the one
+        that needs two approvers.
+        """
         now = self._clock()
-        row = TicketRow(
-            id=new_id("T"),
-            app_name=app_name,
-            user_id=user_id,
-            session_id=session_id,
-            call_id=call_id,
-            call_name=call_name,
-            purpose=purpose,
-            amount_cents=amount_cents,
-            status=TicketStatus.PENDING,
-            created_at=now,
-            expires_at=now + ttl,
-            session_store=session_store,
-            approvals_needed=approvals_needed,
-        )
+        requester = requester_of(user_id)
+        day = now.astimezone(UTC).date()
+        groups = [f"purpose:{purpose_key(purpose)}"] + ([f"message:{message_id}"] if message_id else [])
         async with await self.db() as db, db.begin():
+            totals = [int(await db.scalar(self._add_to_total(requester, day, group, amount_cents)))
+                      for group in groups]
+            combined = max(totals)
+            dual = dual_above_cents is not None and combined > dual_above_cents
+            row = TicketRow(
+                id=new_id("T"),
+                app_name=app_name,
+                user_id=user_id,
+                session_id=session_id,
+                call_id=call_id,
+                call_name=call_name,
+                purpose=purpose,
+                amount_cents=amount_cents,
+                status=TicketStatus.PENDING,
+                created_at=now,
+                expires_at=now + ttl,
+                session_store=session_store,
+                approvals_needed=2 if dual else 1,
+                request_groups="\n".join(groups),
+                combined_cents=combined if dual and combined > amount_cents else None,
+            )
             db.add(row)
             detail = f"${from_cents(amount_cents):,} for {purpose}" + (f" (needs approval: {note})" if note else "")
-            if approvals_needed > 1:
-                detail += f" (needs {approvals_needed} approvers)"
+            if row.combined_cents is not None:
+                detail += (f" (needs 2 approvers: ${from_cents(combined):,} with the requester's other "
+                           "requests for the same purpose today, or in the same message)")
+            elif dual:
+                detail += " (needs 2 approvers)"
             db.add(AuditRow(ticket_id=row.id, at=now, actor=user_id, action="requested",
                             detail=detail[:500]))
             await db.flush()
             ticket = Ticket.of(row)
             self._notify(db, "ticket.requested", ticket, now)
         return ticket
+
+    def _add_to_total(self, requester: str, day: date, group: str, cents: int) -> Any:
+        """`total += cents` for (requester, day, group), returning the new total: one upsert."""
+        insert = postgresql_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        statement = insert(RequestTotalRow).values(requester=requester, day=day, request_group=group,
+                                                   total_cents=cents)
+        return statement.on_conflict_do_update(
+            index_elements=[RequestTotalRow.requester, RequestTotalRow.day, RequestTotalRow.request_group],
+            set_={"total_cents": RequestTotalRow.total_cents + statement.excluded.total_cents},
+        ).returning(RequestTotalRow.total_cents)
+
+    async def requests_combined_with(self, ticket: Ticket) -> list[Ticket]:
+        """The other open or approved tickets that count toward `ticket`'s totals (same groups, same day)."""
+        if ticket.combined_cents is None:
+            return []
+        async with await self.db() as db:
+            row = await self._row(db, ticket.id)
+            groups = set((row.request_groups or "").splitlines())
+            day = ticket.created_at.astimezone(UTC).date()
+            start = datetime.combine(day, time(), tzinfo=UTC)
+            rows = await db.scalars(
+                select(TicketRow).where(
+                    TicketRow.user_id == ticket.user_id, TicketRow.id != ticket.id,
+                    TicketRow.created_at >= start, TicketRow.created_at < start + timedelta(days=1),
+                    TicketRow.status.in_([TicketStatus.PENDING, TicketStatus.APPROVED]),
+                ).order_by(TicketRow.created_at, TicketRow.id)
+            )
+            return [Ticket.of(r) for r in rows if groups & set((r.request_groups or "").splitlines())]
 
     async def get(self, ticket_id: str) -> Ticket:
         async with await self.db() as db:
@@ -148,51 +208,61 @@ class Tickets(Outbox):
     ) -> Ticket:
         """Record an approver's decision; the ledger is written before any delivery.
 
-        `amount` approves less than was asked (with a reason); `reimburse` then
-        pays that and no more. Raises InputError for a malformed name, reason
-        or amount (the same rules on every surface). `from_chat` is
-        DEV_CHAT_APPROVAL: the requester decides in the chat, and the trail says so.
+        `amount` approves that much, at most what was asked (with a reason
+        when less); `reimburse` then pays it and no more. Under the two-person
+        rule the payout is at most the smaller of the two approvers' amounts:
+        each approval's statement carries its amount in its WHERE clause, so
+        one can never raise what another approved, however they race. Raises
+        InputError for a malformed name, reason or amount (the same rules on
+        every surface). `from_chat` is DEV_CHAT_APPROVAL: the requester
+        decides in the chat, and the trail says so.
         """
         approver = inputs.name(approver, "approver name")
+        if self.approvers is not None and approver not in self.approvers and not from_chat:
+            raise NotAnApprover(approver, sorted(self.approvers))
         ticket = await self.get(ticket_id)
         if ticket.status is not TicketStatus.PENDING:
             raise AlreadyDecided(ticket)
-        lowered = None
+        cents = None
         if amount is not None:
             if not approve:
                 raise inputs.InputError("amount", "An amount goes with an approval; a rejection pays nothing.")
-            # At most what was asked, or what the first of two approvers approved.
-            lowered = approved_cents(amount, ticket.payable_cents)
-            lowered = None if lowered == ticket.payable_cents else lowered
-        reason = inputs.reason(reason, required=not approve or lowered is not None,
+            cents = approved_cents(amount, ticket.amount_cents)
+        lowered = cents is not None and cents < ticket.amount_cents
+        reason = inputs.reason(reason, required=not approve or lowered,
                                needed_by="Approving less than was asked" if approve else "A rejection")
         # One spelling per person: Alice, alice and " alice" are the same requester.
-        if _same_person(ticket.user_id, approver) and not from_chat:
+        if _same_person(ticket.user_id, approver) and not (from_chat and ticket.approvals_needed == 1):
             raise NotAllowed(ticket_id, approver)
         if from_chat:
             approver = f"{approver} (chat, DEV_CHAT_APPROVAL)"
-        if ticket.expires_at <= self._clock():
-            raise TicketExpired(await self.expire(ticket_id))
-        status = TicketStatus.APPROVED if approve else TicketStatus.REJECTED
         detail = reason
-        if lowered is not None:
-            detail = f"${from_cents(lowered):,} of the {ticket.amount_text} asked: {reason}"
+        if lowered:
+            detail = f"${from_cents(cents or 0):,} of the {ticket.amount_text} asked: {reason}"
         if approve and ticket.approvals_needed > 1:
-            return await self._approve_as_one_of_two(ticket, approver, reason, lowered, detail)
+            return await self._approve_as_one_of_two(ticket, approver, reason, cents, detail)
+        status = TicketStatus.APPROVED if approve else TicketStatus.REJECTED
         return await self._transition(ticket_id, status, actor=approver, reason=reason,
-                                      approved_cents=lowered, detail=detail)
+                                      approved_cents=cents if lowered else None, detail=detail)
 
     async def _approve_as_one_of_two(
-        self, ticket: Ticket, approver: str, reason: str | None, lowered: int | None, detail: str | None
+        self, ticket: Ticket, approver: str, reason: str | None, cents: int | None, detail: str | None
     ) -> Ticket:
-        """The first approval leaves the ticket waiting; the second, by someone else, decides it."""
+        """The first approval leaves the ticket waiting; the second, by someone else, decides it.
+
+        Each is one conditional UPDATE. An approval with an amount holds only
+        while no one approved less (`COALESCE(approved_cents, amount_cents) >=
+        amount`), and sets it, so `approved_cents` is always the smallest
+        amount approved; an approval without one keeps what the other set.
+        """
         now = self._clock()
-        amount = {"approved_cents": lowered} if lowered is not None else {}
+        within = [TicketRow.id == ticket.id, TicketRow.status == TicketStatus.PENDING, TicketRow.expires_at > now]
+        if cents is not None:
+            within.append(func.coalesce(TicketRow.approved_cents, TicketRow.amount_cents) >= cents)
+        amount = {"approved_cents": cents} if cents is not None and cents < ticket.amount_cents else {}
         async with await self.db() as db, db.begin():
             first: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
-                update(TicketRow)
-                .where(TicketRow.id == ticket.id, TicketRow.status == TicketStatus.PENDING,
-                       TicketRow.first_approved_by.is_(None))
+                update(TicketRow).where(*within, TicketRow.first_approved_by.is_(None))
                 .values(first_approved_by=approver, first_approved_at=now, **amount)
             )
             if first.rowcount == 1:
@@ -205,19 +275,33 @@ class Tickets(Outbox):
         async with await self.db() as db, db.begin():
             second: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(TicketRow)
-                .where(TicketRow.id == ticket.id, TicketRow.status == TicketStatus.PENDING,
-                       TicketRow.first_approved_by.is_not(None), TicketRow.first_approved_by != approver)
+                .where(*within, TicketRow.first_approved_by.is_not(None), TicketRow.first_approved_by != approver)
                 .values(status=TicketStatus.APPROVED, decided_by=approver, decided_at=now, reason=reason, **amount)
             )
             current = Ticket.of(await self._row(db, ticket.id))
-            if second.rowcount != 1:
-                if current.status is TicketStatus.PENDING:
-                    raise AlreadyApprovedByYou(current)
-                raise AlreadyDecided(current)
-            db.add(AuditRow(ticket_id=ticket.id, at=now, actor=approver, action=TicketStatus.APPROVED,
-                            detail=(f"2 of 2: {detail}" if detail else "2 of 2")[:500]))
-            self._notify(db, EVENT_OF[TicketStatus.APPROVED], current, now)
-        return current
+            if second.rowcount == 1:
+                db.add(AuditRow(ticket_id=ticket.id, at=now, actor=approver, action=TicketStatus.APPROVED,
+                                detail=(f"2 of 2: {detail}" if detail else "2 of 2")[:500]))
+                self._notify(db, EVENT_OF[TicketStatus.APPROVED], current, now)
+                return current
+        await self._why_not_decided(current, approver, cents, now)
+        raise AssertionError("unreachable")  # _why_not_decided always raises
+
+    async def _why_not_decided(self, current: Ticket, approver: str, cents: int | None, now: datetime) -> None:
+        """Raise what stopped a conditional decision, read after the statement decided nothing."""
+        if current.status is not TicketStatus.PENDING:
+            raise AlreadyDecided(current)
+        if current.expires_at <= now:
+            raise TicketExpired(await self.expire(current.id))
+        if current.first_approved_by == approver:
+            raise AlreadyApprovedByYou(current)
+        if cents is not None and cents > current.payable_cents:
+            raise inputs.InputError(
+                "amount",
+                f"${from_cents(cents):,} is more than the {current.payable_text} {current.first_approved_by} "
+                "approved; approve that amount or less, or reject the ticket.",
+            )
+        raise AlreadyDecided(current)
 
     async def _row(self, db: Any, ticket_id: str) -> TicketRow:
         row = await db.get(TicketRow, ticket_id, populate_existing=True)
@@ -236,8 +320,6 @@ class Tickets(Outbox):
             raise NotRequester(ticket_id, requester)
         if ticket.status is not TicketStatus.PENDING:
             raise AlreadyDecided(ticket)
-        if ticket.expires_at <= self._clock():
-            raise TicketExpired(await self.expire(ticket_id))
         return await self._transition(ticket_id, TicketStatus.CANCELLED, actor=requester, reason=None,
                                       detail="withdrawn by the requester")
 
@@ -263,20 +345,37 @@ class Tickets(Outbox):
         approved_cents: int | None = None, detail: str | None = None,
     ) -> Ticket:
         now = self._clock()
+        within = [TicketRow.id == ticket_id, TicketRow.status == TicketStatus.PENDING]
+        if status is not TicketStatus.EXPIRED:
+            within.append(TicketRow.expires_at > now)
         async with await self.db() as db, db.begin():
             changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
-                update(TicketRow)
-                .where(TicketRow.id == ticket_id, TicketRow.status == TicketStatus.PENDING)
+                update(TicketRow).where(*within)
                 .values(status=status, decided_by=actor, decided_at=now, reason=reason,
                         approved_cents=approved_cents)
             )
-            ticket = Ticket.of(await self._row(db, ticket_id))
-            if changed.rowcount != 1:
-                raise AlreadyDecided(ticket)
-            db.add(AuditRow(ticket_id=ticket_id, at=now, actor=actor, action=status,
-                            detail=(detail or reason or '')[:500] or None))
-            self._notify(db, EVENT_OF[status], ticket, now)
-        return ticket
+            row = await self._row(db, ticket_id)
+            ticket = Ticket.of(row)
+            if changed.rowcount == 1:
+                if status is not TicketStatus.APPROVED:
+                    await self._take_back(db, row)
+                db.add(AuditRow(ticket_id=ticket_id, at=now, actor=actor, action=status,
+                                detail=(detail or reason or '')[:500] or None))
+                self._notify(db, EVENT_OF[status], ticket, now)
+                return ticket
+        await self._why_not_decided(ticket, actor, None, now)
+        raise AssertionError("unreachable")
+
+    async def _take_back(self, db: Any, row: TicketRow) -> None:
+        """A ticket that will never pay no longer counts toward its groups' totals."""
+        day = _utc(row.created_at).astimezone(UTC).date()  # type: ignore[union-attr]
+        for group in (row.request_groups or "").splitlines():
+            await db.execute(
+                update(RequestTotalRow)
+                .where(RequestTotalRow.requester == requester_of(row.user_id), RequestTotalRow.day == day,
+                       RequestTotalRow.request_group == group)
+                .values(total_cents=RequestTotalRow.total_cents - row.amount_cents)
+            )
 
     async def remind_due(self, remind_before: timedelta, escalate_to: tuple[str, ...] = ()) -> list[Ticket]:
         """Remind (once) of each pending ticket that expires within `remind_before`; escalate it too.

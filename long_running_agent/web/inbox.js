@@ -84,7 +84,11 @@ function pendingRow(t) {
       : el("div", {className: "decide"}, amount, reason, approve, reject);
   const approvals = t.approvals_needed > 1
     ? el("div", {className: "approvals", textContent: t.approved_by.length
-      ? `${t.approvals} approvals (${t.approved_by.join(", ")})` : "needs 2 approvers"})
+      ? `${t.approvals} approvals (${t.approved_by.join(", ")})`
+      : t.combined_amount
+        ? `needs 2 approvers: $${t.combined_amount.toLocaleString("en-US", {minimumFractionDigits: 2})} `
+          + "with the same purpose or message today"
+        : "needs 2 approvers"})
     : "";
   const row = el("tr", {},
     el("td", {}, ticketButton(t, 6)),

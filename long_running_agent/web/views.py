@@ -29,6 +29,8 @@ def ticket_json(ticket: Ticket, now: datetime, failed_at: dict[str, datetime] | 
         # The two-person rule: "1 of 2" while the second approval is awaited.
         "approvals_needed": ticket.approvals_needed,
         "approvals": ticket.approvals,
+        # Set when this request, added to others of the same purpose or message that day, needs two approvers.
+        "combined_amount": float(from_cents(ticket.combined_cents)) if ticket.combined_cents else None,
         "approved_by": ticket.approvers,
         "reminded_at": _iso(ticket.reminded_at),
         "escalated_to": ticket.escalated_to.split(",") if ticket.escalated_to else [],

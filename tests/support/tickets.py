@@ -6,6 +6,7 @@ a list needs; a test that delivers a decision asks over /run instead.
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 from long_running_agent.ledger import Ledger, Ticket
@@ -22,6 +23,18 @@ async def open_tickets(ledger: Ledger, count: int, prefix: str = "listed", user:
         )
         for n in range(count)
     ]
+
+
+async def open_ticket_for(
+    ledger: Ledger, amount_cents: int, *, user: str = "alice", purpose: str = "conference sponsorship",
+    session: str = "s-1", message: str | None = None, dual_above_cents: int = 500_000,
+) -> Ticket:
+    """One pending ticket under the two-person rule's default line ($5,000), as `ask_for_approval` opens it."""
+    return await ledger.open_ticket(
+        app_name=APP, user_id=user, session_id=session, call_id=f"adk-{uuid.uuid4().hex[:8]}",
+        call_name="ask_for_approval", purpose=purpose, amount_cents=amount_cents, ttl=timedelta(days=3),
+        message_id=message, dual_above_cents=dual_above_cents,
+    )
 
 
 async def decide_and_mark_delivered(ledger: Ledger, count: int, prefix: str = "recent") -> list[Ticket]:

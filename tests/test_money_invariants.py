@@ -1,0 +1,330 @@
+"""The money invariants (tests/support/invariants.py), searched by machine on SQLite and PostgreSQL.
+
+A Hypothesis state machine drives the ledger through random sequences of
+requests, approvals (with and without an amount), rejections, withdrawals,
+expiries, deliveries, failed deliveries, settlements and stray `reimburse`
+calls, by two requesters and three configured approvers (one of whom also
+asks), on two connections; some steps run two operations on the same ticket
+at the same moment, one on each connection. After every step it checks the
+invariants. Then every pair of decision operations is raced, many times.
+
+`make test` runs a bounded search; `INVARIANT_EXAMPLES=2000 .venv/bin/python -m
+pytest tests/test_money_invariants.py` searches longer (docs/testing.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    MultipleResults,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    multiple,
+    rule,
+    run_state_machine_as_test,
+)
+from sqlalchemy import select
+from support.clock import FakeClock
+from support.invariants import Approvals, check_money_invariants
+from support.postgres import new_postgres_database
+
+from long_running_agent.ledger import Conversation, Ledger, LedgerError, Ticket, TicketStatus
+from long_running_agent.ledger.inputs import InputError
+from long_running_agent.ledger.policy import purpose_key
+from long_running_agent.ledger.schema import Base, TicketRow
+
+APP = "long_running_agent"
+APPROVERS = frozenset({"bob", "carol", "dave"})
+REQUESTERS = ("alice", "bob")
+DUAL_ABOVE = 500_000  # $5,000, DUAL_APPROVAL_ABOVE's default
+AMOUNTS = (20_000, 150_000, 300_000, 450_000, 600_000)
+PURPOSES = ("server", "the server", "laptop")
+MESSAGES = (None, "message-1", "message-2")
+# Share of the amount asked that an approver approves; None approves it as asked.
+SHARES = (None, 0.9, 0.5)
+# 20:00 UTC, so that a few hours later is another day for the daily totals.
+START = datetime(2026, 6, 1, 20, 0, tzinfo=UTC)
+TTL = timedelta(hours=72)
+EXAMPLES = int(os.environ.get("INVARIANT_EXAMPLES", "100"))
+
+
+class Money:
+    """The ledger under test on two connections, and what the test knows of the approvals it accepted."""
+
+    def __init__(self, url: str) -> None:
+        self.clock = FakeClock(START)
+        self.ledgers = [Ledger(url, clock=self.clock, approvers=APPROVERS) for _ in range(2)]
+        self.approvals = Approvals()
+        self.calls = itertools.count()
+
+    async def start_afresh(self) -> None:
+        """Empty tables, the clock back at the start: for the next sequence, on the same connections."""
+        await empty(self.ledgers[0])
+        self.clock.now = START
+        self.approvals = Approvals()
+
+    async def check(self) -> None:
+        await check_money_invariants(self.ledgers[0], approvals=self.approvals, approvers=APPROVERS,
+                                     dual_above_cents=DUAL_ABOVE)
+
+    async def close(self) -> None:
+        for ledger in self.ledgers:
+            await ledger.close()
+
+    async def request(self, requester: str, purpose: str, cents: int, message: str | None) -> Ticket:
+        ledger = self.ledgers[0]
+        expected = await self._open_total(requester, purpose, message) + cents > DUAL_ABOVE
+        ticket = await ledger.open_ticket(
+            app_name=APP, user_id=requester, session_id=f"chat-{requester}", call_id=f"call-{next(self.calls)}",
+            call_name="ask_for_approval", purpose=purpose, amount_cents=cents, ttl=TTL, message_id=message,
+            dual_above_cents=DUAL_ABOVE,
+        )
+        assert ticket.approvals_needed == (2 if expected else 1), (ticket, expected)
+        return ticket
+
+    async def _open_total(self, requester: str, purpose: str, message: str | None) -> int:
+        """What the requester has open or approved today, for this purpose or this message: from the tickets."""
+        day = self.clock().astimezone(UTC).date()
+        async with await self.ledgers[0].db() as db:
+            rows = list(await db.scalars(select(TicketRow).where(
+                TicketRow.user_id == requester,
+                TicketRow.status.in_([TicketStatus.PENDING, TicketStatus.APPROVED]))))
+        by_purpose = by_message = 0
+        for row in rows:
+            created = row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=UTC)
+            if created.astimezone(UTC).date() != day:
+                continue
+            if purpose_key(row.purpose) == purpose_key(purpose):
+                by_purpose += row.amount_cents
+            if message and f"message:{message}" in (row.request_groups or "").splitlines():
+                by_message += row.amount_cents
+        return max(by_purpose, by_message)
+
+    # --- what can happen to a ticket; each refusal is a LedgerError or an InputError -----------------
+
+    async def approve(self, n: int, ticket_id: str, approver: str, share: float | None) -> None:
+        ticket = await self.ledgers[n].get(ticket_id)
+        cents = None if share is None else max(1, int(ticket.amount_cents * share))
+        amount = None if cents is None else f"{cents // 100}.{cents % 100:02d}"
+        decided = await self.ledgers[n].decide(ticket_id, approver=approver, approve=True, amount=amount,
+                                               reason="within budget" if share is not None else None)
+        self.approvals.record(ticket_id, approver, ticket.amount_cents if cents is None else cents)
+        assert decided.status in (TicketStatus.PENDING, TicketStatus.APPROVED)
+
+    async def reject(self, n: int, ticket_id: str, approver: str) -> None:
+        await self.ledgers[n].decide(ticket_id, approver=approver, approve=False, reason="not in the budget")
+
+    async def cancel(self, n: int, ticket_id: str, who: str) -> None:
+        await self.ledgers[n].cancel(ticket_id, requester=who)
+
+    async def expire_due(self, n: int) -> None:
+        await self.ledgers[n].expire_due()
+
+    async def deliver(self, n: int, ticket_id: str) -> None:
+        """What the guard and the agent do with a decision: `reimburse` pays an approval, then it is delivered."""
+        ledger = self.ledgers[n]
+        ticket = await ledger.get(ticket_id)
+        if ticket.status is TicketStatus.PENDING or ticket.delivered_at or ticket.settled_at:
+            return
+        if ticket.status is TicketStatus.APPROVED:
+            await ledger.pay_approved(conversation=ticket.conversation, call_id=f"call-{next(self.calls)}",
+                                      purpose=ticket.purpose, amount_cents=ticket.payable_cents)
+        await ledger.mark_delivered(ticket_id, actor="approval_guard")
+
+    async def fail_delivery(self, n: int, ticket_id: str) -> None:
+        ticket = await self.ledgers[n].get(ticket_id)
+        if ticket.status is not TicketStatus.PENDING:
+            await self.ledgers[n].mark_undelivered(ticket_id, actor="test", error="the conversation is gone")
+
+    async def settle(self, n: int, ticket_id: str, approver: str) -> None:
+        await self.ledgers[n].settle(ticket_id, approver=approver)
+
+    async def reimburse(self, n: int, requester: str, purpose: str, cents: int) -> None:
+        """The model calls `reimburse` with whatever it likes, in a requester's conversation."""
+        await self.ledgers[n].pay_approved(conversation=Conversation(APP, requester, f"chat-{requester}"),
+                                           call_id=f"call-{next(self.calls)}", purpose=purpose, amount_cents=cents)
+
+
+async def refused(work: Awaitable[Any]) -> None:
+    """Run one operation; the ledger refusing it is an outcome like any other."""
+    try:
+        await work
+    except (LedgerError, InputError):
+        pass
+
+
+async def empty(ledger: Ledger) -> None:
+    """Every table emptied (children first), for the next example on the same database."""
+    async with await ledger.db() as db, db.begin():
+        for table in reversed(Base.metadata.sorted_tables):
+            await db.execute(table.delete())
+
+
+# What two people can do to one ticket at the same moment.
+def decisions(money: Money, ticket_id: str, requester: str) -> dict[str, Callable[[int, str], Awaitable[None]]]:
+    return {
+        "approve": lambda n, who: money.approve(n, ticket_id, who, None),
+        "approve less": lambda n, who: money.approve(n, ticket_id, who, 0.5 if n else 0.9),
+        "reject": lambda n, who: money.reject(n, ticket_id, who),
+        "withdraw": lambda n, _who: money.cancel(n, ticket_id, requester),
+        "expire": lambda n, _who: money.expire_due(n),
+        "deliver": lambda n, _who: money.deliver(n, ticket_id),
+        "fail delivery": lambda n, _who: money.fail_delivery(n, ticket_id),
+        "settle": lambda n, who: money.settle(n, ticket_id, who),
+    }
+
+
+async def at_once(money: Money, ticket_id: str, requester: str, pair: tuple[str, str], who: list[str]) -> None:
+    """Two operations on one ticket at the same moment, one on each connection."""
+    ops = decisions(money, ticket_id, requester)
+    await asyncio.gather(refused(ops[pair[0]](0, who[0])), refused(ops[pair[1]](1, who[1])))
+
+
+OPERATIONS = ("approve", "approve less", "reject", "withdraw", "expire", "deliver", "fail delivery", "settle")
+
+
+class LedgerMachine(RuleBasedStateMachine):
+    # One event loop and one Money per database, kept across the sequences of a search (set by `search`).
+    loop: asyncio.AbstractEventLoop
+    money: Money
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requesters: dict[str, str] = {}
+        self.run(self.money.start_afresh())
+
+    def run(self, work: Awaitable[Any]) -> Any:
+        return self.loop.run_until_complete(work)
+
+    tickets = Bundle("tickets")
+
+    @initialize(target=tickets, asked=st.lists(st.tuples(
+        st.sampled_from(REQUESTERS), st.sampled_from(PURPOSES), st.sampled_from(AMOUNTS), st.sampled_from(MESSAGES)),
+        min_size=1, max_size=3))
+    def open_some(self, asked: list[tuple[str, str, int, str | None]]) -> MultipleResults[str]:
+        """Every sequence starts with a few requests, so its steps have tickets to act on."""
+        return multiple(*(self.request(*one) for one in asked))
+
+    @rule(target=tickets, requester=st.sampled_from(REQUESTERS), purpose=st.sampled_from(PURPOSES),
+          cents=st.sampled_from(AMOUNTS), message=st.sampled_from(MESSAGES))
+    def request(self, requester: str, purpose: str, cents: int, message: str | None) -> str:
+        ticket = self.run(self.money.request(requester, purpose, cents, message))
+        self.requesters[ticket.id] = requester
+        return ticket.id
+
+    @rule(ticket=tickets, approver=st.sampled_from(sorted(APPROVERS) + ["mallory"]),
+          share=st.sampled_from(SHARES), n=st.integers(0, 1))
+    def approve(self, ticket: str, approver: str, share: float | None, n: int) -> None:
+        self.run(refused(self.money.approve(n, ticket, approver, share)))
+
+    @rule(ticket=tickets, approvers=st.permutations(sorted(APPROVERS)), shares=st.tuples(
+        st.sampled_from(SHARES), st.sampled_from(SHARES)), deliver=st.booleans())
+    def approvers_agree(self, ticket: str, approvers: list[str], shares: tuple[float | None, ...],
+                        deliver: bool) -> None:
+        """The usual course, so that sequences reach payouts: two approvers approve it, then it is delivered."""
+        for approver, share in zip(approvers, shares, strict=False):
+            self.run(refused(self.money.approve(0, ticket, approver, share)))
+        if deliver:
+            self.run(refused(self.money.deliver(1, ticket)))
+
+    @rule(ticket=tickets, approver=st.sampled_from(sorted(APPROVERS)))
+    def reject(self, ticket: str, approver: str) -> None:
+        self.run(refused(self.money.reject(0, ticket, approver)))
+
+    @rule(ticket=tickets, by_requester=st.booleans())
+    def withdraw(self, ticket: str, by_requester: bool) -> None:
+        who = self.requesters[ticket] if by_requester else "carol"
+        self.run(refused(self.money.cancel(0, ticket, who)))
+
+    @rule(hours=st.sampled_from((1, 5, 30, 80)))
+    def time_passes(self, hours: int) -> None:
+        self.money.clock.advance(hours=hours)
+        self.run(refused(self.money.expire_due(0)))
+
+    @rule(ticket=tickets)
+    def deliver(self, ticket: str) -> None:
+        self.run(refused(self.money.deliver(0, ticket)))
+
+    @rule(ticket=tickets)
+    def delivery_fails(self, ticket: str) -> None:
+        self.run(refused(self.money.fail_delivery(0, ticket)))
+
+    @rule(ticket=tickets, approver=st.sampled_from(sorted(APPROVERS) + ["alice"]))
+    def settle(self, ticket: str, approver: str) -> None:
+        self.run(refused(self.money.settle(0, ticket, approver)))
+
+    @rule(requester=st.sampled_from(REQUESTERS), purpose=st.sampled_from(PURPOSES),
+          cents=st.sampled_from(AMOUNTS + (450_000 // 2, 405_000)))
+    def stray_reimburse(self, requester: str, purpose: str, cents: int) -> None:
+        self.run(refused(self.money.reimburse(1, requester, purpose, cents)))
+
+    @rule(ticket=tickets, first=st.sampled_from(OPERATIONS), second=st.sampled_from(OPERATIONS),
+          approvers=st.permutations(sorted(APPROVERS)))
+    def at_once(self, ticket: str, first: str, second: str, approvers: list[str]) -> None:
+        self.run(at_once(self.money, ticket, self.requesters[ticket], (first, second), approvers))
+
+    @invariant()
+    def money_is_kept(self) -> None:
+        self.run(self.money.check())
+
+
+def search(url: str) -> None:
+    loop = asyncio.new_event_loop()
+    money = Money(url)
+    try:
+        machine = type("Machine", (LedgerMachine,), {"loop": loop, "money": money})
+        run_state_machine_as_test(machine, settings=settings(
+            max_examples=EXAMPLES, stateful_step_count=40, deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ))
+    finally:
+        loop.run_until_complete(money.close())
+        loop.close()
+
+
+def test_no_sequence_breaks_the_money_invariants_on_sqlite(tmp_path):
+    search(f"sqlite+aiosqlite:///{tmp_path}/invariants.db")
+
+
+def test_no_sequence_breaks_the_money_invariants_on_postgresql(postgres_admin_url):
+    search(new_postgres_database(postgres_admin_url))
+
+
+async def ticket_in_state(money: Money, state: int, round_: int) -> Ticket:
+    """A ticket for a race: pending for one approver, or two (none or one given yet), or approved but undelivered."""
+    cents = (20_000, 600_000, 600_000, 300_000)[state]
+    ticket = await money.request("alice", f"race {round_}", cents, None)
+    if state == 2:
+        await money.approve(0, ticket.id, "dave", 0.9)
+    if state == 3:
+        await money.approve(0, ticket.id, "dave", None)
+        await money.fail_delivery(0, ticket.id)
+    return ticket
+
+
+@pytest.mark.parametrize("pair", list(itertools.combinations_with_replacement(OPERATIONS, 2)),
+                         ids=lambda pair: "+".join(pair).replace(" ", "_"))
+async def test_two_operations_racing_on_one_ticket_keep_the_invariants(db_url, pair):
+    money = Money(db_url)
+    try:
+        for round_ in range(8):
+            state = round_ % 4
+            ticket = await ticket_in_state(money, state, round_)
+            if "expire" in pair and round_ % 8 >= 4:
+                money.clock.now = ticket.expires_at  # the window ends as the decision comes in
+            await at_once(money, ticket.id, "alice", pair, ["bob", "carol"])
+            await money.check()
+            money.clock.now = START
+    finally:
+        await money.close()
