@@ -35,4 +35,4 @@ lint: $(VENV)/.dev
 	$(VENV)/bin/mypy long_running_agent main.py
 
 clean:
-	rm -rf $(VENV) .data .adk long_running_agent/.adk .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .data .adk long_running_agent/.adk .pytest_cache .mypy_cache .ruff_cache .hypothesis

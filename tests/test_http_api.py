@@ -348,8 +348,9 @@ async def test_a_bad_amount_is_422_and_decides_nothing(client, action, body, err
 
 
 async def test_two_expenses_over_run_are_two_tickets_decided_on_their_own(client, server):
-    session_id = await new_session(client, "alice")
-    answer = await client.post("/run", json=run_body("alice", session_id, user_text(
+    # dave: alice's many lunches on this module's server add up past the two-person line today.
+    session_id = await new_session(client, "dave")
+    answer = await client.post("/run", json=run_body("dave", session_id, user_text(
         "Reimburse $250 for the team lunch and $480 for the conference ticket")))
     assert answer.status_code == 200, answer.text
     tickets = [r["response"]["ticket_id"] for _a, r in function_responses(answer.json(), "ask_for_approval")]

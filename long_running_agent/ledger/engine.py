@@ -67,6 +67,8 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 # (st_dev, st_ino) of each SQLite file this process has opened, by absolute path.
 _sqlite_files: dict[str, tuple[int, int]] = {}
+# Files this process found deleted (False) or replaced (True): it never uses them again.
+_gone_files: dict[str, bool] = {}
 
 
 class _SqliteFileWatch:
@@ -92,11 +94,17 @@ class _SqliteFileWatch:
             _sqlite_files[self.path] = (found.st_dev, found.st_ino)
 
     def check(self, *_args: Any) -> None:
+        if self.path in _gone_files:
+            # Once gone, gone for this process: a file made at the path later may even
+            # get the old file's inode number back, once nothing holds the old one open.
+            raise DatabaseFileGone(self.path, replaced=_gone_files[self.path])
         try:
             found = os.stat(self.path)
         except FileNotFoundError:
+            _gone_files[self.path] = False
             raise DatabaseFileGone(self.path, replaced=False) from None
         if (found.st_dev, found.st_ino) != _sqlite_files[self.path]:
+            _gone_files[self.path] = True
             raise DatabaseFileGone(self.path, replaced=True)
 
 

@@ -166,9 +166,9 @@ def _after_approval(answer: _Answer, tools: set[str]) -> types.Part:
     ticket = response.get("ticket_id", "the ticket")
     what = f"{_money(answer.amount)} ({answer.purpose})" if answer.amount else answer.purpose
     if status == "pending" and response.get("why"):
-        # A small amount the daily rules sent to an approver: say why.
-        return _text(f"{response['why']} I've opened ticket {ticket} for {what}; it is waiting for an "
-                     "approver, and I will pay it once it is approved.")
+        # Why it needs approval (the daily rules), or two approvers (split requests): say so.
+        return _text(f"{response['why']} I've opened ticket {ticket} for {what}; it is waiting for "
+                     "approval, and I will pay it once it is approved.")
     if status == "pending":
         return _text(f"Your request for {what} needs approval. Ticket {ticket} is waiting for an "
                      "approver; I will pay it once it is approved.")
