@@ -21,7 +21,7 @@ demo: $(VENV)/.app
 test: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy long_running_agent main.py
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto
 
 web: $(VENV)/.app
 	$(PY) -m long_running_agent.web $(ARGS)
