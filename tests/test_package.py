@@ -13,7 +13,7 @@ from support.processes import ROOT
 
 from long_running_agent.ledger.policy import PolicyError, parse_amount, parse_purpose
 from long_running_agent.model.choice import GEMINI_DEFAULT, choose_model
-from long_running_agent.settings import SettingsError, load_settings, model_settings
+from long_running_agent.settings import Settings, SettingsError, load_settings, model_settings
 
 
 async def test_adk_loader_finds_the_app_with_its_guard_like_adk_web():
@@ -98,11 +98,31 @@ def test_purpose_is_required_and_normalised():
     ("DEV_CHAT_APPROVAL", "maybe"), ("PRODUCTION_MODE", "true"),
     ("DAILY_AUTO_APPROVAL_LIMIT", "-1"), ("DAILY_AUTO_APPROVAL_LIMIT", "lots"),
     ("DAILY_AUTO_APPROVAL_LIMIT", "12.345"), ("DAILY_AUTO_APPROVAL_LIMIT", "inf"),
+    # Once an OverflowError's traceback at start.
+    ("APPROVAL_REMIND_BEFORE_HOURS", "1e30"), ("APPROVAL_REMIND_BEFORE_HOURS", "-1"),
+    ("AUTO_MIGRATE", "sometimes"), ("APPROVAL_WEBHOOK_TIMEOUT_SECONDS", "0"),
 ])
 def test_bad_settings_name_the_variable(monkeypatch, name, value):
     monkeypatch.setenv(name, value)
     with pytest.raises(SettingsError, match=name):
         load_settings()
+
+
+@pytest.mark.parametrize("name", sorted(field.alias for field in Settings.model_fields.values()))
+@pytest.mark.parametrize("value", ["x", "1e30", "-1e999", " ", "1,5", "{}", "\u00e9:\u00e9"])
+def test_any_value_of_any_setting_is_taken_or_refused_by_name(monkeypatch, name, value):
+    """Never pydantic's own error, a traceback, or a refusal that does not say which variable to change."""
+    monkeypatch.setenv(name, value)
+    try:
+        load_settings()
+    except SettingsError as refusal:
+        said = str(refusal)
+        assert said.startswith(name) and "\n" not in said and "validation error" not in said, said
+
+
+def test_settings_are_frozen():
+    with pytest.raises((AttributeError, ValueError)):
+        load_settings().approval_threshold = Decimal("1")  # type: ignore[misc]
 
 
 def test_approvers_are_parsed_from_name_token_pairs(monkeypatch):
@@ -144,11 +164,12 @@ def test_every_file_the_package_reads_is_in_its_package_data():
 
 
 def test_every_setting_the_code_reads_is_documented_in_env_example():
-    read = set()
+    read = {field.alias for field in Settings.model_fields.values()}  # each field's variable
     for source in (ROOT / "long_running_agent").rglob("*.py"):
         text = source.read_text()
-        read |= set(re.findall(r'(?:getenv|_decimal|_flag|_dollars_or_zero|_names)\(\s*"([A-Z][A-Z0-9_]+)"', text))
+        read |= set(re.findall(r'getenv\(\s*"([A-Z][A-Z0-9_]+)"', text))
         read |= set(re.findall(r'"(GOOGLE_GENAI_USE_[A-Z]+)"', text))
-    assert {"APPROVAL_WEBHOOK_URL", "DUAL_APPROVAL_ABOVE", "GOOGLE_GENAI_USE_VERTEXAI"} <= read  # the search works
+    assert {"APPROVAL_WEBHOOK_URL", "DUAL_APPROVAL_ABOVE", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_API_KEY"} <= read
     documented = set(re.findall(r"^#? ?([A-Z][A-Z0-9_]+)=", (ROOT / ".env.example").read_text(), re.M))
     assert read - documented == set(), "add these to .env.example, with what they do"
+
