@@ -45,7 +45,7 @@ from .ledger import (
 from .ledger.inputs import InputError, name, printable
 from .ledger.migrate import SchemaError
 from .notifications import send_due
-from .paging import DEFAULT_LIMIT, MAX_LIMIT, Page, PagingError, parse_limit, parse_offset
+from .paging import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, Page
 from .services import close_services, services
 from .settings import SettingsError
 from .tools import REIMBURSE_TOOL
@@ -312,13 +312,14 @@ async def migrate(args: argparse.Namespace, out: Transcript) -> int:
 # --- arguments and errors ----------------------------------------------------------
 
 
-def _paging_arg(parse: Callable[[str], int]) -> Callable[[str], int]:
-    def checked(text: str) -> int:
-        try:
-            return parse(text)
-        except PagingError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-    return checked
+def _whole_number(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to `high` (ASCII digits: int() alone also takes "٣")."""
+    def parse(text: str) -> int:
+        digits = text.removeprefix("-")
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= 12 and low <= int(text) <= high):
+            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high:,}, not {text!r}")
+        return int(text)
+    return parse
 
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
@@ -327,9 +328,9 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     asking.add_argument("text")
     asking.add_argument("--user", default="alice", help="who asks (default alice)")
     listing = commands.add_parser("inbox", help="list pending tickets, and decisions not delivered yet")
-    listing.add_argument("--limit", type=_paging_arg(parse_limit), default=DEFAULT_LIMIT,
+    listing.add_argument("--limit", type=_whole_number(1, MAX_LIMIT), default=DEFAULT_LIMIT,
                          help=f"tickets per page, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})")
-    listing.add_argument("--offset", type=_paging_arg(parse_offset), default=0,
+    listing.add_argument("--offset", type=_whole_number(0, MAX_OFFSET), default=0,
                          help="how many of the oldest pending tickets to skip (default 0)")
     for verb in ("approve", "reject"):
         deciding = commands.add_parser(verb, help=f"{verb} a ticket and deliver the decision to its conversation")

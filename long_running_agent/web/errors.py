@@ -37,6 +37,7 @@ from ..ledger import (
     TicketStatus,
 )
 from ..ledger.inputs import MAX_ID, InputError, printable
+from ..paging import DEFAULT_LIMIT, MAX_LIMIT
 
 logger = logging.getLogger(__name__)
 
@@ -346,6 +347,14 @@ def install(app: FastAPI) -> None:
     async def _invalid_body(request: Request, error: RequestValidationError) -> JSONResponse:
         if not request.url.path.startswith("/api/approvals"):
             return await request_validation_exception_handler(request, error)
+        if all(e["loc"][0] == "query" for e in error.errors()):  # the list's paging (web/routes.py's InboxQuery)
+            problems = "; ".join(f"{e['loc'][-1]}: {e['msg']}" for e in error.errors())
+            return ApiError(
+                422, "invalid_query", f"The query is not valid: {problems}.",
+                f"Page with ?limit=N&offset=N (N from 1 to {MAX_LIMIT}, default {DEFAULT_LIMIT}; offset from 0) for "
+                "pending tickets and ?undelivered_limit=N&undelivered_offset=N for decisions not delivered yet; "
+                "each answer's pending_page.next_offset is where the next page starts.",
+            ).response()
         problems = "; ".join(
             "body: not valid JSON" if e["type"] == "json_invalid"
             else f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}"
