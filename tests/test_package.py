@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import re
+import sys
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from google.adk.apps import App
@@ -172,4 +175,58 @@ def test_every_setting_the_code_reads_is_documented_in_env_example():
     assert {"APPROVAL_WEBHOOK_URL", "DUAL_APPROVAL_ABOVE", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_API_KEY"} <= read
     documented = set(re.findall(r"^#? ?([A-Z][A-Z0-9_]+)=", (ROOT / ".env.example").read_text(), re.M))
     assert read - documented == set(), "add these to .env.example, with what they do"
+
+
+def _requirements(extra: str | None, declared: dict) -> set[str]:
+    """The distributions `pip install .[extra]` asks for by name, this project's own extras followed."""
+    wanted = declared["dependencies"] + (declared["optional-dependencies"][extra] if extra else [])
+    names = set()
+    for requirement in wanted:
+        name = re.match(r"[A-Za-z0-9._-]+", requirement)[0]
+        if _normal(name) == "long-running-agent":
+            for included in re.findall(r"[a-z]+", requirement.split("[", 1)[1]):
+                names |= _requirements(included, declared)
+        else:
+            names.add(_normal(name))
+    return names
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _imports(folder: Path) -> set[str]:
+    """The modules a folder's code imports by absolute name."""
+    modules = set()
+    for source in [folder] if folder.is_file() else folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.Import):
+                modules |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules.add(node.module)
+    return modules
+
+
+@pytest.mark.parametrize("code, extra", [
+    ("long_running_agent", None), ("main.py", None), ("benchmarks", "bench"), ("tests", "dev"),
+])
+def test_every_package_the_code_imports_is_declared(code, extra):
+    """`pip install .` brings what the app imports itself, not only what google-adk happens to bring."""
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    ours = {p.stem for folder in (ROOT, ROOT / "tests", ROOT / "benchmarks") for p in folder.iterdir()}
+    installed = packages_distributions()
+    missing = set()
+    for module in _imports(ROOT / code):
+        top = module.split(".")[0]
+        if top in sys.stdlib_module_names or top in ours:
+            continue
+        candidates = [_normal(d) for d in installed.get(top, [top])]
+        if len(candidates) > 1:  # a namespace package: google.adk is google-adk
+            candidates = [d for d in candidates if d == _normal("-".join(module.split(".")[:2]))]
+        if not set(candidates) & _requirements(extra, declared):
+            missing.add(" or ".join(candidates) or f"the distribution of {module}")
+    assert missing == set(), f"declare these in pyproject.toml, for {code}"
 
