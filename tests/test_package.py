@@ -230,3 +230,24 @@ def test_every_package_the_code_imports_is_declared(code, extra):
             missing.add(" or ".join(candidates) or f"the distribution of {module}")
     assert missing == set(), f"declare these in pyproject.toml, for {code}"
 
+
+def test_every_file_the_project_names_is_in_the_project():
+    """A comment, page or link that sends the reader to a file sends them to one of this project's own."""
+    sources = [ROOT / "README.md", ROOT / "main.py", ROOT / "Makefile", ROOT / ".env.example", *(
+        path for folder in ("long_running_agent", "tests", "docs", "benchmarks") for path in (ROOT / folder).rglob("*")
+        if path.suffix in {".py", ".md", ".html", ".js", ".css", ".ini", ".mako"} and "__pycache__" not in path.parts
+    )]
+    # Paths from the project folder; .adk/ and .data/ hold what a run writes, not the project's files.
+    named = re.compile(r"\b(?:long_running_agent|tests|docs|benchmarks)(?:/\w[\w-]*)+(?:\.[a-z]+)+\b")
+    linked = re.compile(r"\]\((?!https?:|mailto:|#)([^)#\s]+)")
+    wrong = []
+    for source in sources:
+        text = source.read_text()
+        for path in named.findall(text):
+            if not (ROOT / path).exists():
+                wrong.append(f"{source.relative_to(ROOT)}: {path}")
+        for link in linked.findall(text) if source.suffix == ".md" else []:
+            target = (source.parent / link).resolve()
+            if not target.exists() or not target.is_relative_to(ROOT):
+                wrong.append(f"{source.relative_to(ROOT)}: ({link})")
+    assert wrong == []

@@ -24,7 +24,8 @@ from typing import Any
 from google.adk.models import BaseLlm, LlmRequest, LlmResponse
 
 # LlmCapabilities is not exported yet; overriding `capabilities` keeps ADK from
-# guessing this model's features from its name (see ADK_NOTES).
+# guessing this model's features from its name (BaseLlm.capabilities falls back
+# to name-based detection for a model that does not declare its own).
 from google.adk.models._capabilities import LlmCapabilities
 from google.adk.models.registry import LLMRegistry
 from google.genai import types
