@@ -18,6 +18,9 @@ from collections.abc import Callable, Coroutine
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+
 from .approval.conversations import describe
 from .approval.delivery import (
     Delivery,
@@ -42,12 +45,13 @@ from .ledger import (
     TicketNotFound,
     TicketStatus,
 )
+from .ledger.errors import without_sql
 from .ledger.inputs import InputError, name, printable
 from .ledger.migrate import SchemaError
 from .notifications import send_due
 from .paging import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, Page
 from .services import close_services, services
-from .settings import SettingsError
+from .settings import SettingsError, settings
 from .tools import REIMBURSE_TOOL
 from .transcript import Transcript, pending_calls, tool_response, user_text
 
@@ -402,7 +406,15 @@ def run(args: argparse.Namespace, command: Callable[[argparse.Namespace, Transcr
     except (SettingsError, InputError, SchemaError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    except Exception as error:  # a database or model outage: one line, no traceback
+    except (OSError, SQLAlchemyError) as error:  # the database cannot be reached or used
+        if args.verbose:
+            raise
+        where = make_url(settings().database_url).render_as_string(hide_password=True)
+        print(f"error: the database {where} cannot be used ({without_sql(f'{type(error).__name__}: {error}')}). "
+              "Check EXPENSES_DATABASE_URL and that its server is running, then run the command again.",
+              file=sys.stderr)
+        return 1
+    except Exception as error:  # a model outage, or something unforeseen: one line, no traceback
         if args.verbose:
             raise
         print(f"error: {type(error).__name__}: {error}\n(run again with --verbose for details)", file=sys.stderr)

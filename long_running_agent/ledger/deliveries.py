@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from . import inputs
 from .base import new_id
-from .errors import NotAnApprover, NotSettleable
+from .errors import NotAnApprover, NotSettleable, without_sql
 from .records import Conversation, Payout, Ticket, TicketStatus
 from .schema import AuditRow, PayoutRow, TicketRow, in_conversation, undelivered
 from .tickets import Tickets
@@ -131,7 +131,8 @@ class Deliveries(Tickets):
         return True
 
     async def mark_undelivered(self, ticket_id: str, *, actor: str, error: str) -> None:
-        """Record why a delivery did not happen, so people can see it and act."""
+        """Record why a delivery did not happen, so people can see it and act (never the SQL of a database error)."""
+        error = without_sql(error) or "unknown"
         async with await self.db() as db, db.begin():
             await db.execute(
                 update(TicketRow)

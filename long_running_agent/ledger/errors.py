@@ -6,10 +6,21 @@ a status code and a fix); the ledger only says what is the case.
 
 from __future__ import annotations
 
+import re
 from datetime import date
 
 from .policy import from_cents
 from .records import Payout, Ticket
+
+# SQLAlchemy prefixes the driver's class and appends the statement, its
+# parameters and a link to the driver's message.
+_SQL_TAIL = re.compile(r"\s*(?:\[SQL: |\[parameters: |\(Background on this error at: ).*", re.DOTALL)
+_DRIVER = re.compile(r"\((?:sqlalchemy|sqlite3|asyncpg|psycopg)[\w.]*\) ")
+
+
+def without_sql(text: str | None) -> str | None:
+    """`text` (an error recorded for people to read) without the SQL SQLAlchemy put in it."""
+    return _DRIVER.sub("", _SQL_TAIL.sub("", text)) if text else text
 
 
 class LedgerError(Exception):

@@ -104,7 +104,13 @@ def _known(revision: str) -> bool:
 
 def _current(connection: Connection) -> str | None:
     """The database's schema revision; SchemaAhead for one this version does not know."""
-    revision = MigrationContext.configure(connection).get_current_revision()
+    heads = MigrationContext.configure(connection).get_current_heads()
+    if len(heads) > 1:
+        raise SchemaError(None, head(), (
+            f"The database's alembic_version table names several schema revisions ({', '.join(sorted(heads))}); "
+            f"this version needs one, {head()}. It was changed by hand: restore a backup, or keep the one row "
+            "that names the revision the tables are at, then run: python main.py migrate"))
+    revision = heads[0] if heads else None
     if revision is None and inspect(connection).has_table("approval_tickets"):
         return "0001"  # made by release 0.1, which created its tables itself
     if revision is not None and not _known(revision):

@@ -10,12 +10,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 import sqlite3
 from collections.abc import Iterator
 
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DBAPIError, IntegrityError
@@ -36,6 +35,7 @@ from ..ledger import (
     TicketNotFound,
     TicketStatus,
 )
+from ..ledger.errors import without_sql
 from ..ledger.inputs import MAX_ID, InputError, printable
 from ..paging import DEFAULT_LIMIT, MAX_LIMIT
 
@@ -191,17 +191,6 @@ def database_error(error: BaseException, method: str, path: str, ticket: str | N
     return database_unavailable(method, path, ticket)
 
 
-# SQLAlchemy prefixes the driver's class and appends the statement, its
-# parameters and a link to the driver's message.
-_SQL_TAIL = re.compile(r"\s*(?:\[SQL: |\[parameters: |\(Background on this error at: ).*", re.DOTALL)
-_DRIVER = re.compile(r"\((?:sqlalchemy|sqlite3|asyncpg|psycopg)[\w.]*\) ")
-
-
-def without_sql(text: str | None) -> str | None:
-    """`text` (an error recorded for people to read) without the SQL SQLAlchemy put in it."""
-    return _DRIVER.sub("", _SQL_TAIL.sub("", text)) if text else text
-
-
 def request_database_error(request: Request, error: BaseException) -> ApiError:
     return database_error(error, request.method, request.url.path, request.path_params.get("ticket_id"))
 
@@ -229,9 +218,11 @@ UNDELIVERED_FIX = (
 
 def ledger_error(error: LedgerError, ticket_id: str) -> ApiError:
     status, code, fix = _LEDGER_ERRORS.get(type(error), (409, "refused", "See the message."))
-    if isinstance(error, AlreadyDecided) and error.ticket.status is TicketStatus.CANCELLED:
+    withdrawn = isinstance(error, AlreadyDecided) and error.ticket.status is TicketStatus.CANCELLED
+    if withdrawn:
+        # Whether or not the withdrawal has reached the chat yet: the requester made it there.
         code, fix = "withdrawn", "Nothing to do: the requester withdrew it, and nothing will be paid for it."
-    if isinstance(error, AlreadyDecided) and not (error.ticket.delivered_at or error.ticket.settled_at):
+    elif isinstance(error, AlreadyDecided) and not (error.ticket.delivered_at or error.ticket.settled_at):
         fix = UNDELIVERED_FIX
     return ApiError(status, code, str(error), fix.replace("{id}", ticket_id))
 
@@ -291,6 +282,24 @@ _RESUME_ERRORS = (
 )
 
 
+# ADK's and FastAPI's own refusals ({"detail": ...}), as {error, message, fix}.
+_REFUSALS = {
+    400: ("bad_request", "Check the request against docs/http-api.md and send it again."),
+    404: ("not_found", "Check the app name, user id and session id in the path; GET /list-apps lists the apps "
+                       "and GET /apps/{app}/users/{user}/sessions a user's conversations."),
+    405: ("method_not_allowed", "Use the method the route takes (see the Allow header)."),
+}
+
+
+def refused_by_adk(error: HTTPException) -> ApiError:
+    detail = printable(str(error.detail))[:300]
+    if detail == "There was an error parsing the body":
+        return ApiError(400, "invalid_json", "The body is not JSON this server can read: it must be UTF-8, "
+                        "and a number may have at most 4,300 digits.", "Send a UTF-8 JSON body and try again.")
+    code, fix = _REFUSALS.get(error.status_code, ("refused", "Check the request against docs/http-api.md."))
+    return ApiError(error.status_code, code, detail.rstrip(".") + ".", fix, headers=dict(error.headers or {}))
+
+
 def install(app: FastAPI) -> None:
     """Answer every error of `app` (ADK's routes and ours) as JSON."""
 
@@ -314,7 +323,7 @@ def install(app: FastAPI) -> None:
         if error.status_code >= 500:
             logger.error("%s %s failed: %s", request.method, request.url.path, error.detail)
             return unexpected_error(error.__cause__ or error).response()
-        return await http_exception_handler(request, error)
+        return refused_by_adk(error).response()
 
     @app.exception_handler(InputError)
     async def _bad_input(_request: Request, error: InputError) -> JSONResponse:
@@ -404,7 +413,17 @@ def stream_error(error_type: str, message: str) -> ApiError:
 
 
 def reworded_event(chunk: bytes) -> bytes:
-    """ADK's SSE error event (`data: {"error": ..., "error_details": ...}`) as `{error, message, fix}`."""
+    """ADK's SSE error event (`data: {"error": ..., "error_details": ...}`) as `{error, message, fix}`.
+
+    An event that failed inside the run (`errorCode`, `errorMessage`) keeps its shape, without SQL.
+    """
+    if chunk.startswith(b"data:") and b'"errorMessage"' in chunk and b'"error_details"' not in chunk:
+        try:
+            event = json.loads(chunk[len(b"data:"):])
+            event["errorMessage"] = without_sql(str(event["errorMessage"]))
+        except (ValueError, KeyError, TypeError):
+            return chunk
+        return f"data: {json.dumps(event)}\n\n".encode()
     if not chunk.startswith(b"data:") or b'"error_details"' not in chunk:
         return chunk
     try:

@@ -8,8 +8,8 @@ from typing import Any
 from google.adk.events import Event
 
 from ..ledger import AuditEntry, Notification, Payout, Ticket
+from ..ledger.errors import without_sql
 from ..ledger.policy import from_cents
-from .errors import without_sql
 
 
 def _iso(value: datetime | None) -> str | None:
