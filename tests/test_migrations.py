@@ -214,3 +214,15 @@ def test_a_version_table_edited_by_hand_to_name_two_revisions_is_refused_in_one_
 
     for command in ("migrate", "inbox"):
         assert _one_line_naming(run(command, url=sqlite_url), "0003", migrate.head())
+
+
+def test_a_table_dropped_by_hand_is_refused_in_one_line_not_met_mid_request(sqlite_url):
+    assert run("migrate", url=sqlite_url).returncode == 0
+
+    async def drop() -> None:
+        async with ledger_at(sqlite_url).engine.begin() as connection:
+            await connection.execute(text("DROP TABLE request_totals"))
+    asyncio.run(_closing(drop()))
+
+    for command in (("migrate",), ("request", "Reimburse $250 for the team lunch")):
+        assert _one_line_naming(run(*command, url=sqlite_url), "request_totals", migrate.head())

@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from .engine import tune_sqlite
+from .schema import Base
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 # Any fixed number: the key of this app's advisory lock on PostgreSQL.
@@ -79,6 +80,12 @@ class SchemaMismatch(SchemaError):
 
     def __init__(self, current: str | None, head: str, detail: str) -> None:
         self.detail = detail
+        if current == head:
+            super().__init__(current, head, (
+                f"The database is at schema revision {head}, as this version needs, but its tables do not match "
+                f"it ({detail}): they were changed by hand. Restore a backup, or put back what was removed "
+                "(ledger/migrations/versions/ says what each revision makes)."))
+            return
         super().__init__(current, head, (
             f"The database says schema revision {current}, but its tables do not match it, so the upgrade "
             f"to {head} stopped and changed nothing ({detail}). Restore a backup, or undo the partial change "
@@ -115,6 +122,12 @@ def _current(connection: Connection) -> str | None:
         return "0001"  # made by release 0.1, which created its tables itself
     if revision is not None and not _known(revision):
         raise SchemaAhead(revision, head())
+    if revision == head():
+        # At this code's revision, every table it declares is there: one dropped by hand
+        # would otherwise surface as a raw database error in the middle of a request.
+        missing = sorted(set(Base.metadata.tables) - set(inspect(connection).get_table_names()))
+        if missing:
+            raise SchemaMismatch(revision, revision, f"no table {', '.join(missing)}")
     return revision
 
 
