@@ -15,7 +15,7 @@ from datetime import timedelta
 
 import httpx
 from sqlalchemy import update
-from support.conversation import request_large, texts
+from support.conversation import event_texts, request_large
 from support.http import as_approver, function_responses, request_over_run
 from support.models import ledger_at
 from support.processes import request_ticket, run
@@ -42,7 +42,7 @@ async def test_the_requesters_next_message_delivers_an_expiry_first(db_url):
 
     ticket = await ledger_at(db_url).get(pending["ticket_id"])
     assert ticket.status == TicketStatus.EXPIRED and ticket.delivered_at is not None
-    assert "expired" in texts(reply)[-1]
+    assert "expired" in event_texts(reply)[-1]
     actions = [e.action for e in await ledger_at(db_url).audit(ticket.id)]
     assert actions == ["requested", "expired", "delivered"]
 
