@@ -61,7 +61,6 @@ def test_resume_right_after_a_killed_delivery_delivers_once(db_url, tmp_path):
     doomed = subprocess.Popen([sys.executable, str(script), ticket_id], cwd=ROOT,
                               env=os.environ | {"EXPENSES_DATABASE_URL": db_url},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert doomed.stdout is not None
     assert doomed.stdout.readline().strip() == "model called", "the delivery never reached the model"
     assert asyncio.run(lock_state(db_url, conversation)) is not None
 

@@ -144,12 +144,10 @@ class Terminal:
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
-        assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.put(line)
 
     def type(self, text: str) -> None:
-        assert self.process.stdin is not None
         self.process.stdin.write(text + "\n")
         self.process.stdin.flush()
 
