@@ -1,9 +1,9 @@
-# make demo | make test | make web [ARGS='--port 8080'] | make bench
+# make demo | make test | make test-fast | make web [ARGS='--port 8080'] | make bench
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test web bench lint clean
+.PHONY: demo test test-fast web bench lint clean
 
 $(VENV)/.app: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ test: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy long_running_agent main.py
 	$(PY) -m pytest -n auto
+
+# The loop to run while changing code: no test that starts a process, Chromium or PostgreSQL
+# (tests/support/markers.py), and a shorter search of the money invariants.
+test-fast: $(VENV)/.dev
+	INVARIANT_EXAMPLES=$${INVARIANT_EXAMPLES:-20} $(PY) -m pytest -n auto -m "not subprocess and not browser and not postgres"
 
 web: $(VENV)/.app
 	$(PY) -m long_running_agent.web $(ARGS)

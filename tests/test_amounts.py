@@ -11,16 +11,14 @@ error, a traceback or a 500. The same hostile amounts are tried on each.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from decimal import Decimal
 
 import httpx
 import pytest
-from support.conversation import Conversation, calls, responses, texts
+from support.conversation import Conversation, calls, event_texts, responses
 from support.http import as_approver, request_over_run
-from support.models import ScriptedModel, call, ledger_at, make_runner, runner_with, text
+from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
 from support.processes import request_ticket, run
-from support.servers import WebServer, web_server
 
 from long_running_agent.ledger import inputs
 
@@ -88,7 +86,7 @@ async def test_the_offline_model_answers_a_huge_amount_and_opens_nothing(sqlite_
 
     events = await chat.say(message)
 
-    assert says in texts(events)[-1]
+    assert says in event_texts(events)[-1]
     assert await ledger_at(sqlite_url).list_tickets() == [] and await ledger_at(sqlite_url).payouts() == []
     assert responses(await chat.say("Reimburse $20 for a coffee"), "reimburse")[0]["status"] == "paid"
 
@@ -99,7 +97,7 @@ async def test_the_offline_model_answers_a_huge_amount_and_opens_nothing(sqlite_
 ], ids=short)
 async def test_a_tool_given_a_huge_or_malformed_amount_answers_an_error(sqlite_url, tool, amount):
     """What Gemini could send: the declaration says float, and nothing holds a model to it."""
-    model = ScriptedModel(script=[call(tool, purpose="yacht", amount=amount), text("Could not.")])
+    model = ScriptedModel(script=[call_part(tool, purpose="yacht", amount=amount), text_part("Could not.")])
     chat = await Conversation(runner_with(model, sqlite_url)).start()
 
     events = await chat.say("Reimburse a yacht")
@@ -141,12 +139,6 @@ def test_approve_amount_and_the_demo_amount_refuse_hostile_amounts_in_one_line(s
 
 
 # --- the API and the inbox field --------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[WebServer]:
-    with web_server(tmp_path_factory.mktemp("web")) as running:
-        yield running
 
 
 # The bodies as a client writes them: JSON numbers Python reads as a float, an

@@ -12,8 +12,8 @@ import asyncio
 from datetime import timedelta
 
 import pytest
-from support.conversation import pending_request, request_large, responses, texts
-from support.models import ScriptedModel, call, ledger_at, text
+from support.conversation import event_texts, pending_request, request_large, responses
+from support.models import ScriptedModel, call_part, ledger_at, text_part
 from support.processes import request_ticket, run
 
 from long_running_agent.approval.delivery import decide_and_deliver
@@ -32,7 +32,7 @@ async def test_the_approved_amount_is_paid_and_the_requester_is_told_why(db_url)
     assert (paid["status"], paid["amount"]) == ("paid", 200.0)
     [payout] = await ledger.payouts(ticket_id=pending["ticket_id"])
     assert payout.amount_cents == 20_000
-    told = texts(delivery.events)[-1]
+    told = event_texts(delivery.events)[-1]
     assert "$200.00 for team lunch was paid" in told and "of the $250.00 you asked: over the per diem" in told
     ticket = await ledger.get(pending["ticket_id"])
     assert (ticket.amount_cents, ticket.approved_cents, ticket.reason) == (25_000, 20_000, "over the per diem")
@@ -43,8 +43,8 @@ async def test_the_approved_amount_is_paid_and_the_requester_is_told_why(db_url)
 @pytest.mark.parametrize("asked_for", [250.0, 200.0])
 async def test_reimburse_pays_the_approved_amount_whatever_the_model_asks(sqlite_url, asked_for):
     model = ScriptedModel(script=[
-        call("ask_for_approval", purpose="team lunch", amount=250.0), text("Waiting."),
-        call("reimburse", purpose="team lunch", amount=asked_for), text("Paid."),
+        call_part("ask_for_approval", purpose="team lunch", amount=250.0), text_part("Waiting."),
+        call_part("reimburse", purpose="team lunch", amount=asked_for), text_part("Paid."),
     ])
     chat, _call, ticket_id = await pending_request(sqlite_url, model)
     delivery = await decide_and_deliver(ticket_id, approver="bob", approve=True, amount=200, reason="cap",
@@ -57,8 +57,8 @@ async def test_reimburse_pays_the_approved_amount_whatever_the_model_asks(sqlite
 
 async def test_a_model_asking_more_than_was_asked_or_approved_is_refused(sqlite_url):
     model = ScriptedModel(script=[
-        call("ask_for_approval", purpose="team lunch", amount=250.0), text("Waiting."),
-        call("reimburse", purpose="team lunch", amount=9_999.0), text("Could not pay."),
+        call_part("ask_for_approval", purpose="team lunch", amount=250.0), text_part("Waiting."),
+        call_part("reimburse", purpose="team lunch", amount=9_999.0), text_part("Could not pay."),
     ])
     chat, _call, ticket_id = await pending_request(sqlite_url, model)
     delivery = await decide_and_deliver(ticket_id, approver="bob", approve=True, amount=200, reason="cap",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -23,7 +23,7 @@ from playwright.async_api import BrowserContext, Page, Route, async_playwright, 
 from support.http import request_over_run
 from support.models import ledger_at
 from support.project import fresh_project, main_py, plain_adk
-from support.servers import TOKENS, WebServer, web_server
+from support.servers import TOKENS, WebServer
 from support.tickets import decide_and_mark_delivered, decided_not_delivered, open_tickets
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -47,12 +47,6 @@ pytestmark = pytest.mark.skipif(
     reason="needs Debian's chromium at /usr/bin/chromium; install it with: "
            "apt-get install -y --no-install-recommends chromium",
 )
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[WebServer]:
-    with web_server(tmp_path_factory.mktemp("web")) as running:
-        yield running
 
 
 @asynccontextmanager

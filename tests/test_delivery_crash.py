@@ -61,7 +61,6 @@ def test_resume_right_after_a_killed_delivery_delivers_once(db_url, tmp_path):
     doomed = subprocess.Popen([sys.executable, str(script), ticket_id], cwd=ROOT,
                               env=os.environ | {"EXPENSES_DATABASE_URL": db_url},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert doomed.stdout is not None
     assert doomed.stdout.readline().strip() == "model called", "the delivery never reached the model"
     assert asyncio.run(lock_state(db_url, conversation)) is not None
 
@@ -73,6 +72,8 @@ def test_resume_right_after_a_killed_delivery_delivers_once(db_url, tmp_path):
     assert resumed.returncode == 0, (resumed.stdout, resumed.stderr)
     assert "already" not in resumed.stdout  # nothing had reached the conversation
     assert "was paid" in resumed.stdout
-    assert time.monotonic() - started < 12  # no waiting out the 15 s lease of the dead holder
+    # Waiting out the dead holder's 15 s lease would take longer than that alone; a busy machine's
+    # slow Python start does not.
+    assert time.monotonic() - started < 15
     ledger_view = run("show", ticket_id, url=db_url).stdout
     assert ledger_view.count(" paid ") == 1 and ledger_view.count(" delivered ") == 1, ledger_view

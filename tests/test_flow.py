@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from support.conversation import Conversation, calls, pending_calls, request_large, responses, texts
+from support.conversation import Conversation, calls, event_texts, pending_calls, request_large, responses
 from support.models import RecordedOfflineModel, ledger_at, make_runner
 
 from long_running_agent.approval.delivery import Outcome, decide_and_deliver
@@ -22,7 +22,7 @@ async def test_large_amount_waits_for_approval_then_pays_once(db_url):
     assert call.args == {"purpose": "team lunch", "amount": 250.0}
     assert pending["status"] == "pending" and pending["ticket_id"].startswith("T-")
     assert calls(events, "reimburse") == []
-    assert pending["ticket_id"] in texts(events)[-1]
+    assert pending["ticket_id"] in event_texts(events)[-1]
     assert await ledger.payouts(session_id=chat.session_id) == []
 
     decision = await ledger.decide(pending["ticket_id"], approver="bob", approve=True)
@@ -57,7 +57,7 @@ async def test_duplicate_approval_pays_once_and_calls_no_model(db_url):
     assert len(model.requests) == calls_after_first
     assert calls(again, "reimburse") == []
     assert len(await ledger.payouts(ticket_id=pending["ticket_id"])) == 1
-    assert texts(again)[0].startswith(REFUSAL_PREFIX)
+    assert event_texts(again)[0].startswith(REFUSAL_PREFIX)
     assert [e.action for e in await ledger.audit(pending["ticket_id"])].count("delivered") == 1
 
 
@@ -69,7 +69,7 @@ async def test_rejection_explains_and_pays_nothing(db_url):
     resumed = await chat.answer(call, decision.as_response())
 
     assert calls(resumed, "reimburse") == []
-    assert "rejected" in texts(resumed)[-1] and "no receipt" in texts(resumed)[-1]
+    assert "rejected" in event_texts(resumed)[-1] and "no receipt" in event_texts(resumed)[-1]
     assert await ledger.payouts(session_id=chat.session_id) == []
 
 
@@ -109,7 +109,7 @@ async def test_expired_ticket_cannot_be_approved_and_the_agent_is_told(db_url, c
     session = await runner.session_service.get_session(
         app_name=runner.app_name, user_id="alice", session_id=chat.session_id
     )
-    assert "expired" in texts(session.events)[-1]
+    assert "expired" in event_texts(session.events)[-1]
     assert await ledger.payouts(session_id=chat.session_id) == []
 
 

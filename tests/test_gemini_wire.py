@@ -28,8 +28,8 @@ from google.adk.events import Event
 from google.adk.models.google_llm import Gemini
 from google.adk.runners import Runner
 from google.genai import errors, types
-from support.conversation import Conversation, calls, function_response, pending_calls, responses, texts
-from support.fake_gemini import FakeGemini, Reply, call, text
+from support.conversation import Conversation, calls, event_texts, function_response, pending_calls, responses
+from support.fake_gemini import FakeGemini, Reply, gemini_call, gemini_text
 from support.models import ledger_at
 
 from long_running_agent.agent import build_app
@@ -181,10 +181,10 @@ async def start(database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
 
 def approval_script(*, approval_id: str | None = None, payout_id: str | None = None) -> list[Reply]:
     return [
-        call("ask_for_approval", id=approval_id, **ARGS),
-        text("Your $250 team lunch needs approval; the ticket is waiting for an approver."),
-        call("reimburse", id=payout_id, **ARGS),
-        text("Paid: $250 for the team lunch."),
+        gemini_call("ask_for_approval", id=approval_id, **ARGS),
+        gemini_text("Your $250 team lunch needs approval; the ticket is waiting for an approver."),
+        gemini_call("reimburse", id=payout_id, **ARGS),
+        gemini_text("Paid: $250 for the team lunch."),
     ]
 
 
@@ -295,7 +295,7 @@ async def test_duplicate_approval_sends_nothing_to_gemini_and_pays_once(start: S
     assert len(wired.fake.requests) == 4, "the repeated approval reached Gemini"
     assert wired.fake.errors == []
     assert calls(events, "reimburse") == []
-    assert any(REFUSAL_PREFIX in text for text in texts(events))
+    assert any(REFUSAL_PREFIX in text for text in event_texts(events))
     assert len(await wired.ledger.payouts(ticket_id=pending.ticket_id)) == 1
     assert_every_request_pairs_calls_and_responses(wired.fake)
 
@@ -394,10 +394,10 @@ async def test_two_approvals_from_one_turn_are_each_answered_in_pairs_gemini_acc
     ids = ("call-lunch", "call-conference") if gemini_sends_ids else (None, None)
     wired = await start([
         parallel_asks(ids),
-        text("Both are waiting for an approver."),
-        call("reimburse", purpose="conference ticket", amount=480.0),
-        text("Paid: $480 for the conference ticket."),
-        text("The team lunch was rejected: no receipt. Nothing was paid for it."),
+        gemini_text("Both are waiting for an approver."),
+        gemini_call("reimburse", purpose="conference ticket", amount=480.0),
+        gemini_text("Paid: $480 for the conference ticket."),
+        gemini_text("The team lunch was rejected: no receipt. Nothing was paid for it."),
     ])
     fake = wired.fake
     events = await wired.chat.say("Reimburse $250 for the team lunch and $480 for the conference ticket")
@@ -429,11 +429,11 @@ async def test_two_approvals_from_one_turn_are_each_answered_in_pairs_gemini_acc
 async def test_when_both_approvals_of_one_turn_are_approved_gemini_sees_the_first_one_paid(start: Start) -> None:
     wired = await start([
         parallel_asks((None, None)),
-        text("Both are waiting for an approver."),
-        call("reimburse", purpose="conference ticket", amount=480.0),
-        text("Paid: $480 for the conference ticket."),
-        call("reimburse", purpose="team lunch", amount=250.0),
-        text("Paid: $250 for the team lunch."),
+        gemini_text("Both are waiting for an approver."),
+        gemini_call("reimburse", purpose="conference ticket", amount=480.0),
+        gemini_text("Paid: $480 for the conference ticket."),
+        gemini_call("reimburse", purpose="team lunch", amount=250.0),
+        gemini_text("Paid: $250 for the team lunch."),
     ])
     events = await wired.chat.say("Reimburse $250 for the team lunch and $480 for the conference ticket")
     lunch, conference = pending_calls(events)
@@ -458,15 +458,15 @@ async def test_when_both_approvals_of_one_turn_are_approved_gemini_sees_the_firs
 async def test_a_withdrawal_in_the_chat_keeps_every_later_request_paired(start: Start) -> None:
     wired = await start([
         parallel_asks((None, None)),
-        text("Both are waiting for an approver."),
-        call("cancel_request", ticket_id="set below"),
-        text("Withdrawn: the conference ticket."),
-        text("The team lunch is still waiting."),
+        gemini_text("Both are waiting for an approver."),
+        gemini_call("cancel_request", ticket_id="set below"),
+        gemini_text("Withdrawn: the conference ticket."),
+        gemini_text("The team lunch is still waiting."),
     ])
     fake = wired.fake
     events = await wired.chat.say("Reimburse $250 for the team lunch and $480 for the conference ticket")
     lunch_ticket, conference_ticket = (r["ticket_id"] for r in responses(events, "ask_for_approval"))
-    fake.script[2] = call("cancel_request", ticket_id=conference_ticket)
+    fake.script[2] = gemini_call("cancel_request", ticket_id=conference_ticket)
 
     withdrawn = await wired.chat.say("Please cancel my conference ticket request")
     assert responses(withdrawn, "cancel_request") == [{"status": "cancelled", "ticket_id": conference_ticket}]
@@ -487,11 +487,11 @@ async def test_progress_on_a_pending_call_keeps_every_request_paired(start: Star
 
     sponsorship = {"purpose": "conference sponsorship", "amount": 6000.0}
     wired = await start([
-        call("ask_for_approval", **sponsorship),
-        text("It needs two approvers; the ticket is waiting."),
-        text("One of two approvers has approved it; it waits for the second."),
-        call("reimburse", **sponsorship),
-        text("Paid: $6,000 for the conference sponsorship."),
+        gemini_call("ask_for_approval", **sponsorship),
+        gemini_text("It needs two approvers; the ticket is waiting."),
+        gemini_text("One of two approvers has approved it; it waits for the second."),
+        gemini_call("reimburse", **sponsorship),
+        gemini_text("Paid: $6,000 for the conference sponsorship."),
     ])
     fake = wired.fake
     events = await wired.chat.say("Please reimburse $6,000 for the conference sponsorship")

@@ -7,7 +7,6 @@ decision always reaches the conversation it belongs to.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from urllib.parse import quote
 
 import httpx
@@ -18,27 +17,15 @@ from support.http import (
     events_of,
     forged_approval,
     function_responses,
+    json_texts,
     new_session,
     payouts,
     request_over_run,
     run_body,
-    texts,
     user_text,
 )
 from support.models import ledger_at
-from support.servers import APP, LUNCH, WebServer, web_server
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[WebServer]:
-    with web_server(tmp_path_factory.mktemp("hostile")) as running:
-        yield running
-
-
-@pytest.fixture
-async def client(server):
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
-        yield http
+from support.servers import APP, LUNCH, web_server
 
 
 @pytest.mark.parametrize("spelling", ["Alice", "ALICE", "alice ", "alice\t", "\u0430lice", "alice\u200b", "a" * 200,
@@ -65,7 +52,7 @@ async def test_a_copied_session_id_under_another_user_cannot_take_the_delivery(c
 
     assert answered.status_code == 200, answered.text
     assert function_responses(answered.json(), "reimburse") == []
-    assert "no ticket" in texts(answered.json())[0]
+    assert "no ticket" in json_texts(answered.json())[0]
     # alice's conversation still gets its decision, and is paid once.
     delivered = await client.post(f"/api/approvals/{ticket_id}/deliver", headers=as_approver("bob"))
     assert delivered.status_code == 200, delivered.text
@@ -120,7 +107,7 @@ async def test_floods_are_refused_before_they_are_stored(client):
     long = await client.post("/run", json=run_body("alice", session_id, user_text("Reimburse $20 " * 800)))
 
     assert long.status_code == 200, long.text
-    assert "at most 4,000" in texts(long.json())[0]
+    assert "at most 4,000" in json_texts(long.json())[0]
     stored = [text for event in await events_of(client, "alice", session_id)
               for text in [p.get("text", "") for p in (event.get("content") or {}).get("parts", [])]]
     assert not any("Reimburse $20 Reimburse" in text for text in stored)
@@ -151,7 +138,7 @@ async def test_behind_a_proxy_the_user_id_must_be_the_authenticated_user(tmp_pat
             assert_error(await client.post("/run", json=run_body("alice", session_id, user_text(LUNCH)),
                                            headers=as_mallory), 403, "identity_mismatch")
             ran = await client.post("/run", json=run_body("alice", session_id, user_text(LUNCH)), headers=as_alice)
-            assert ran.status_code == 200 and "waiting for an approver" in texts(ran.json())[-1]
+            assert ran.status_code == 200 and "waiting for an approver" in json_texts(ran.json())[-1]
 
 
 async def test_production_mode_serves_no_dev_ui_and_no_builder(tmp_path):

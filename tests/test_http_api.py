@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from datetime import timedelta
 
-import httpx
 import pytest
 from support.http import (
     as_approver,
@@ -21,30 +19,16 @@ from support.http import (
     events_of,
     forged_approval,
     function_responses,
+    json_texts,
     new_session,
     payouts,
     pending_call,
     request_over_run,
     run_body,
-    texts,
     user_text,
 )
 from support.models import ledger_at
-from support.servers import APP, LUNCH, WebServer, web_server
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[WebServer]:
-    with web_server(tmp_path_factory.mktemp("web")) as running:
-        yield running
-
-
-@pytest.fixture
-async def client(server):
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
-        yield http
-
-
+from support.servers import APP, LUNCH
 
 # --- one flow over ADK's routes, decided in the inbox API ---------------------------
 
@@ -99,7 +83,7 @@ async def test_rejection_in_the_inbox_tells_the_requester_and_pays_nothing(clien
     assert "rejected" in decided.json()["agent_reply"]
     events = await events_of(client, "alice", session_id)
     assert function_responses(events, "reimburse") == []
-    assert any("Nothing was paid" in text for text in texts(events))
+    assert any("Nothing was paid" in text for text in json_texts(events))
     assert await payouts(server, ticket_id) == []
 
 
@@ -369,7 +353,7 @@ async def test_two_expenses_over_run_are_two_tickets_decided_on_their_own(client
 async def test_deciding_a_withdrawn_ticket_is_409_withdrawn(client, server):
     session_id, _call, ticket_id = await request_over_run(client)
     withdrawn = await client.post("/run", json=run_body("alice", session_id, user_text("cancel my request")))
-    assert withdrawn.status_code == 200 and "Withdrawn" in texts(withdrawn.json())[-1]
+    assert withdrawn.status_code == 200 and "Withdrawn" in json_texts(withdrawn.json())[-1]
 
     for action, body in (("approve", None), ("reject", {"reason": "late"})):
         answer = await client.post(f"/api/approvals/{ticket_id}/{action}", headers=as_approver("bob"), json=body)

@@ -8,27 +8,13 @@ tickets too, so each test checks its pages against the ledger itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import httpx
 import pytest
 from support.http import as_approver, assert_error, payouts, request_over_run
 from support.models import ledger_at
-from support.servers import WebServer, web_server
 from support.tickets import APP, decide_and_mark_delivered, decided_not_delivered, open_tickets
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[WebServer]:
-    with web_server(tmp_path_factory.mktemp("inbox")) as running:
-        yield running
-
-
-@pytest.fixture
-async def client(server):
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
-        yield http
 
 
 async def inbox(client: httpx.AsyncClient, **query: int) -> dict:

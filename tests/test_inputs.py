@@ -6,8 +6,8 @@ import asyncio
 from datetime import timedelta
 
 import pytest
-from support.conversation import Conversation, responses, texts
-from support.models import ScriptedModel, call, ledger_at, make_runner, runner_with, text
+from support.conversation import Conversation, event_texts, responses
+from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
 from support.processes import request_ticket, run
 
 from long_running_agent.ledger import inputs
@@ -77,7 +77,7 @@ async def test_a_requester_with_a_second_spelling_gets_a_note_and_no_ticket(sqli
     events = await chat.say("Please reimburse $250 for the team lunch")
 
     assert responses(events, "ask_for_approval") == []
-    assert "user id 'Alice'" in texts(events)[0]
+    assert "user id 'Alice'" in event_texts(events)[0]
     assert await ledger_at(sqlite_url).list_tickets() == []
 
 
@@ -86,15 +86,15 @@ async def test_an_overlong_message_is_answered_and_not_stored(sqlite_url):
 
     events = await chat.say("Reimburse $20 for coffee. " * 400)
 
-    assert responses(events, "reimburse") == [] and "at most 4,000" in texts(events)[-1]
+    assert responses(events, "reimburse") == [] and "at most 4,000" in event_texts(events)[-1]
     session = await chat.runner.session_service.get_session(
         app_name=chat.runner.app_name, user_id="alice", session_id=chat.session_id)
-    assert not any("coffee. Reimburse" in text for text in texts(session.events))
+    assert not any("coffee. Reimburse" in text for text in event_texts(session.events))
 
 
 @pytest.mark.parametrize("tool", ["ask_for_approval", "reimburse"])
 async def test_purposes_with_control_characters_are_refused_by_the_tools(sqlite_url, tool):
-    model = ScriptedModel(script=[call(tool, purpose="lunch\x1b[2J with clients", amount=250.0), text("ok")])
+    model = ScriptedModel(script=[call_part(tool, purpose="lunch\x1b[2J with clients", amount=250.0), text_part("ok")])
     chat = await Conversation(runner_with(model, sqlite_url)).start()
 
     events = await chat.say("Reimburse $250 for lunch")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import time
 
 import httpx
 import uvicorn
 from fastapi import FastAPI
-from support.servers import free_port
 
 from long_running_agent.web.errors import JsonErrors
 
@@ -29,11 +30,16 @@ def failing_app() -> FastAPI:
 
 
 async def test_an_unexpected_error_is_json_and_the_connection_stays_open():
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(failing_app(), host="127.0.0.1", port=port, log_level="critical"))
-    serving = asyncio.create_task(server.serve())
+    # Bound here, and handed to uvicorn: no other test running beside this one can take the port meanwhile.
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    port = listening.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(failing_app(), log_level="critical"))
+    serving = asyncio.create_task(server.serve(sockets=[listening]))
     try:
+        deadline = time.monotonic() + 30
         while not server.started:
+            assert time.monotonic() < deadline and not serving.done(), "uvicorn did not start within 30 s"
             await asyncio.sleep(0.05)
         opened: list[int] = []
 
@@ -56,3 +62,4 @@ async def test_an_unexpected_error_is_json_and_the_connection_stays_open():
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await serving
+        listening.close()

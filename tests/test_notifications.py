@@ -2,8 +2,8 @@
 
 A real receiver on 127.0.0.1 (tests/support/receiver.py) takes the POSTs, or
 sleeps on them, or dribbles its answer. Time is a FakeClock the tests move
-(retries and reminders), never a sleep, except for the retry of a command run
-as its own process, on the real clock.
+(retries and reminders), never a sleep; a command run as its own process
+keeps the real clock, so its retry is brought forward in the database.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from datetime import timedelta
 
 import httpx
 import pytest
+from sqlalchemy import func, select, update
 from support.conversation import Conversation, pending_calls, responses
 from support.http import as_approver, assert_error, function_responses, new_session, run_body, user_text
 from support.models import RecordedOfflineModel, ledger_at, make_runner, runner_with
@@ -31,6 +32,7 @@ from long_running_agent.approval.delivery import decide_and_deliver, remind_due
 from long_running_agent.approval.guard import NOTE_MARK
 from long_running_agent.ledger import Ledger
 from long_running_agent.ledger.outbox import MAX_ATTEMPTS
+from long_running_agent.ledger.schema import NotificationRow
 from long_running_agent.notifications import send_due
 from long_running_agent.services import close_services, services
 
@@ -172,8 +174,8 @@ async def test_one_dribbling_receiver_holds_up_no_other_notification_and_is_retr
     outcome = {a.notification.ticket_id: a.sent for a in attempts}
     assert outcome == {slow: False, quick: True}
     arrived = {r.json["ticket"]["id"]: r.at - started for r in webhook.received}
-    assert arrived[quick] < 2, arrived  # side by side with the slow one, not after it
-    assert took < 3 + 2, took  # the round ends with the slow attempt's deadline
+    assert arrived[quick] < 3, arrived  # side by side with the slow one, not after its 3-second deadline
+    assert took < 3 + 7, took  # the round ends with the slow attempt's deadline, not its 100 s of dribble
     [slow_notification] = await services().ledger.notifications(slow)
     assert (slow_notification.state, slow_notification.attempts) == ("retrying", 1)
 
@@ -184,15 +186,15 @@ async def test_one_dribbling_receiver_holds_up_no_other_notification_and_is_retr
 
 
 async def test_a_tickets_notifications_go_out_in_the_order_they_happened(sqlite_url, webhook, clock, configure):
-    configure(webhook_timeout=timedelta(seconds=1))
-    webhook.delay = 0.6  # each answer: sent side by side, the later event would arrive first
+    configure(webhook_timeout=timedelta(seconds=2))
+    webhook.delay = 1.2  # each answer: sent side by side, the later event would arrive first
     ticket_id = await open_directly("team lunch")
     clock.advance(minutes=1)
     await services().ledger.decide(ticket_id, approver="bob", approve=False, reason="no receipt")
 
     first_round = await send()
 
-    # The first went through in 0.6 s; the second had 0.4 s left of the round, too little:
+    # The first went through in 1.2 s; the second had 0.8 s left of the round, too little:
     # handed back untried, not counted against it.
     assert [(a.notification.event, a.sent) for a in first_round] == [("ticket.requested", True)]
     states = {n.event: (n.state, n.attempts) for n in await services().ledger.notifications(ticket_id)}
@@ -313,21 +315,31 @@ async def test_an_approver_command_returns_in_bounded_time_whatever_the_receiver
 
     assert approved.returncode == 0, approved.stderr
     assert f"Payouts for {ticket_id}: 1" in approved.stdout
-    assert took < 9, took  # the command's own work, then at most the 1-second deadline
+    # The command's own work (a Python start, seconds on a busy machine), then at most the 1-second
+    # deadline: far from the receiver's 30 s of sleep or 200 s of dribble.
+    assert took < 20, took
     [said] = [line for line in approved.stderr.splitlines() if line.startswith("(webhook:")]
     assert said == shown_in_docs("slow receiver").strip().replace("within 5 s", "within 1 s")
     assert [e["type"] for e in webhook.events()] == ["ticket.requested", "ticket.approved"]
     [notification] = [n for n in await services().ledger.notifications(ticket_id) if n.event == "ticket.approved"]
     assert (notification.state, notification.attempts) == ("retrying", 1)  # left in the outbox
 
-    # The receiver recovers; once the retry is due, the next command sends it.
+    # The receiver recovers; once the retry is due (brought forward, not waited for), the next command sends it.
     webhook.delay = webhook.trickle = 0
-    await asyncio.sleep(max(0.0, (notification.next_attempt_at - services().ledger.now()).total_seconds()) + 0.2)
+    await make_due(notification.id)
     listed = run("inbox", url=sqlite_url, env=env)
     assert listed.returncode == 0, listed.stderr
     [notification] = [n for n in await services().ledger.notifications(ticket_id) if n.event == "ticket.approved"]
     assert notification.state == "sent"
     assert [e["id"] for e in webhook.events()].count(notification.id) == 2  # sent at least once: twice here
+
+
+async def make_due(notification_id: str) -> None:
+    """Move a retry's time into the past: the commands run on the real clock, and a backoff is seconds long."""
+    ledger = services().ledger
+    async with await ledger.db() as db, db.begin():
+        await db.execute(update(NotificationRow).where(NotificationRow.id == notification_id)
+                         .values(next_attempt_at=ledger.now() - timedelta(seconds=1)))
 
 
 def test_a_request_from_the_command_line_notifies_before_the_command_ends(sqlite_url, receiver):
@@ -438,13 +450,34 @@ def test_two_replicas_send_one_outbox_without_duplicates(tmp_path, postgres_admi
                  "EXPIRY_SWEEP_SECONDS": "0.5"}
         with web_servers(tmp_path, 2, database_url=database_url, **quick) as replicas:
             asyncio.run(_open_tickets(database_url, 20))
-            events = receiver.wait_for(20, timeout=60)
-            time.sleep(3)  # both replicas have polled the outbox again since
+            receiver.wait_for(20, timeout=60)
+            asyncio.run(_outbox_at_rest(database_url, timeout=30))
             events = receiver.events()
         logs = [r.log.read_text() for r in replicas]
     assert len(events) == 20, logs
     assert len({e["id"] for e in events}) == 20
     assert all(r.signed_with(SECRET) for r in receiver.received)
+
+
+async def _outbox_at_rest(database_url: str, timeout: float) -> None:
+    """Wait until every notification is sent and none is claimed: no POST of one is still under way.
+
+    A sent row is never claimed again (claim_due, tested above), so what the
+    receiver holds then is all it will get, duplicates included.
+    """
+    ledger = Ledger(database_url)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            async with await ledger.db() as db:
+                busy = await db.scalar(select(func.count()).select_from(NotificationRow).where(
+                    NotificationRow.sent_at.is_(None) | NotificationRow.claimed_by.is_not(None)))
+            if not busy:
+                return
+            assert time.monotonic() < deadline, f"{busy} notifications unsent or claimed after {timeout} s"
+            await asyncio.sleep(0.1)
+    finally:
+        await ledger.close()
 
 
 async def _open_tickets(database_url: str, count: int) -> None:
@@ -468,13 +501,8 @@ async def test_reminders_and_escalation_go_out_once_and_the_requester_is_told(sq
     clock.advance(hours=47)
     assert await remind_due() == []
     clock.advance(hours=2)  # 23 hours left
-    ledgers = [Ledger(sqlite_url, clock=clock, outbox=True) for _ in range(2)]
-    try:
-        raced = await asyncio.gather(*(other.remind_due(timedelta(hours=24), ("carol", "dave")) for other in ledgers))
-    finally:
-        for other in ledgers:
-            await other.close()
-    assert sorted(len(r) for r in raced) == [0, 1]  # two replicas sweeping at once: one reminder
+    raced = await asyncio.gather(remind_due(), remind_due())
+    assert sorted(len(r) for r in raced) == [0, 1]  # two sweeps at once (two replicas): one reminder
     assert await remind_due() == []
 
     actions = [(e.action, e.detail) for e in await ledger.audit(ticket_id)]
@@ -485,7 +513,10 @@ async def test_reminders_and_escalation_go_out_once_and_the_requester_is_told(sq
     assert events["ticket.escalated"]["ticket"]["escalated_to"] == ["carol", "dave"]
     assert events["ticket.reminder"]["text"].startswith(f"Reminder: ticket {ticket_id} ($250.00 for team lunch")
     assert len(model.requests) == calls_before  # no model turn for any of it
-    assert chat.session_id
+    session = await chat.runner.session_service.get_session(app_name=chat.runner.app_name, user_id="alice",
+                                                            session_id=chat.session_id)
+    [note] = [e.content.parts[0].text for e in session.events if (e.custom_metadata or {}).get(NOTE_MARK)]
+    assert ticket_id in note and "escalated to carol, dave" in note  # the requester is told, once
 
 
 async def test_the_reminder_reaches_the_conversation_as_an_update_of_the_pending_call(sqlite_url, webhook, clock,

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from google.adk.models import LlmRequest
 from google.genai import types
-from support.conversation import Conversation, pending_calls, responses, texts
+from support.conversation import Conversation, event_texts, pending_calls, responses
 from support.models import RecordedOfflineModel, ledger_at, make_runner, runner_with
 
 from long_running_agent.model.amounts import find_amount, find_money
@@ -316,7 +316,7 @@ async def test_an_amount_with_fractions_of_a_cent_pays_nothing_and_opens_no_tick
 
     assert [c for e in events for c in e.get_function_calls()] == []
     assert responses(events, "reimburse") == responses(events, "ask_for_approval") == []
-    assert "$100.009" in texts(events)[-1]
+    assert "$100.009" in event_texts(events)[-1]
     ledger = ledger_at(sqlite_url)
     assert await ledger.payouts() == [] and await ledger.count() == 0
 
@@ -325,7 +325,7 @@ async def test_reports_usage_metadata_and_reads_the_real_adk_request(sqlite_url)
     model = RecordedOfflineModel()
     chat = await Conversation(runner_with(model, sqlite_url)).start()
     events = await chat.say("Please reimburse $250 for the team lunch")
-    assert pending_calls(events) and "waiting for an approver" in texts(events)[-1]
+    assert pending_calls(events) and "waiting for an approver" in event_texts(events)[-1]
     names = {d.name for t in model.requests[0].config.tools for d in t.function_declarations}
     assert names == {"ask_for_approval", "reimburse", "cancel_request"}
     responses = [r async for r in OfflineExpenseModel().generate_content_async(model.requests[0])]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.http import as_approver, run_body, texts, user_text
+from support.http import as_approver, json_texts, run_body, user_text
 from support.processes import ROOT
 from support.project import ADK, cloned_project, fresh_project, main_py, plain_adk, plain_env, ticket_in
 from support.servers import APP, LUNCH, web_server
@@ -63,7 +63,7 @@ def test_ticket_from_plain_api_server_is_paid_by_main_py_approve(tmp_path):
     project, home = fresh_project(tmp_path), tmp_path / "home"
     with plain_adk("api_server", project, home) as server:
         session_id = new_session(server, "alice")
-        ticket_id = ticket_in(" ".join(texts(ask(server, "alice", session_id, LUNCH))))
+        ticket_id = ticket_in(" ".join(json_texts(ask(server, "alice", session_id, LUNCH))))
 
         approved = main_py(project, home, "approve", ticket_id, "--approver", "bob")
 
@@ -87,7 +87,7 @@ def test_unreachable_conversation_gets_a_clear_message_then_delivers_on_the_next
     # Sessions kept in the server's memory: no other process can reach them.
     with plain_adk("api_server", project, home, "--session_service_uri", "memory://") as server:
         session_id = new_session(server, "alice")
-        ticket_id = ticket_in(" ".join(texts(ask(server, "alice", session_id, LUNCH))))
+        ticket_id = ticket_in(" ".join(json_texts(ask(server, "alice", session_id, LUNCH))))
 
         approved = main_py(project, home, "approve", ticket_id, "--approver", "bob")
 
@@ -108,7 +108,7 @@ def test_a_conversation_deleted_and_started_again_empty_gets_its_decision_record
     project, home = fresh_project(tmp_path), tmp_path / "home"
     with plain_adk("api_server", project, home) as server:
         session_id = new_session(server, "alice")
-        ticket_id = ticket_in(" ".join(texts(ask(server, "alice", session_id, LUNCH))))
+        ticket_id = ticket_in(" ".join(json_texts(ask(server, "alice", session_id, LUNCH))))
         # Nothing of this app guards ADK's own routes here: the conversation is deleted, and an
         # empty one is created under the same id. It exists, but holds no call to answer.
         session_url = f"{server.base_url}/apps/{APP}/users/alice/sessions"
@@ -153,12 +153,10 @@ class Terminal:
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
-        assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.put(line)
 
     def type(self, text: str) -> None:
-        assert self.process.stdin is not None
         self.process.stdin.write(text + "\n")
         self.process.stdin.flush()
 
@@ -224,7 +222,7 @@ async def test_ticket_from_plain_api_server_is_decided_in_the_inbox_api_of_make_
     ledger_url = f"sqlite+aiosqlite:///{project / '.data' / 'expenses.db'}"
     with plain_adk("api_server", project, home) as adk, web_server(tmp_path, database_url=ledger_url) as web:
         session_id = new_session(adk, "alice")
-        ticket_id = ticket_in(" ".join(texts(ask(adk, "alice", session_id, LUNCH))))
+        ticket_id = ticket_in(" ".join(json_texts(ask(adk, "alice", session_id, LUNCH))))
 
         async with httpx.AsyncClient(base_url=web.base_url, timeout=60) as client:
             approved = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("bob"))

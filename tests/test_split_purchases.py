@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
-from support.conversation import Conversation, calls, pending_calls, responses, texts
-from support.models import ScriptedModel, call, ledger_at, make_runner, runner_with, text
+from support.conversation import Conversation, calls, event_texts, pending_calls, responses
+from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
 from support.processes import ROOT
 
 from long_running_agent.approval.delivery import Outcome, decide_and_deliver
@@ -79,7 +79,7 @@ async def test_the_requester_is_told_why_and_a_ticket_is_opened(db_url):
     [pending] = responses(events, "ask_for_approval")
     ticket = await ledger_at(db_url).get(pending["ticket_id"])
     assert (ticket.status, ticket.amount_cents, ticket.call_id) == (TicketStatus.PENDING, 10_000, asked.id)
-    reply = texts(events)[-1]
+    reply = event_texts(events)[-1]
     assert "reimbursed $200.00 today" in reply and "$250.00" in reply and ticket.id in reply
     [requested] = await ledger_at(db_url).audit(ticket.id)
     assert "needs approval" in requested.detail
@@ -90,9 +90,9 @@ async def test_the_requester_is_told_why_and_a_ticket_is_opened(db_url):
 
 async def test_a_near_duplicate_purpose_needs_an_approver(db_url):
     model = ScriptedModel(script=[
-        call("reimburse", purpose="Taxi to the airport", amount=40.0), text("ok"),
-        call("reimburse", purpose="the  TAXI to the airport.", amount=30.0), text("ok"),
-        call("reimburse", purpose="taxi home", amount=30.0), text("ok"),
+        call_part("reimburse", purpose="Taxi to the airport", amount=40.0), text_part("ok"),
+        call_part("reimburse", purpose="the  TAXI to the airport.", amount=30.0), text_part("ok"),
+        call_part("reimburse", purpose="taxi home", amount=30.0), text_part("ok"),
     ])
     chat = await Conversation(runner_with(model, db_url)).start()
 
@@ -210,11 +210,11 @@ async def test_a_limit_of_zero_sends_every_small_payout_to_an_approver(sqlite_ur
 
     assert responses(events, "reimburse")[0]["reason"] == DAILY_LIMIT
     assert pending_calls(events) and await ledger_at(sqlite_url).payouts() == []
-    assert "without approval is $0.00" in texts(events)[-1]
+    assert "without approval is $0.00" in event_texts(events)[-1]
 
 
 async def test_approval_is_still_refused_for_a_small_amount_the_rules_allow(sqlite_url):
-    model = ScriptedModel(script=[call("ask_for_approval", purpose="coffee", amount=20.0), text("ok")])
+    model = ScriptedModel(script=[call_part("ask_for_approval", purpose="coffee", amount=20.0), text_part("ok")])
     chat = await Conversation(runner_with(model, sqlite_url)).start()
 
     events = await chat.say("Reimburse $20 for a coffee")

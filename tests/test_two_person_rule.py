@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from support.conversation import Conversation, pending_calls, responses, texts
+from support.conversation import Conversation, event_texts, pending_calls, responses
 from support.models import RecordedOfflineModel, ledger_at, runner_with
 from support.processes import request_ticket, run
 from support.tickets import open_ticket_for
@@ -69,7 +69,7 @@ async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_ur
 
     # Asked for news, the model (here the offline one) reads the progress from the updated call.
     news = await chat.say("Any news?")
-    assert texts(news)[-1] == (f"Ticket {ticket_id} for $6,000.00 (conference sponsorship) has 1 of 2 approvals "
+    assert event_texts(news)[-1] == (f"Ticket {ticket_id} for $6,000.00 (conference sponsorship) has 1 of 2 approvals "
                                "and waits for a second approver; I will pay once approved.")
 
     with pytest.raises(AlreadyApprovedByYou):
@@ -86,7 +86,7 @@ async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_ur
         ("delivered", "approval_guard")]
     # The model never saw the progress note (only the updated call, and its own answer about it).
     assert all("it now waits for a second approver" not in str(r.contents) for r in model.requests)
-    assert "$6,000.00 for conference sponsorship was paid" in texts(second.events)[-1]
+    assert "$6,000.00 for conference sponsorship was paid" in event_texts(second.events)[-1]
 
 
 async def test_a_rejection_by_either_approver_ends_the_ticket(sqlite_url, capsys):
@@ -98,7 +98,7 @@ async def test_a_rejection_by_either_approver_ends_the_ticket(sqlite_url, capsys
     assert f"Ticket {ticket_id} is rejected by carol;" in capsys.readouterr().out
 
     assert rejected.delivered and rejected.ticket.status is TicketStatus.REJECTED
-    assert "rejected by carol (not budgeted)" in texts(rejected.events)[-1]
+    assert "rejected by carol (not budgeted)" in event_texts(rejected.events)[-1]
     with pytest.raises(AlreadyDecided):
         await decide_and_deliver(ticket_id, approver="dave", approve=True)
     assert await ledger_at(sqlite_url).payouts(ticket_id=ticket_id) == []

@@ -11,8 +11,8 @@ import asyncio
 import subprocess
 
 import pytest
-from support.conversation import Conversation, calls, pending_calls, responses, texts
-from support.models import ScriptedModel, call, ledger_at, make_runner, runner_with, text
+from support.conversation import Conversation, calls, event_texts, pending_calls, responses
+from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
 from support.processes import request_ticket, run, start
 
 from long_running_agent.approval.delivery import decide_and_deliver
@@ -33,7 +33,7 @@ async def test_the_requester_withdraws_in_the_chat_and_the_pending_call_is_answe
     [cancel] = calls(withdrawn, "cancel_request")
     assert cancel.args == {"ticket_id": conference_ticket}
     assert responses(withdrawn, "cancel_request") == [{"status": "cancelled", "ticket_id": conference_ticket}]
-    assert f"Withdrawn: ticket {conference_ticket} for $480.00 (conference ticket)" in texts(withdrawn)[-1]
+    assert f"Withdrawn: ticket {conference_ticket} for $480.00 (conference ticket)" in event_texts(withdrawn)[-1]
     # The pending call itself is answered, same id and name, once; the ledger says delivered.
     session = await runner.session_service.get_session(app_name=runner.app_name, user_id="alice",
                                                        session_id=chat.session_id)
@@ -47,7 +47,7 @@ async def test_the_requester_withdraws_in_the_chat_and_the_pending_call_is_answe
     # The other one still waits, and the conversation goes on knowing both.
     assert (await ledger.get(lunch_ticket)).status is TicketStatus.PENDING
     news = await chat.say("any news?")
-    assert lunch_ticket in texts(news)[-1] and conference_ticket not in texts(news)[-1]
+    assert lunch_ticket in event_texts(news)[-1] and conference_ticket not in event_texts(news)[-1]
     assert lunch.id != conference.id
 
     # An approver cannot decide it any more, and nothing is paid.
@@ -61,7 +61,7 @@ async def test_only_the_requester_can_withdraw(sqlite_url):
     [ticket] = responses(await alice.say("Reimburse $250 for the team lunch"), "ask_for_approval")
     ticket_id = ticket["ticket_id"]
     # bob's own conversation, with a model that tries to withdraw alice's ticket.
-    model = ScriptedModel(script=[call("cancel_request", ticket_id=ticket_id), text("Could not.")])
+    model = ScriptedModel(script=[call_part("cancel_request", ticket_id=ticket_id), text_part("Could not.")])
     bob = await Conversation(runner_with(model, sqlite_url), user_id="bob").start()
 
     tried = await bob.say(f"cancel {ticket_id}")

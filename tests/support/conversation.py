@@ -30,7 +30,8 @@ def responses(events: list[Event], name: str) -> list[dict[str, Any]]:
     return [dict(r.response or {}) for e in events for r in e.get_function_responses() if r.name == name]
 
 
-def texts(events: list[Event]) -> list[str]:
+def event_texts(events: list[Event]) -> list[str]:
+    """The text of ADK events as a Runner yields them; support/http.py's `json_texts` reads them as JSON."""
     return [p.text for e in events if e.content and e.content.parts for p in e.content.parts if p.text]
 
 

@@ -12,7 +12,7 @@ Like Gemini 3, every functionCall part carries a `thoughtSignature`, which the
 client must send back unchanged in later requests.
 
 Usage:
-    with FakeGemini([call("ask_for_approval", purpose="lunch", amount=250.0), text("Pending.")]) as fake:
+    with FakeGemini([gemini_call("ask_for_approval", purpose="lunch", amount=250.0), gemini_text("Pending.")]) as fake:
         monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.base_url)
         ...
     fake.requests[0].body["tools"]
@@ -38,7 +38,7 @@ class Reply:
     parts: list[dict[str, Any]]
 
 
-def call(name: str, *, id: str | None = None, **args: Any) -> Reply:
+def gemini_call(name: str, *, id: str | None = None, **args: Any) -> Reply:
     """A model turn that calls `name` with `args` (and, like newer models, an optional call id)."""
     function_call: dict[str, Any] = {"name": name, "args": args}
     if id is not None:
@@ -46,7 +46,7 @@ def call(name: str, *, id: str | None = None, **args: Any) -> Reply:
     return Reply([{"functionCall": function_call}])
 
 
-def text(value: str) -> Reply:
+def gemini_text(value: str) -> Reply:
     """A model turn that answers with plain text."""
     return Reply([{"text": value}])
 
@@ -91,7 +91,9 @@ class FakeGemini:
         handler = type("Handler", (_Handler,), {"fake": self})
         # Port 0: the OS picks a free port, so parallel test runs never collide.
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-gemini", daemon=True)
+        # A short poll: shutdown() waits for it, and so does every test's teardown (0.5 s by default).
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="fake-gemini",
+                                        daemon=True)
         self._thread.start()
         return self
 

@@ -54,7 +54,8 @@ def function_responses(events: list[dict[str, Any]], name: str) -> list[tuple[st
     ]
 
 
-def texts(events: list[dict[str, Any]]) -> list[str]:
+def json_texts(events: list[dict[str, Any]]) -> list[str]:
+    """The text of events as ADK's HTTP routes answer them (JSON), thoughts left out."""
     return [
         part["text"]
         for event in events
@@ -107,7 +108,7 @@ async def assert_resumed_once_and_paid(client, server, user, session_id, call, t
     assert [(r["id"], r["response"]["status"]) for r in decisions] == [(call["id"], "approved")]
     [(_author, paid)] = function_responses(events, "reimburse")
     assert paid["response"]["status"] == "paid" and paid["response"]["ticket_id"] == ticket_id
-    assert any("was paid" in text for text in texts(events))
+    assert any("was paid" in text for text in json_texts(events))
     ledger_payouts = await payouts(server, ticket_id)
     assert [p.id for p in ledger_payouts] == [paid["response"]["payout_id"]]
     assert ledger_payouts[0].amount_cents == 25000

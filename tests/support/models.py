@@ -50,11 +50,13 @@ class RecordedOfflineModel(OfflineExpenseModel):
             yield response
 
 
-def call(name: str, **args) -> types.Part:
+def call_part(name: str, **args) -> types.Part:
+    """A ScriptedModel turn that calls `name`; support/fake_gemini.py's `gemini_call` is the wire's."""
     return types.Part(function_call=types.FunctionCall(name=name, args=args))
 
 
-def text(value: str) -> types.Part:
+def text_part(value: str) -> types.Part:
+    """A ScriptedModel turn that answers with text."""
     return types.Part(text=value)
 
 

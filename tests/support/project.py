@@ -69,29 +69,50 @@ class PlainServer:
 def plain_adk(command: str, project: Path, home: Path, *flags: str) -> Iterator[PlainServer]:
     """`adk web` or `adk api_server`, started from the project folder with no flags but a port."""
     log = project.parent / f"{command}.log"
-    port = free_port()
-    with log.open("w") as out:
-        process = subprocess.Popen([str(ADK), command, "--port", str(port), *flags], cwd=project,
-                                   env=plain_env(home), stdout=out, stderr=subprocess.STDOUT)
-    base_url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while process.poll() is None and time.monotonic() < deadline:
+    for _attempt in range(3):
+        port = free_port()
+        with log.open("w") as out:
+            process = subprocess.Popen([str(ADK), command, "--port", str(port), *flags], cwd=project,
+                                       env=plain_env(home), stdout=out, stderr=subprocess.STDOUT)
+        base_url = f"http://127.0.0.1:{port}"
         try:
-            if httpx.get(f"{base_url}/list-apps", timeout=1).status_code == 200:
+            if _answers(process, f"{base_url}/list-apps"):
                 break
-        except httpx.TransportError:
-            time.sleep(0.1)
-    if process.poll() is not None:
-        raise AssertionError(f"adk {command} exited early:\n{log.read_text()[-3000:]}")
+            if process.poll() is None:
+                raise AssertionError(f"adk {command} did not answer within 60 s:\n{log.read_text()[-3000:]}")
+            if "address already in use" not in log.read_text().lower():
+                raise AssertionError(f"adk {command} exited early:\n{log.read_text()[-3000:]}")
+        except BaseException:
+            _stop(process)
+            raise
+        # Another test's process took the free port before adk bound it: another one.
+    else:
+        raise AssertionError(f"no free port for adk {command}:\n{log.read_text()[-3000:]}")
     try:
         yield PlainServer(base_url, project, log)
     finally:
-        process.terminate()
+        _stop(process)
+
+
+def _answers(process: subprocess.Popen[bytes], url: str, timeout: float = 60) -> bool:
+    deadline = time.monotonic() + timeout
+    while process.poll() is None and time.monotonic() < deadline:
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            if httpx.get(url, timeout=1).status_code == 200:
+                return True
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def main_py(project: Path, home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -107,7 +107,8 @@ class Receiver:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # A short poll: shutdown() waits for it, and so does every test's teardown (0.5 s by default).
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
     def __exit__(self, *_exc: object) -> None:

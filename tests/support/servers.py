@@ -119,7 +119,8 @@ def _serves(process: subprocess.Popen[bytes], base_url: str, log: Path) -> bool:
             if httpx.get(f"{base_url}/health", timeout=1).status_code == 200:
                 return True
         except httpx.TransportError:
-            time.sleep(0.1)
+            pass
+        time.sleep(0.1)
     if process.poll() is None:
         pytest.fail(f"the web server did not answer /health within 60 s:\n{log.read_text()[-3000:]}")
     if "address already in use" in log.read_text().lower():
