@@ -54,7 +54,7 @@ async def run_demo(runner: Runner, ledger: Ledger, out: Transcript, request: str
     out.say("pending", f"call id={call.id} name={call.name} ticket={ticket_id}")
 
     print("\n== 2. Later, an approver decides (recorded in the ledger) ==")
-    decision = await ledger.decide(
+    decision = await ledger.tickets.decide(
         ticket_id, approver=APPROVER, approve=approve,
         reason=None if approve else "not a business expense",
     )
@@ -71,7 +71,7 @@ async def run_demo(runner: Runner, ledger: Ledger, out: Transcript, request: str
     async for event in runner.run_async(user_id=REQUESTER, session_id=session.id, new_message=message):
         out.show(event)
 
-    payouts = await ledger.payouts(ticket_id=ticket_id)
+    payouts = await ledger.payouts.find(ticket_id=ticket_id)
     return len(payouts) == (1 if approve else 0)
 
 
@@ -84,7 +84,7 @@ async def run_small(runner: Runner, ledger: Ledger, out: Transcript, request: st
         # A second demo on the same (UTC) day repeats this expense, so the daily
         # rules send it to an approver, and the agent says why (docs/security.md, "Split purchases").
         return True
-    return len(await ledger.payouts(session_id=session.id)) == 1
+    return len(await ledger.payouts.find(session_id=session.id)) == 1
 
 
 def model_line(choice: ModelChoice) -> str:

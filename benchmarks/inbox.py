@@ -1,6 +1,6 @@
 """The approver's inbox with many tickets pending and many decided: the read the inbox really makes.
 
-What is timed is `ledger.read_inbox(...)` with the inbox's defaults: the one
+What is timed is `ledger.inbox.read(...)` with the inbox's defaults: the one
 call behind `GET /api/approvals` (and, without the recent decisions, behind
 `python main.py inbox`). It runs six queries: the expiry sweep's SELECT of
 overdue tickets, a page of 50 pending tickets and their total, a page of 50
@@ -80,7 +80,7 @@ class StatementTimer:
 
 async def read_as_the_api_does(ledger: Ledger) -> Inbox:
     """GET /api/approvals with no query string: the first pages, their totals, the latest decisions."""
-    return await ledger.read_inbox(limit=DEFAULT_LIMIT, undelivered_limit=DEFAULT_LIMIT)
+    return await ledger.inbox.read(limit=DEFAULT_LIMIT, undelivered_limit=DEFAULT_LIMIT)
 
 
 async def time_inbox(ledger: Ledger, repeats: int) -> dict[str, Any]:

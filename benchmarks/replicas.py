@@ -94,7 +94,7 @@ async def prepare_schema(url: str) -> None:
     ledger = Ledger(url)
     sessions = session_service(url)
     try:
-        await ledger.count()
+        await ledger.tickets.count()
         await sessions.prepare_tables()
     finally:
         await ledger.close()

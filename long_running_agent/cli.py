@@ -136,7 +136,7 @@ async def request(args: argparse.Namespace, out: Transcript) -> int:
 async def inbox(args: argparse.Namespace, out: Transcript) -> int:
     await catch_up()
     # The same read as GET /api/approvals; the CLI shows no recent decisions (`show` has a ticket's history).
-    inbox = await services().ledger.read_inbox(limit=args.limit, offset=args.offset,
+    inbox = await services().ledger.inbox.read(limit=args.limit, offset=args.offset,
                                                undelivered_limit=args.limit, recent=0)
     tickets = inbox.pending
     page = Page(args.offset, args.limit, inbox.total_pending, len(tickets))
@@ -168,7 +168,7 @@ async def show_undelivered(inbox: Inbox, limit: int) -> None:
     tickets = inbox.undelivered
     if not tickets:
         return
-    failed = await services().ledger.delivery_failures([t.id for t in tickets if t.delivery_error])
+    failed = await services().ledger.deliveries.failures([t.id for t in tickets if t.delivery_error])
     page = Page(0, limit, inbox.total_undelivered, len(tickets))
     print(f"\nDecided, not delivered: {page.describe()}. Deliver one with: python main.py deliver TICKET\n"
           "(if its conversation is gone for good: python main.py settle TICKET --approver NAME)")
@@ -233,7 +233,7 @@ async def decide(args: argparse.Namespace, out: Transcript) -> int:
         amount=getattr(args, "approved_amount", None),
     )
     status = report(delivery, out)
-    payouts = await services().ledger.payouts(ticket_id=delivery.ticket.id)
+    payouts = await services().ledger.payouts.find(ticket_id=delivery.ticket.id)
     print(f"Payouts for {delivery.ticket.id}: {len(payouts)}")
     send_notifications()
     return status
@@ -254,7 +254,7 @@ async def deliver_decision(args: argparse.Namespace, out: Transcript) -> int:
 
 async def settle(args: argparse.Namespace, out: Transcript) -> int:
     """Finish a decision that cannot reach its conversation: pay an approved ticket, close any other."""
-    ticket, payout = await services().ledger.settle(args.ticket, approver=args.approver)
+    ticket, payout = await services().ledger.deliveries.settle(args.ticket, approver=args.approver)
     done = f"paid {payout.amount_text} ({payout.id}) without the conversation" if payout else "closed"
     print(f"Ticket {ticket.id} ({ticket.status}) settled by {ticket.settled_by}: {done}.")
     return 0
@@ -263,18 +263,18 @@ async def settle(args: argparse.Namespace, out: Transcript) -> int:
 async def show(args: argparse.Namespace, out: Transcript) -> int:
     await catch_up()
     ledger = services().ledger
-    ticket = await ledger.get(args.ticket)
+    ticket = await ledger.tickets.get(args.ticket)
     print(printable(json.dumps(ticket.as_record(), indent=2)))
     print(f"\nConversation: {ticket.user_id} / {ticket.session_id} in {describe(ticket.session_store)}")
     if ticket.status is not TicketStatus.PENDING:
         print(f"Delivered: {await delivered(ticket)}")
     print("\nHistory:")
-    for entry in await ledger.audit(ticket.id):
+    for entry in await ledger.tickets.audit(ticket.id):
         print(f"  {entry.at:%Y-%m-%d %H:%M:%S}  {entry.action:<11} by {printable(entry.actor)}"
               + (f": {printable(entry.detail)}" if entry.detail else ""))
-    for payout in await ledger.payouts(ticket_id=ticket.id):
+    for payout in await ledger.payouts.find(ticket_id=ticket.id):
         print(f"\nPaid: {payout.id} {payout.amount_text} at {payout.paid_at:%Y-%m-%d %H:%M:%S}")
-    notifications = await ledger.notifications(ticket.id)
+    notifications = await ledger.outbox.of_ticket(ticket.id)
     if notifications:
         print("\nNotifications (APPROVAL_WEBHOOK_URL):")
     for n in notifications:
@@ -287,7 +287,7 @@ async def delivered(ticket: Ticket) -> str:
     """Whether the decision reached its conversation; if not, when and why the last attempt failed."""
     if ticket.delivered_at:
         return f"{ticket.delivered_at:%Y-%m-%d %H:%M:%S}"
-    failed = (await services().ledger.delivery_failures([ticket.id])).get(ticket.id)
+    failed = (await services().ledger.deliveries.failures([ticket.id])).get(ticket.id)
     failure = printable(ticket.delivery_error or "")
     if failed and failure:
         failure = f"the last attempt failed at {failed:%Y-%m-%d %H:%M:%S}: {failure}"

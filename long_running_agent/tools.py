@@ -99,7 +99,7 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
                 "approvals need one, so that the requester cannot be mistaken for an approver."}
     why = note = None
     if not needs_approval(clean_amount, settings):
-        refusal = await ledger.auto_approval_refusal(
+        refusal = await ledger.payouts.auto_approval_refusal(
             amount_cents=to_cents(clean_amount), **_daily_rules(session.user_id, clean_purpose, settings)
         )
         if refusal is None:
@@ -113,7 +113,7 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
         tool_context.get_invocation_context().session_service,
         app_name=session.app_name, app_database_url=settings.database_url,
     )
-    ticket = await ledger.open_ticket(
+    ticket = await ledger.tickets.open(
         app_name=session.app_name,
         user_id=session.user_id,
         session_id=session.id,
@@ -130,7 +130,7 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
         dual_above_cents=to_cents(settings.dual_approval_above),
     )
     if ticket.combined_cents is not None:
-        why = explain_combined(ticket, await ledger.requests_combined_with(ticket), settings)
+        why = explain_combined(ticket, await ledger.tickets.combined_with(ticket), settings)
     send_soon()  # approvers hear of it now, if a webhook is set (notifications.py)
     return ticket.as_response() | ({"why": why} if why else {})
 
@@ -151,12 +151,12 @@ async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> d
     call_id = tool_context.function_call_id or ""
     try:
         if needs_approval(clean_amount, settings):
-            payout, already_paid = await ledger.pay_approved(
+            payout, already_paid = await ledger.payouts.pay_approved(
                 conversation=conversation, call_id=call_id,
                 purpose=clean_purpose, amount_cents=to_cents(clean_amount), prefer=delivering_now(),
             )
         else:
-            payout, already_paid = await ledger.pay_small(
+            payout, already_paid = await ledger.payouts.pay_small(
                 conversation=conversation, call_id=call_id,
                 purpose=clean_purpose, amount_cents=to_cents(clean_amount),
                 **_daily_rules(session.user_id, clean_purpose, settings),
@@ -176,7 +176,7 @@ async def cancel_request(ticket_id: str, tool_context: ToolContext) -> dict[str,
 
     session = tool_context.session
     try:
-        ticket = await services().ledger.cancel(str(ticket_id).strip(), requester=session.user_id)
+        ticket = await services().ledger.tickets.cancel(str(ticket_id).strip(), requester=session.user_id)
     except (LedgerError, InputError) as error:
         return {"status": "error", "error": str(error)}
     await answer_withdrawal(ticket, tool_context.get_invocation_context())

@@ -100,7 +100,7 @@ async def test_deleted_database_file_is_a_json_503_not_a_second_file(tmp_path):
 async def test_ledger_and_sessions_stop_on_a_file_that_is_not_the_one_they_opened(sqlite_url, tmp_path, how):
     app = services()
     await app.sessions.create_session(app_name=APP, user_id="alice")
-    assert await app.ledger.count() == 0
+    assert await app.ledger.tickets.count() == 0
     db = database_file(sqlite_url)
     if how == "deleted":
         db.unlink()
@@ -110,7 +110,7 @@ async def test_ledger_and_sessions_stop_on_a_file_that_is_not_the_one_they_opene
         os.replace(other, db)
 
     with pytest.raises(DatabaseFileGone):
-        await app.ledger.count()
+        await app.ledger.tickets.count()
     with pytest.raises(DatabaseFileGone):
         await app.sessions.list_sessions(app_name=APP, user_id="alice")
     assert db.exists() == (how == "replaced")
@@ -118,7 +118,7 @@ async def test_ledger_and_sessions_stop_on_a_file_that_is_not_the_one_they_opene
 
 def test_cli_says_in_one_line_that_the_database_file_is_gone(sqlite_url, capsys):
     async def inbox_after_the_file_is_deleted(args: argparse.Namespace, out) -> int:
-        await services().ledger.count()
+        await services().ledger.tickets.count()
         database_file(sqlite_url).unlink()
         return await cli.inbox(args, out)
 
@@ -170,7 +170,7 @@ async def test_a_file_left_in_wal_mode_is_switched_to_a_rollback_journal(sqlite_
     db = database_file(sqlite_url)
     wal_mode_file(db).close()
 
-    assert await services().ledger.count() == 0
+    assert await services().ledger.tickets.count() == 0
 
     assert not [path.name for path in tmp_path.iterdir() if path.name.endswith(("-shm", "-wal"))]
     check = sqlite3.connect(db)
@@ -184,7 +184,7 @@ async def test_a_wal_file_another_connection_holds_stays_usable_and_the_log_says
     holder = wal_mode_file(db)  # still open, as a server of an older version would hold it
     try:
         with caplog.at_level(logging.WARNING, logger="long_running_agent.ledger.engine"):
-            assert await services().ledger.count() == 0
+            assert await services().ledger.tickets.count() == 0
     finally:
         holder.close()
 

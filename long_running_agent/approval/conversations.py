@@ -68,7 +68,7 @@ class GuardedSessionService(DatabaseSessionService):
     """ADK's session store that refuses to delete a conversation an approval still needs."""
 
     async def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
-        waiting = await services().ledger.open_in(Conversation(app_name, user_id, session_id))
+        waiting = await services().ledger.deliveries.open_in(Conversation(app_name, user_id, session_id))
         if waiting:
             raise ConversationInUse([t.id for t in waiting])
         await super().delete_session(app_name=app_name, user_id=user_id, session_id=session_id)

@@ -72,7 +72,7 @@ async def deliver(
     ticket; only a conversation busy with another run is left to a retry.
     """
     ledger = services().ledger
-    ticket = await ledger.get(ticket_id)
+    ticket = await ledger.tickets.get(ticket_id)
     if ticket.status is TicketStatus.PENDING:
         return Delivery(ticket, Outcome.STILL_PENDING)
     if ticket.delivered_at:
@@ -93,7 +93,7 @@ async def deliver(
     try:
         async with ledger.locks.hold(conversation, purpose=f"delivering {ticket.id}", wait=wait):
             # Checked again under the lock: another process may have delivered it.
-            ticket = await ledger.get(ticket_id)
+            ticket = await ledger.tickets.get(ticket_id)
             if ticket.delivered_at:
                 return Delivery(ticket, Outcome.ALREADY_DELIVERED)
             if ticket.settled_at:
@@ -125,7 +125,7 @@ async def deliver(
         # store, ADK refusing the message), here.
         await _record_failure(ticket, actor, why, unless_recorded_since=True)
         return Delivery(ticket, Outcome.FAILED, why, where)
-    ticket = await ledger.get(ticket_id)
+    ticket = await ledger.tickets.get(ticket_id)
     if ticket.delivered_at:
         return Delivery(ticket, Outcome.DELIVERED, where=where, events=events)
     why = ticket.delivery_error or "the agent did not accept it"
@@ -150,9 +150,9 @@ async def _record_failure(ticket: Ticket, actor: str, why: str, *, unless_record
     """Record a failed attempt; with `unless_recorded_since`, not if one was recorded since `ticket` was read."""
     ledger = services().ledger
     try:
-        if unless_recorded_since and (await ledger.get(ticket.id)).delivery_error != ticket.delivery_error:
+        if unless_recorded_since and (await ledger.tickets.get(ticket.id)).delivery_error != ticket.delivery_error:
             return
-        await ledger.mark_undelivered(ticket.id, actor=actor, error=why)
+        await ledger.deliveries.mark_undelivered(ticket.id, actor=actor, error=why)
     except Exception as error:  # the ledger itself is down: the caller still tells why
         logger.warning("Could not record the failed delivery of %s (%s): %s", ticket.id, why, type(error).__name__)
 
@@ -167,12 +167,12 @@ async def decide_and_deliver(
 ) -> Delivery:
     """Record the decision, then deliver it; raises LedgerError if the decision is refused.
 
-    `amount` approves less than was asked (see Ledger.decide). An expired
+    `amount` approves less than was asked (see Tickets.decide). An expired
     ticket is refused, but its expiry is still delivered, so the requester
     learns what happened.
     """
     try:
-        ticket = await services().ledger.decide(
+        ticket = await services().ledger.tickets.decide(
             ticket_id, approver=approver, approve=approve, reason=reason, amount=amount
         )
     except TicketExpired:
@@ -226,7 +226,7 @@ async def tell_progress(ticket: Ticket, note: str) -> bool:
 async def withdraw_and_deliver(ticket_id: str, *, requester: str, app: App | None = None) -> Delivery:
     """The requester withdraws a pending request; the pending call is answered "cancelled"."""
     try:
-        ticket = await services().ledger.cancel(ticket_id, requester=requester)
+        ticket = await services().ledger.tickets.cancel(ticket_id, requester=requester)
     except TicketExpired:
         await deliver(ticket_id, actor=requester, app=app)
         raise
@@ -246,7 +246,7 @@ async def answer_withdrawal(ticket: Ticket, context: InvocationContext) -> None:
         return
     answer = Event(invocation_id=context.invocation_id, author="user", content=decision_message(ticket))
     await context.session_service.append_event(context.session, answer)
-    await services().ledger.mark_delivered(ticket.id, actor=ticket.user_id)
+    await services().ledger.deliveries.mark_delivered(ticket.id, actor=ticket.user_id)
 
 
 async def _delivered(ticket: Ticket, *, actor: str, app: App | None) -> Delivery:
@@ -269,7 +269,7 @@ async def remind_due() -> list[Ticket]:
     config = app.settings
     if config.remind_before is None or config.webhook_url is None:
         return []
-    reminded = await app.ledger.remind_due(config.remind_before, config.escalate_to)
+    reminded = await app.ledger.tickets.remind_due(config.remind_before, config.escalate_to)
     for ticket in reminded:
         escalated = f" It was escalated to {ticket.escalated_to.replace(',', ', ')}." if ticket.escalated_to else ""
         await tell_progress(ticket, f"Ticket {ticket.id} still waits for an approver; the approvers were "
@@ -286,10 +286,10 @@ async def deliver_due(*, actor: str, grace: timedelta = timedelta(seconds=30)) -
     approver's `deliver`, not retried in a loop.
     """
     ledger = services().ledger
-    await ledger.expire_due()
+    await ledger.tickets.expire_due()
     cutoff = ledger.now() - grace
     deliveries = []
-    for ticket in await ledger.undelivered():
+    for ticket in await ledger.deliveries.undelivered():
         if ticket.delivery_error:
             continue
         if ticket.status is not TicketStatus.EXPIRED and ticket.decided_at and ticket.decided_at > cutoff:

@@ -177,7 +177,7 @@ class ApprovalGuard(BasePlugin):
         try:
             ledger = services().ledger
             for ticket_id in run.delivering:
-                await ledger.mark_delivered(ticket_id, actor="approval_guard")
+                await ledger.deliveries.mark_delivered(ticket_id, actor="approval_guard")
         finally:
             await self._release(run)
 
@@ -190,7 +190,7 @@ class ApprovalGuard(BasePlugin):
         try:
             ledger = services().ledger
             for ticket_id in run.delivering:
-                await ledger.mark_undelivered(
+                await ledger.deliveries.mark_undelivered(
                     ticket_id, actor="approval_guard", error=f"the run failed: {type(error).__name__}: {error}"
                 )
         except Exception:
@@ -224,8 +224,8 @@ class ApprovalGuard(BasePlugin):
         self, context: InvocationContext, ledger: Ledger, conversation: Conversation
     ) -> None:
         """Deliver what this conversation is owed before answering its new message."""
-        await ledger.expire_due(conversation=conversation)
-        owed = await ledger.undelivered(conversation)
+        await ledger.tickets.expire_due(conversation=conversation)
+        owed = await ledger.deliveries.undelivered(conversation)
         if not owed:
             return
         # The same agent, model and plugins as this run, on the same store.
@@ -240,7 +240,7 @@ class ApprovalGuard(BasePlugin):
                     # and this message with it. Recorded once, so an approver can settle the ticket.
                     why = call_gone(ticket)
                     if ticket.delivery_error != why:
-                        await ledger.mark_undelivered(ticket.id, actor="approval_guard", error=why)
+                        await ledger.deliveries.mark_undelivered(ticket.id, actor="approval_guard", error=why)
                     continue
                 try:
                     async for _event in runner.run_async(
@@ -252,8 +252,8 @@ class ApprovalGuard(BasePlugin):
                     logger.warning("Delivering %s before a message failed: %s: %s", ticket.id,
                                    type(error).__name__, error)
                     # A failure inside the run is recorded by that run's guard; one before it, here.
-                    if (await ledger.get(ticket.id)).delivery_error == ticket.delivery_error:
-                        await ledger.mark_undelivered(ticket.id, actor="approval_guard",
+                    if (await ledger.tickets.get(ticket.id)).delivery_error == ticket.delivery_error:
+                        await ledger.deliveries.mark_undelivered(ticket.id, actor="approval_guard",
                                                       error=f"{type(error).__name__}: {error}")
         finally:
             _current_run.set(saved)
@@ -270,12 +270,12 @@ class ApprovalGuard(BasePlugin):
             raise Refused(f"no function call with id {response.id!r} in this conversation.")
         if call.name != APPROVAL_TOOL:
             raise Refused(f"{call.name} is not answered by the application; only approvals are.")
-        ticket = await ledger.find_by_call(run.conversation, call.id or "")
+        ticket = await ledger.tickets.find_by_call(run.conversation, call.id or "")
         if ticket is None:
             raise Refused("this approval call has no ticket (the request was invalid).")
         ticket = await self._settle(ledger, ticket, response, context)
         if ticket.status is TicketStatus.PENDING:
-            await ledger.record_refusal(
+            await ledger.tickets.record_refusal(
                 ticket.id, actor=context.session.user_id,
                 detail=f"response claiming {claimed_status(response)!r} while pending",
             )
@@ -300,15 +300,15 @@ class ApprovalGuard(BasePlugin):
             return ticket
         if ticket.expires_at <= ledger.now():
             try:
-                return await ledger.expire(ticket.id)
+                return await ledger.tickets.expire(ticket.id)
             except LedgerError:
-                return await ledger.get(ticket.id)
+                return await ledger.tickets.get(ticket.id)
         claimed = claimed_status(response)
         if services().settings.dev_chat_approval and claimed in (TicketStatus.APPROVED, TicketStatus.REJECTED):
             # DEV_CHAT_APPROVAL: the chat answer box acts as an approver, and
             # the ledger records it as such. Never enable this in production.
             try:
-                return await ledger.decide(
+                return await ledger.tickets.decide(
                     ticket.id,
                     approver=context.session.user_id,
                     approve=claimed == TicketStatus.APPROVED,
@@ -316,7 +316,7 @@ class ApprovalGuard(BasePlugin):
                     from_chat=True,
                 )
             except (LedgerError, InputError):
-                return await ledger.get(ticket.id)
+                return await ledger.tickets.get(ticket.id)
         return ticket
 
 

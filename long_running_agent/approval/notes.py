@@ -73,7 +73,7 @@ def as_sent(responses: list[types.FunctionResponse]) -> str:
 async def already_delivered(ledger: Ledger, ticket: Ticket) -> str:
     """What became of a delivered decision, for a repeated answer."""
     by = f" by {ticket.decided_by}" if ticket.decided_by else ""
-    payouts = await ledger.payouts(ticket_id=ticket.id)
+    payouts = await ledger.payouts.find(ticket_id=ticket.id)
     if payouts:
         outcome = f"{payouts[0].amount_text} was paid (payout {payouts[0].id})"
     else:

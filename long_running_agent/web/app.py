@@ -148,7 +148,7 @@ def replace_health(app: FastAPI) -> None:
         ledger = services().ledger
         # Reads alone would pass while every write fails (a full disk, an
         # unwritable journal), so a row is written and rolled back as well.
-        for step, check in (("unreachable", ledger.ping), ("unwritable", ledger.try_write)):
+        for step, check in (("unreachable", ledger.database.ping), ("unwritable", ledger.database.try_write)):
             try:
                 await asyncio.wait_for(check(), timeout=5)
             except Exception as error:

@@ -17,7 +17,7 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def ticket_json(ticket: Ticket, now: datetime, failed_at: dict[str, datetime] | None = None) -> dict[str, Any]:
-    """`failed_at`: when the latest failed delivery of each ticket was recorded (Ledger.delivery_failures)."""
+    """`failed_at`: when the latest failed delivery of each ticket was recorded (ledger.deliveries.failures)."""
     return {
         "id": ticket.id,
         "status": ticket.status.value,
