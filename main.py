@@ -28,9 +28,10 @@ from google.genai import types
 
 import long_running_agent  # noqa: F401  (loads .env before the settings are read)
 from long_running_agent import cli
+from long_running_agent.agent import build_app
 from long_running_agent.ledger import Ledger, inputs
 from long_running_agent.model.choice import ModelChoice, choose_model
-from long_running_agent.services import services
+from long_running_agent.services import services, use_app_factory
 from long_running_agent.transcript import Transcript, pending_call, tool_response, user_text
 
 REQUESTER = "alice"
@@ -126,6 +127,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    use_app_factory(build_app)  # what the demo and the approver commands run (services.py never imports it)
     return cli.run(args, cli.HANDLERS.get(args.command, demo))
 
 

@@ -18,10 +18,9 @@ from google.adk.tools import LongRunningFunctionTool
 from .approval.guard import ApprovalGuard
 from .approval.turn_order import prepare_model_request
 from .model.choice import choose_model
+from .names import AGENT_NAME, APP_NAME
 from .settings import model_settings, settings
 from .tools import ask_for_approval, cancel_request, reimburse
-
-APP_NAME = "long_running_agent"  # ADK names an app after its folder; adk run files sessions under it
 
 
 def instruction(_context: ReadonlyContext) -> str:
@@ -35,7 +34,7 @@ otherwise say nothing was paid, and why. Never say money was paid unless reimbur
 
 
 root_agent = LlmAgent(
-    name="expense_agent",
+    name=AGENT_NAME,
     model=choose_model(model_settings()).name,
     instruction=instruction,
     tools=[LongRunningFunctionTool(func=ask_for_approval), reimburse, cancel_request],

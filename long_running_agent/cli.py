@@ -44,11 +44,11 @@ from .ledger import (
 )
 from .ledger.inputs import InputError, name, printable
 from .ledger.migrate import SchemaError
+from .names import REIMBURSE_TOOL
 from .notifications import send_due
 from .paging import DEFAULT_LIMIT, MAX_LIMIT, Page, PagingError, parse_limit, parse_offset
 from .services import close_services, services
 from .settings import SettingsError
-from .tools import REIMBURSE_TOOL
 from .transcript import Transcript, pending_calls, tool_response, user_text
 
 COMMANDS = ("request", "inbox", "approve", "reject", "cancel", "deliver", "settle", "show", "migrate")

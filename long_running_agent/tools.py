@@ -29,6 +29,8 @@ from typing import Any
 from google.adk.tools import ToolContext
 
 from .approval.conversations import locate
+from .approval.delivery import answer_withdrawal
+from .approval.guard import delivering_now
 from .ledger import DAILY_LIMIT, Conversation, LedgerError, NeedsApproval, Ticket
 from .ledger.inputs import InputError, is_canonical_name
 from .ledger.policy import (
@@ -40,14 +42,10 @@ from .ledger.policy import (
     requester_of,
     to_cents,
 )
+from .names import APPROVAL_TOOL
 from .notifications import send_soon
 from .services import services
 from .settings import Settings
-
-# The names the guard, the ledger and the offline model know the tools by.
-APPROVAL_TOOL = "ask_for_approval"
-REIMBURSE_TOOL = "reimburse"
-CANCEL_TOOL = "cancel_request"
 
 
 def _dollars(cents: int) -> str:
@@ -137,9 +135,6 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
 
 async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> dict[str, Any]:
     """Pay an expense in US dollars."""
-    # Local: the guard imports this module's tool names.
-    from .approval.guard import delivering_now
-
     app = services()
     settings, ledger = app.settings, app.ledger
     try:
@@ -171,9 +166,6 @@ async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> d
 
 async def cancel_request(ticket_id: str, tool_context: ToolContext) -> dict[str, Any]:
     """Withdraw the user's pending ticket when they ask to."""
-    # Local: approval.delivery runs the agent, which imports this module.
-    from .approval.delivery import answer_withdrawal
-
     session = tool_context.session
     try:
         ticket = await services().ledger.tickets.cancel(str(ticket_id).strip(), requester=session.user_id)

@@ -26,7 +26,8 @@ from support.models import OFFLINE, close_opened  # noqa: E402
 from support.postgres import new_postgres_database, postgres_server  # noqa: E402
 
 import long_running_agent  # noqa: E402,F401  (loads .env; cleared below)
-from long_running_agent.services import close_services, use_app, use_clock  # noqa: E402
+from long_running_agent.agent import build_app  # noqa: E402
+from long_running_agent.services import close_services, use_app, use_app_factory, use_clock  # noqa: E402
 from long_running_agent.settings import ModelSettings, load_settings, settings, use_settings  # noqa: E402
 
 for _name in (
@@ -40,6 +41,8 @@ for _name in (
     os.environ.pop(_name, None)
 
 BASE = replace(load_settings(), model=ModelSettings(OFFLINE, None))
+# What main.py and `make web` hand the wiring: the shipped agent's app.
+use_app_factory(build_app)
 
 
 @pytest.fixture(autouse=True)

@@ -35,7 +35,7 @@ from support.models import ledger_at
 from long_running_agent.agent import build_app
 from long_running_agent.approval.guard import REFUSAL_PREFIX
 from long_running_agent.ledger import Ledger
-from long_running_agent.ledger.engine import session_service
+from long_running_agent.services import session_service
 
 MODEL = "gemini-3.5-flash"
 API_KEY = "test-key-not-a-real-one"

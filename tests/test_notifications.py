@@ -65,7 +65,7 @@ def webhook(receiver, configure):
 async def ask(text: str = "Please reimburse $250 for the team lunch", model=None) -> tuple[Conversation, str]:
     chat = await Conversation(runner_with(model, None) if model else make_runner()).start()
     [pending] = responses(await chat.say(text), "ask_for_approval")
-    await services().settle()  # the tool sent ticket.requested in the background (send_soon)
+    await services().wait_for_background()  # the tool sent ticket.requested in the background (send_soon)
     return chat, pending["ticket_id"]
 
 

@@ -25,9 +25,18 @@ from google.genai import types
 
 from ..ledger import Ticket, TicketExpired, TicketStatus
 from ..ledger.locks import DEFAULT_WAIT, ConversationBusy
+from ..names import AGENT_NAME
 from ..services import services
 from .conversations import Unreachable, describe, open_store
-from .guard import NOTE_MARK, call_gone, conversation_of, decision_message, held_conversations, holds_call
+from .guard import (
+    NOTE_MARK,
+    call_gone,
+    conversation_of,
+    decision_message,
+    held_conversations,
+    holds_call,
+    running_app,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -205,12 +214,10 @@ async def tell_progress(ticket: Ticket, note: str) -> bool:
             if session is None or not holds_call(session, ticket.call_id):
                 return False  # gone, or started again without the call: the delivery will record it
             invocation_id = new_invocation_context_id()
-            agent = services().app.root_agent
-            assert agent is not None
             await store.append_event(session, Event(
                 invocation_id=invocation_id, author="user", content=decision_message(ticket)))
             await store.append_event(session, Event(
-                invocation_id=invocation_id, author=agent.name,
+                invocation_id=invocation_id, author=AGENT_NAME,
                 content=types.Content(role="model", parts=[types.Part(text=note)]),
                 custom_metadata={NOTE_MARK: True},
             ))
@@ -242,7 +249,7 @@ async def answer_withdrawal(ticket: Ticket, context: InvocationContext) -> None:
     there, as an approver's decision would be.
     """
     if ticket.conversation != conversation_of(context):
-        await deliver(ticket.id, actor=ticket.user_id)
+        await deliver(ticket.id, actor=ticket.user_id, app=running_app(context))
         return
     answer = Event(invocation_id=context.invocation_id, author="user", content=decision_message(ticket))
     await context.session_service.append_event(context.session, answer)

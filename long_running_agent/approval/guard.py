@@ -39,8 +39,8 @@ from google.genai import types
 from ..ledger import Conversation, Ledger, LedgerError, Ticket, TicketStatus
 from ..ledger.inputs import InputError
 from ..ledger.locks import HeldLock
+from ..names import APPROVAL_TOOL
 from ..services import services
-from ..tools import APPROVAL_TOOL
 from .notes import REFUSAL_PREFIX, already_delivered, as_sent, claimed_status, unacceptable
 
 logger = logging.getLogger(__name__)
@@ -89,6 +89,12 @@ def decision_message(ticket: Ticket) -> types.Content:
             id=ticket.call_id, name=ticket.call_name, response=ticket.as_response()
         ))],
     )
+
+
+def running_app(context: InvocationContext) -> App:
+    """The app this run is: the same agent, model and plugins, to deliver with from inside it."""
+    return App(name=context.session.app_name, root_agent=context.agent,
+               plugins=list(context.plugin_manager.plugins))
 
 
 def holds_call(session: Session, call_id: str) -> bool:
@@ -229,9 +235,7 @@ class ApprovalGuard(BasePlugin):
         if not owed:
             return
         # The same agent, model and plugins as this run, on the same store.
-        app = App(name=conversation.app_name, root_agent=context.agent,
-                  plugins=list(context.plugin_manager.plugins))
-        runner = Runner(app=app, session_service=context.session_service)
+        runner = Runner(app=running_app(context), session_service=context.session_service)
         saved = _current_run.get()
         try:
             for ticket in owed:

@@ -24,8 +24,8 @@ from google.adk.agents.callback_context import CallbackContext
 from google.adk.models import LlmRequest, LlmResponse
 from google.genai import types
 
+from ..names import APPROVAL_TOOL
 from ..services import services
-from ..tools import APPROVAL_TOOL
 from .guard import NOTE_MARK
 
 

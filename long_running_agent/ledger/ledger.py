@@ -27,6 +27,7 @@ from .inbox import InboxQueries
 from .locks import ConversationLocks
 from .outbox import Outbox
 from .payouts import Payouts
+from .policy import Policy
 from .records import utc_now
 from .tickets import Tickets
 
@@ -37,13 +38,16 @@ class Ledger:
     def __init__(
         self, url: str, *, clock: Callable[[], datetime] = utc_now, auto_migrate: bool = True,
         engine: AsyncEngine | None = None, outbox: bool = False, approvers: frozenset[str] | None = None,
+        policy: Policy | None = None,
     ) -> None:
         """`engine`: one to share (services.py gives ADK's session store the same); default, one of its own.
 
         `outbox`: write a notification for each ticket event (on when a webhook is configured).
         `approvers`: the only names that may decide or settle a ticket (APPROVERS), in their
         canonical form; None lets any name but the requester's decide.
+        `policy`: the thresholds and limits the agent's requests meet (default: the settings' defaults).
         """
+        self.policy = policy or Policy()
         self.database = Database(url, clock=clock, auto_migrate=auto_migrate, engine=engine)
         self.outbox = Outbox(self.database, enabled=outbox)
         self.tickets = Tickets(self.database, self.outbox, approvers=approvers)

@@ -7,17 +7,47 @@ never decide whether a payout needs approval.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
+from typing import Protocol
 
-from ..settings import Settings
 from . import inputs
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The numbers the rules apply; services.py fills them from the settings of the same names."""
+
+    # Up to this, paid at once (APPROVAL_THRESHOLD); above it, an approver decides.
+    approval_threshold: Decimal = Decimal("100")
+    # The most one request may ask (MAX_REIMBURSEMENT).
+    max_amount: Decimal = Decimal("1000000")
+    # Paid without approval per requester and UTC day (DAILY_AUTO_APPROVAL_LIMIT).
+    daily_auto_approval_limit: Decimal = Decimal("250")
+    # Above this, alone or added up, two approvers (DUAL_APPROVAL_ABOVE).
+    dual_approval_above: Decimal = Decimal("5000")
+    # How long a ticket waits for a decision (APPROVAL_TTL_HOURS).
+    approval_ttl: timedelta = timedelta(hours=72)
+
+
+class Limits(Protocol):
+    """Anything that names the maximum of one request: a Policy, or the settings themselves."""
+
+    @property
+    def max_amount(self) -> Decimal: ...
+
+
+class Threshold(Protocol):
+    @property
+    def approval_threshold(self) -> Decimal: ...
 
 
 class PolicyError(ValueError):
     """A request the policy refuses; the message tells the user what to do."""
 
 
-def parse_amount(amount: object, settings: Settings) -> Decimal:
+def parse_amount(amount: object, settings: Limits) -> Decimal:
     """Return `amount` as a Decimal with two places, or raise PolicyError.
 
     The one amount rule (inputs.amount), with MAX_REIMBURSEMENT as the maximum.
@@ -58,12 +88,12 @@ def parse_purpose(purpose: object) -> str:
         raise PolicyError(str(error)) from None
 
 
-def parse_request(purpose: object, amount: object, settings: Settings) -> tuple[str, Decimal]:
+def parse_request(purpose: object, amount: object, settings: Limits) -> tuple[str, Decimal]:
     """The purpose and amount of a request, checked; raises PolicyError."""
     return parse_purpose(purpose), parse_amount(amount, settings)
 
 
-def needs_approval(amount: Decimal, settings: Settings) -> bool:
+def needs_approval(amount: Decimal, settings: Threshold) -> bool:
     return amount > settings.approval_threshold
 
 

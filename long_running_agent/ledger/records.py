@@ -4,26 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from ..names import DECIDED, PayoutStatus, TicketStatus
 from .policy import from_cents
 
 if TYPE_CHECKING:
     from .schema import PayoutRow, TicketRow
 
 
-class TicketStatus(StrEnum):
-    """A ticket moves from PENDING to one of the others, once, and nowhere else."""
-
-    PENDING = "pending"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    EXPIRED = "expired"
-    CANCELLED = "cancelled"
-
-
-DECIDED = (TicketStatus.APPROVED, TicketStatus.REJECTED, TicketStatus.EXPIRED, TicketStatus.CANCELLED)
+__all__ = ["DECIDED", "AuditEntry", "Conversation", "Notification", "Payout", "Ticket", "TicketStatus", "utc_now"]
 
 
 def utc_now() -> datetime:
@@ -210,7 +200,8 @@ class Payout:
 
     def as_response(self, *, already_paid: bool = False) -> dict[str, Any]:
         """The payout as `reimburse`'s response: what was paid (the model has the purpose in its call)."""
-        response = {"status": "already_paid" if already_paid else "paid", "payout_id": self.id, "amount": self.amount}
+        status = PayoutStatus.ALREADY_PAID if already_paid else PayoutStatus.PAID
+        response = {"status": status.value, "payout_id": self.id, "amount": self.amount}
         return response | ({"ticket_id": self.ticket_id} if self.ticket_id else {})
 
     def as_record(self) -> dict[str, Any]:

@@ -30,14 +30,15 @@ from google.adk.cli.service_registry import get_service_registry
 from google.adk.cli.utils.agent_loader import AgentLoader
 from google.adk.sessions import DatabaseSessionService
 
-from ..agent import APP_NAME
+from ..agent import build_app
 from ..approval.conversations import GuardedSessionService
 from ..approval.delivery import deliver_due, remind_due
 from ..ledger.engine import create_engine
 from ..ledger.migrate import SchemaError
 from ..model.choice import choose_model
+from ..names import APP_NAME
 from ..notifications import send_due
-from ..services import close_services, services
+from ..services import close_services, services, use_app_factory
 from ..settings import Settings, SettingsError, settings
 from . import errors
 from .errors import JsonErrors
@@ -83,6 +84,7 @@ async def every(interval: float, work: Callable[[], Awaitable[None]], what: str)
 def create_app(config: Settings | None = None, *, host: str = "127.0.0.1", port: int = 8000) -> FastAPI:
     """ADK's dev UI and API for this package, plus the approver inbox and its API."""
     config = config or settings()
+    use_app_factory(build_app)  # the app the server's deliveries run: this package's agent
     # One tuned session service (a rollback journal and a busy timeout on
     # SQLite) for ADK's routes and for delivering decisions; the ledger shares
     # its engine (services.py). ADK looks the URL's scheme up in its service

@@ -12,9 +12,8 @@ from pydantic import Field
 
 from long_running_agent.agent import build_app
 from long_running_agent.ledger import Ledger
-from long_running_agent.ledger.engine import session_service
 from long_running_agent.model.offline import OFFLINE_MODEL_NAME, OfflineExpenseModel
-from long_running_agent.services import services
+from long_running_agent.services import services, session_service
 
 OFFLINE = OFFLINE_MODEL_NAME
 # Engines a test opened for itself (a runner "in another process"); conftest disposes them.
