@@ -28,30 +28,29 @@ from .approval.delivery import (
     remind_due,
     withdraw_and_deliver,
 )
-from .ledger import (
-    AlreadyApprovedByYou,
-    AlreadyDecided,
-    DatabaseFileGone,
-    Inbox,
-    LedgerError,
-    NotAllowed,
-    NotAnApprover,
-    NotRequester,
-    NotSettleable,
-    Ticket,
-    TicketNotFound,
-    TicketStatus,
-)
-from .ledger.inputs import InputError, name, printable
-from .ledger.migrate import SchemaError
+from .ledger import Inbox, Ticket, TicketStatus
+from .ledger.inputs import name, printable
 from .names import REIMBURSE_TOOL
 from .notifications import send_due
 from .paging import DEFAULT_LIMIT, MAX_LIMIT, Page, PagingError, parse_limit, parse_offset
+from .refusals import Actions, Refusal
 from .services import close_services, services
 from .settings import SettingsError
 from .transcript import Transcript, pending_calls, tool_response, user_text
 
 COMMANDS = ("request", "inbox", "approve", "reject", "cancel", "deliver", "settle", "show", "migrate")
+
+# The actions a refusal's next step names (refusals.py), as commands to run.
+CLI = Actions(
+    inbox="python main.py inbox",
+    show="python main.py show {ticket}",
+    deliver="python main.py deliver {ticket}",
+    decide="python main.py approve {ticket} --approver NAME (or reject)",
+    approve="python main.py approve {ticket} --approver NAME",
+    settle="python main.py settle {ticket} --approver NAME",
+    approve_less='--amount 200 --reason "over the per diem"',
+    restart="run the command again (and restart any server using it)",
+)
 
 
 def _age(created: datetime, now: datetime) -> str:
@@ -207,22 +206,12 @@ def report(delivery: Delivery, out: Transcript) -> int:
         print(f"{decided}, settled by {ticket.settled_by} without its conversation; nothing to do.")
         return 0
     if delivery.outcome is Outcome.STILL_PENDING:
-        print(f"error: ticket {ticket.id} is still pending; approve or reject it first.", file=sys.stderr)
+        print(f"error: {delivery.refusal.sentence(CLI)}", file=sys.stderr)
         return 1
-    fix = {
-        Outcome.UNREACHABLE: "It reaches the chat when the requester next writes there. If that can never "
-                             f"happen: python main.py settle {ticket.id} --approver NAME",
-        Outcome.CONVERSATION_MISSING: "The conversation was deleted (or started again without the call). Pay an "
-                                      "approved ticket (or close a rejected one) without it: "
-                                      f"python main.py settle {ticket.id} --approver NAME",
-        Outcome.BUSY: f"Another run is using the conversation; retry: python main.py deliver {ticket.id}",
-        Outcome.FAILED: f"Fix the cause, then deliver it: python main.py deliver {ticket.id}. If it can never "
-                        f"arrive: python main.py settle {ticket.id} --approver NAME",
-    }[delivery.outcome]
     print(f"\n{decided} (recorded in the ledger), but the decision has not reached the conversation:\n"
-          f"  why:    {delivery.detail}\n"
+          f"  why:    {printable(delivery.detail)}\n"
           f"  where:  {delivery.where}\n"
-          f"  next:   {fix}", file=sys.stderr)
+          f"  next:   {delivery.refusal.next_for(CLI)}", file=sys.stderr)
     return 3
 
 
@@ -354,31 +343,6 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     commands.add_parser("migrate", help="bring the database to this version's schema")
 
 
-def explain(error: LedgerError) -> str:
-    """A refusal, with the command that helps next."""
-    if isinstance(error, TicketNotFound):
-        return f"{error} List pending tickets with: python main.py inbox"
-    if isinstance(error, AlreadyDecided):
-        ticket = error.ticket
-        if ticket.delivered_at or ticket.settled_at:
-            return f"{error} See its history with: python main.py show {ticket.id}"
-        return f"{error} It has not reached its conversation yet; run: python main.py deliver {ticket.id}"
-    if isinstance(error, NotAllowed):
-        return f"{error} Another approver has to decide it."
-    if isinstance(error, AlreadyApprovedByYou):
-        return f"{error} Another approver runs: python main.py approve {error.ticket.id} --approver NAME"
-    if isinstance(error, NotAnApprover):
-        return f"{error} Run the command with one of those names: --approver NAME."
-    if isinstance(error, NotRequester):
-        return f"{error} An approver can reject it instead."
-    if isinstance(error, NotSettleable):
-        return f"{error} See: python main.py show {error.ticket.id}"
-    if isinstance(error, DatabaseFileGone):
-        return (f"{error} Put the file back from a backup if you have one, then run the command again "
-                "(and restart a server using it).")
-    return str(error)
-
-
 HANDLERS = {"request": request, "inbox": inbox, "approve": decide, "reject": decide, "cancel": withdraw,
             "deliver": deliver_decision, "settle": settle, "show": show, "migrate": migrate}
 
@@ -395,10 +359,10 @@ def run(args: argparse.Namespace, command: Callable[[argparse.Namespace, Transcr
 
     try:
         return asyncio.run(closing())
-    except LedgerError as error:
-        print(f"error: {explain(error)}", file=sys.stderr)
+    except Refusal as refusal:  # what the ledger, an input rule or the schema refuses (refusals.py)
+        print(f"error: {refusal.sentence(CLI)}", file=sys.stderr)
         return 1
-    except (SettingsError, InputError, SchemaError) as error:
+    except SettingsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except Exception as error:  # a database or model outage: one line, no traceback

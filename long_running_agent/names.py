@@ -43,3 +43,18 @@ class PayoutStatus(StrEnum):
 
 # What any tool answers when it refuses: {"status": "error", "error": "what happened; what to do"}.
 ERROR = "error"
+
+
+class Outcome(StrEnum):
+    """What became of one attempt to deliver a decision to its conversation (approval/delivery.py)."""
+
+    DELIVERED = "delivered"
+    ALREADY_DELIVERED = "already_delivered"
+    STILL_PENDING = "still_pending"
+    UNREACHABLE = "unreachable"
+    CONVERSATION_MISSING = "conversation_missing"
+    BUSY = "busy"
+    FAILED = "failed"
+    SETTLED = "settled"
+    # The first of two approvals: nothing to deliver yet; the conversation is told of the progress.
+    WAITING = "waiting_for_second_approval"

@@ -67,7 +67,9 @@ class Services:
     that way, 180 s on one engine: benchmarks/README.md).
     """
 
-    def __init__(self, settings: Settings, clock: Clock, app: App | None, app_factory: AppFactory | None) -> None:
+    def __init__(
+        self, settings: Settings, clock: Clock, app: App | None = None, app_factory: AppFactory | None = None
+    ) -> None:
         self.settings = settings
         self.clock = clock
         self._app = app

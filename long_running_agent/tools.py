@@ -31,11 +31,10 @@ from google.adk.tools import ToolContext
 from .approval.conversations import locate
 from .approval.delivery import answer_withdrawal
 from .approval.guard import delivering_now
-from .ledger import DAILY_LIMIT, Conversation, LedgerError, NeedsApproval, Ticket
-from .ledger.inputs import InputError, is_canonical_name
+from .approval.notes import tool_error
+from .ledger import Conversation, Ticket
+from .ledger.inputs import is_canonical_name
 from .ledger.policy import (
-    PolicyError,
-    from_cents,
     needs_approval,
     parse_request,
     purpose_key,
@@ -44,27 +43,9 @@ from .ledger.policy import (
 )
 from .names import APPROVAL_TOOL
 from .notifications import send_soon
+from .refusals import NeedsNoApproval, Refusal, UnusableUserId
 from .services import services
 from .settings import Settings
-
-
-def _dollars(cents: int) -> str:
-    return f"${from_cents(cents):,}"
-
-
-def explain(refusal: NeedsApproval) -> str:
-    """Why a small payout needs an approver, in words for the requester."""
-    amount = _dollars(refusal.amount_cents)
-    if refusal.reason == DAILY_LIMIT and refusal.paid_today_cents:
-        return (f"You have been reimbursed {_dollars(refusal.paid_today_cents)} today (UTC) without "
-                f"approval; the daily limit for that is {_dollars(refusal.limit_cents)}, so this "
-                f"{amount} needs an approver.")
-    if refusal.reason == DAILY_LIMIT:
-        return (f"The daily limit for reimbursements without approval is {_dollars(refusal.limit_cents)}, "
-                f"so this {amount} needs an approver.")
-    earlier = f"{refusal.earlier.amount_text} for {refusal.earlier.purpose}" if refusal.earlier else "that"
-    return (f"You were already reimbursed {earlier} today (UTC) without approval, so another "
-            f"reimbursement for the same purpose needs an approver.")
 
 
 def explain_combined(ticket: Ticket, others: list[Ticket], settings: Settings) -> str:
@@ -89,24 +70,19 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
     settings, ledger = app.settings, app.ledger
     try:
         clean_purpose, clean_amount = parse_request(purpose, amount, settings)
-    except PolicyError as error:
-        return {"status": "error", "error": str(error)}
+    except Refusal as refusal:
+        return tool_error(refusal)
     session = tool_context.session
     if not is_canonical_name(session.user_id):
-        return {"status": "error", "error": "This conversation's user id is not a plain lower-case name; "
-                "approvals need one, so that the requester cannot be mistaken for an approver."}
+        return tool_error(UnusableUserId(session.user_id))
     why = note = None
     if not needs_approval(clean_amount, settings):
-        refusal = await ledger.payouts.auto_approval_refusal(
+        daily = await ledger.payouts.auto_approval_refusal(
             amount_cents=to_cents(clean_amount), **_daily_rules(session.user_id, clean_purpose, settings)
         )
-        if refusal is None:
-            return {
-                "status": "error",
-                "error": f"${clean_amount:,} is within the ${settings.approval_threshold:,} limit "
-                "and needs no approval; call reimburse directly.",
-            }
-        why, note = explain(refusal), refusal.why
+        if daily is None:
+            return tool_error(NeedsNoApproval(clean_amount, settings.approval_threshold))
+        why, note = daily.message, daily.why
     store = await locate(
         tool_context.get_invocation_context().session_service,
         app_name=session.app_name, app_database_url=settings.database_url,
@@ -139,8 +115,8 @@ async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> d
     settings, ledger = app.settings, app.ledger
     try:
         clean_purpose, clean_amount = parse_request(purpose, amount, settings)
-    except PolicyError as error:
-        return {"status": "error", "error": str(error)}
+    except Refusal as refusal:
+        return tool_error(refusal)
     session = tool_context.session
     conversation = Conversation(session.app_name, session.user_id, session.id)
     call_id = tool_context.function_call_id or ""
@@ -156,11 +132,8 @@ async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> d
                 purpose=clean_purpose, amount_cents=to_cents(clean_amount),
                 **_daily_rules(session.user_id, clean_purpose, settings),
             )
-    except NeedsApproval as refusal:
-        return {"status": "needs_approval", "reason": refusal.reason, "message": explain(refusal),
-                "next": "call ask_for_approval with this purpose and amount"}
-    except LedgerError as error:
-        return {"status": "error", "error": str(error)}
+    except Refusal as refusal:
+        return tool_error(refusal)
     return payout.as_response(already_paid=already_paid)
 
 
@@ -169,8 +142,8 @@ async def cancel_request(ticket_id: str, tool_context: ToolContext) -> dict[str,
     session = tool_context.session
     try:
         ticket = await services().ledger.tickets.cancel(str(ticket_id).strip(), requester=session.user_id)
-    except (LedgerError, InputError) as error:
-        return {"status": "error", "error": str(error)}
+    except Refusal as refusal:
+        return tool_error(refusal)
     await answer_withdrawal(ticket, tool_context.get_invocation_context())
     send_soon()
     return {"status": "cancelled", "ticket_id": ticket.id}

@@ -33,7 +33,7 @@ from support.fake_gemini import FakeGemini, Reply, call, text
 from support.models import ledger_at
 
 from long_running_agent.agent import build_app
-from long_running_agent.approval.guard import REFUSAL_PREFIX
+from long_running_agent.approval.notes import REFUSAL_PREFIX
 from long_running_agent.ledger import Ledger
 from long_running_agent.services import session_service
 

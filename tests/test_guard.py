@@ -20,7 +20,7 @@ from support.conversation import (
 )
 from support.models import RecordedOfflineModel, ScriptedModel, call, ledger_at, make_runner, runner_with, text
 
-from long_running_agent.approval.guard import REFUSAL_PREFIX
+from long_running_agent.approval.notes import REFUSAL_PREFIX
 from long_running_agent.ledger import AlreadyDecided, NotAllowed
 from long_running_agent.ledger.locks import NAMESPACE
 

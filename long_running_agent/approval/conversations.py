@@ -28,6 +28,7 @@ from sqlalchemy.engine import URL, make_url
 
 from ..ledger import Conversation
 from ..ledger.locks import new_holder
+from ..refusals import ConversationInUse
 from ..services import services
 
 APP_STORE = "app"
@@ -54,14 +55,6 @@ def _without_password(url: URL) -> URL:
 
 def same_database(a: str | URL, b: str | URL) -> bool:
     return _without_password(make_url(a)) == _without_password(make_url(b))
-
-
-class ConversationInUse(Exception):
-    """A conversation with an open ticket cannot be deleted: its decision must reach it."""
-
-    def __init__(self, ticket_ids: list[str]) -> None:
-        self.ticket_ids = ticket_ids
-        super().__init__(f"the conversation still waits for {', '.join(ticket_ids)}")
 
 
 class GuardedSessionService(DatabaseSessionService):

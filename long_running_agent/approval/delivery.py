@@ -6,8 +6,9 @@ the FunctionResponse is rebuilt from the ledger's stored call id and name and
 sent to the conversation in the store where it lives (conversations.py), so a
 decision made days later, in another process, resumes the right call.
 
-Delivering returns a `Delivery` that says what happened, so each surface can
-tell its own reader.
+Delivering returns a `Delivery` that says what happened, and when the
+decision did not arrive, the refusal that says why and what to do
+(refusals.py), so each surface can tell its own reader.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
-from enum import StrEnum
 
 from google.adk.agents.invocation_context import InvocationContext, new_invocation_context_id
 from google.adk.apps import App
@@ -25,7 +25,8 @@ from google.genai import types
 
 from ..ledger import Ticket, TicketExpired, TicketStatus
 from ..ledger.locks import DEFAULT_WAIT, ConversationBusy
-from ..names import AGENT_NAME
+from ..names import AGENT_NAME, Outcome
+from ..refusals import AlreadyDelivered, NotDelivered, Refusal, StillPending
 from ..services import services
 from .conversations import Unreachable, describe, open_store
 from .guard import (
@@ -39,19 +40,6 @@ from .guard import (
 )
 
 logger = logging.getLogger(__name__)
-
-
-class Outcome(StrEnum):
-    DELIVERED = "delivered"
-    ALREADY_DELIVERED = "already_delivered"
-    STILL_PENDING = "still_pending"
-    UNREACHABLE = "unreachable"
-    CONVERSATION_MISSING = "conversation_missing"
-    BUSY = "busy"
-    FAILED = "failed"
-    SETTLED = "settled"
-    # The first of two approvals: nothing to deliver yet; the conversation is told of the progress.
-    WAITING = "waiting_for_second_approval"
 
 
 @dataclass(frozen=True)
@@ -68,6 +56,15 @@ class Delivery:
     @property
     def delivered(self) -> bool:
         return self.outcome is Outcome.DELIVERED
+
+    @property
+    def refusal(self) -> Refusal:
+        """Why the decision is not in the conversation now, and what to do (refusals.py)."""
+        if self.outcome is Outcome.STILL_PENDING:
+            return StillPending(self.ticket.id)
+        if self.outcome in (Outcome.ALREADY_DELIVERED, Outcome.SETTLED):
+            return AlreadyDelivered(self.ticket)
+        return NotDelivered(self.outcome, self.ticket, self.detail, self.where, self.retry_after)
 
 
 async def deliver(

@@ -40,8 +40,9 @@ from ..ledger import Conversation, Ledger, LedgerError, Ticket, TicketStatus
 from ..ledger.inputs import InputError
 from ..ledger.locks import HeldLock
 from ..names import APPROVAL_TOOL
+from ..refusals import AlreadyDelivered, NoSuchCall, NotAcceptedAnswer, NotAnApproval, NoTicketForCall, StillPending
 from ..services import services
-from .notes import REFUSAL_PREFIX, already_delivered, as_sent, claimed_status, unacceptable
+from .notes import already_delivered, as_sent, claimed_status, refused_answer, unacceptable
 
 logger = logging.getLogger(__name__)
 
@@ -71,10 +72,6 @@ def delivering_now() -> list[str]:
     """The tickets whose decisions the current run delivers: `reimburse` pays these first."""
     run = _current_run.get()
     return list(run.delivering) if run is not None else []
-
-
-class Refused(Exception):
-    """The response cannot resume the agent; the message says why."""
 
 
 def conversation_of(context: InvocationContext) -> Conversation:
@@ -147,9 +144,9 @@ class ApprovalGuard(BasePlugin):
             return None
         try:
             parts = [await self._authoritative(invocation_context, ledger, run, r) for r in responses]
-        except Refused as refusal:
+        except (NotAcceptedAnswer, StillPending, AlreadyDelivered) as refusal:
             run.delivering.clear()
-            run.note = REFUSAL_PREFIX + str(refusal)
+            run.note = refused_answer(refusal)
             return types.Content(role="user", parts=[types.Part(text=as_sent(responses), thought=True)])
         return types.Content(role="user", parts=parts)
 
@@ -271,25 +268,21 @@ class ApprovalGuard(BasePlugin):
         # name comes from the stored call and the decision from the ledger.
         call = _stored_call(context, response.id)
         if call is None:
-            raise Refused(f"no function call with id {response.id!r} in this conversation.")
+            raise NoSuchCall(response.id)
         if call.name != APPROVAL_TOOL:
-            raise Refused(f"{call.name} is not answered by the application; only approvals are.")
+            raise NotAnApproval(call.name)
         ticket = await ledger.tickets.find_by_call(run.conversation, call.id or "")
         if ticket is None:
-            raise Refused("this approval call has no ticket (the request was invalid).")
+            raise NoTicketForCall()
         ticket = await self._settle(ledger, ticket, response, context)
         if ticket.status is TicketStatus.PENDING:
             await ledger.tickets.record_refusal(
                 ticket.id, actor=context.session.user_id,
                 detail=f"response claiming {claimed_status(response)!r} while pending",
             )
-            raise Refused(
-                f"ticket {ticket.id} is still pending, and only an approver can decide it "
-                f"(python main.py approve {ticket.id} --approver NAME, or the inbox page of make web). "
-                "The decision then reaches this conversation by itself; ask me for news any time."
-            )
+            raise StillPending(ticket.id)
         if ticket.delivered_at or ticket.settled_at:
-            raise Refused(await already_delivered(ledger, ticket))
+            raise await already_delivered(ledger, ticket)
         run.delivering.append(ticket.id)
         return types.Part(function_response=types.FunctionResponse(
             id=call.id, name=call.name, response=ticket.as_response()

@@ -14,8 +14,8 @@ from sqlalchemy import Select, func, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 
+from ..refusals import NotSettleable
 from .database import Database, new_id
-from .errors import NotSettleable
 from .records import Conversation, Payout, Ticket, TicketStatus
 from .schema import AuditRow, PayoutRow, TicketRow, in_conversation, undelivered
 from .tickets import Tickets, approver_name, row_of

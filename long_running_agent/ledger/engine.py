@@ -19,7 +19,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from .errors import DatabaseFileGone
+from ..refusals import DatabaseFileGone
 
 logger = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 
+from ..refusals import DAILY_LIMIT, SAME_PURPOSE, NeedsApproval, NotApproved
 from .database import Database, new_id
-from .errors import DAILY_LIMIT, SAME_PURPOSE, NeedsApproval, NotApproved
 from .records import Conversation, Payout, TicketStatus
 from .schema import AuditRow, AutoApprovedPayoutRow, DailyAutoApprovalRow, PayoutRow, TicketRow, in_conversation
 

@@ -43,19 +43,12 @@ class Threshold(Protocol):
     def approval_threshold(self) -> Decimal: ...
 
 
-class PolicyError(ValueError):
-    """A request the policy refuses; the message tells the user what to do."""
-
-
 def parse_amount(amount: object, settings: Limits) -> Decimal:
-    """Return `amount` as a Decimal with two places, or raise PolicyError.
+    """Return `amount` as a Decimal with two places, or raise AmountError.
 
     The one amount rule (inputs.amount), with MAX_REIMBURSEMENT as the maximum.
     """
-    try:
-        return inputs.amount(amount, most=settings.max_amount)
-    except inputs.InputError as error:
-        raise PolicyError(str(error)) from None
+    return inputs.amount(amount, most=settings.max_amount)
 
 
 def approved_cents(amount: object, asked_cents: int) -> int:
@@ -70,26 +63,22 @@ def approved_cents(amount: object, asked_cents: int) -> int:
         return to_cents(inputs.amount(amount, most=asked))
     except inputs.AmountError as error:
         got = f"; got {error.shown.lstrip('$')}" if error.shown else ""
+        message = str(error)
         if error.problem == inputs.NOT_POSITIVE:
-            raise inputs.AmountError(error.problem, f"The approved amount must be more than zero{got}. To pay "
-                                     "nothing, reject the ticket.", shown=error.shown, most=asked) from None
+            message = f"The approved amount must be more than zero{got}. To pay nothing, reject the ticket."
         if error.problem == inputs.ABOVE_MAXIMUM:
-            raise inputs.AmountError(error.problem, f"{error.shown or 'That amount'} is more than the ${asked:,} "
-                                     "asked; an approver may approve the amount asked or less.",
-                                     shown=error.shown, most=asked) from None
-        raise
+            message = (f"{error.shown or 'That amount'} is more than the ${asked:,} asked; an approver may "
+                       "approve the amount asked or less.")
+        raise inputs.AmountError(error.problem, message, shown=error.shown, most=asked, approving=True) from None
 
 
 def parse_purpose(purpose: object) -> str:
-    """Return the purpose with spacing normalised, or raise PolicyError."""
-    try:
-        return inputs.purpose(purpose)
-    except inputs.InputError as error:
-        raise PolicyError(str(error)) from None
+    """Return the purpose with spacing normalised, or raise InputError."""
+    return inputs.purpose(purpose)
 
 
 def parse_request(purpose: object, amount: object, settings: Limits) -> tuple[str, Decimal]:
-    """The purpose and amount of a request, checked; raises PolicyError."""
+    """The purpose and amount of a request, checked; raises InputError."""
     return parse_purpose(purpose), parse_amount(amount, settings)
 
 

@@ -21,17 +21,19 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult
 
-from . import inputs
-from .database import Database, new_id
-from .errors import (
+from ..refusals import (
+    APPROVE_LESS,
     AlreadyApprovedByYou,
     AlreadyDecided,
+    InputError,
     NotAllowed,
     NotAnApprover,
     NotRequester,
     TicketExpired,
     TicketNotFound,
 )
+from . import inputs
+from .database import Database, new_id
 from .outbox import Outbox
 from .policy import approved_cents, from_cents, purpose_key, requester_of
 from .records import AuditEntry, Conversation, Ticket, TicketStatus, _utc
@@ -250,7 +252,8 @@ class Tickets:
         cents = None
         if amount is not None:
             if not approve:
-                raise inputs.InputError("amount", "An amount goes with an approval; a rejection pays nothing.")
+                raise InputError("amount", "An amount goes with an approval; a rejection pays nothing.",
+                                 next_step=APPROVE_LESS)
             cents = approved_cents(amount, ticket.amount_cents)
         lowered = cents is not None and cents < ticket.amount_cents
         reason = inputs.reason(reason, required=not approve or lowered,
@@ -320,10 +323,10 @@ class Tickets:
         if current.first_approved_by == approver:
             raise AlreadyApprovedByYou(current)
         if cents is not None and cents > current.payable_cents:
-            raise inputs.InputError(
+            raise InputError(
                 "amount",
                 f"${from_cents(cents):,} is more than the {current.payable_text} {current.first_approved_by} "
-                "approved; approve that amount or less, or reject the ticket.",
+                "approved; approve that amount or less, or reject the ticket.", next_step=APPROVE_LESS,
             )
         raise AlreadyDecided(current)
 

@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         asyncio.run(prepare_database())
     except SchemaError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {error.sentence(errors.API)}", file=sys.stderr)
         return 1
     choice = choose_model(config.model)
     # A wildcard bind is reached through this machine's name, not "0.0.0.0".

@@ -28,7 +28,7 @@ from ..approval.delivery import Delivery, Outcome, decide_and_deliver, deliver
 from ..ledger import Ledger
 from ..paging import DEFAULT_LIMIT, MAX_LIMIT, Page, PagingError, parse_limit, parse_offset
 from ..services import services
-from .errors import ApiError, delivery_error
+from .errors import ApiError, refusal_error
 from .views import agent_reply, audit_json, notification_json, payout_json, ticket_json
 
 
@@ -163,7 +163,7 @@ async def record_decision(
         # WAITING: the first of two approvals is recorded; a second approver decides.
         return JSONResponse(body)
     # Recorded, not delivered: 202, with what stands in the way and the fix.
-    return JSONResponse(body | {"delivery_error": delivery_error(delivery).body()}, status_code=202)
+    return JSONResponse(body | {"delivery_error": refusal_error(delivery.refusal).body()}, status_code=202)
 
 
 @approvals.post("/{ticket_id}/approve")
@@ -182,7 +182,7 @@ async def deliver_decision(ticket_id: str, approver: Approver, ledger: TheLedger
     await ledger.tickets.get(ticket_id)
     delivery = await deliver(ticket_id, actor=approver)
     if not delivery.delivered:
-        raise delivery_error(delivery)
+        raise refusal_error(delivery.refusal)
     return await delivery_json(ledger, delivery)
 
 

@@ -9,7 +9,7 @@ from google.adk.events import Event
 
 from ..ledger import AuditEntry, Notification, Payout, Ticket
 from ..ledger.policy import from_cents
-from .errors import without_sql
+from ..refusals import without_sql
 
 
 def _iso(value: datetime | None) -> str | None:
