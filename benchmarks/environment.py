@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import platform
-from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 from importlib import metadata
@@ -35,15 +34,14 @@ UNSET = (
 
 def configure() -> None:
     """Select the offline model and pin the policy in this process."""
-    use_settings(replace(
-        load_settings(),
-        model=ModelSettings(OFFLINE_MODEL, None),
-        approval_threshold=Decimal(PINNED["APPROVAL_THRESHOLD"]),
-        approval_ttl=timedelta(hours=float(PINNED["APPROVAL_TTL_HOURS"])),
-        max_amount=Decimal(PINNED["MAX_REIMBURSEMENT"]),
-        dev_chat_approval=False,
-        daily_auto_approval_limit=Decimal(PINNED["DAILY_AUTO_APPROVAL_LIMIT"]),
-    ))
+    use_settings(load_settings().model_copy(update={
+        "model": ModelSettings(OFFLINE_MODEL, None),
+        "approval_threshold": Decimal(PINNED["APPROVAL_THRESHOLD"]),
+        "approval_ttl": timedelta(hours=float(PINNED["APPROVAL_TTL_HOURS"])),
+        "max_amount": Decimal(PINNED["MAX_REIMBURSEMENT"]),
+        "dev_chat_approval": False,
+        "daily_auto_approval_limit": Decimal(PINNED["DAILY_AUTO_APPROVAL_LIMIT"]),
+    }))
 
 
 def child_env(**settings: str) -> dict[str, str]:

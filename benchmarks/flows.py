@@ -23,7 +23,7 @@ system's settings and app before one of several open systems is used.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from google.adk.events import Event
@@ -90,7 +90,7 @@ class System:
         """Run this system: the app's services use its database and its (metered) app."""
         if self.ledger_url is not None:
             if self._settings is None:
-                self._settings = replace(settings(), database_url=self.ledger_url)
+                self._settings = settings().model_copy(update={"database_url": self.ledger_url})
             use_settings(self._settings)
             use_app(self.runner.app)
 
@@ -185,7 +185,7 @@ def open_ours(store: str, url: str | None) -> System:
         system.activate()
         return system
     assert url is not None
-    use_settings(replace(settings(), database_url=url))
+    use_settings(settings().model_copy(update={"database_url": url}))
     use_app(app)
     # The app's own session store, on the ledger's engine, as in the server.
     system = System(OURS, store, services().runner(), meter, ledger_url=url, _settings=settings())

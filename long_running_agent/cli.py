@@ -18,6 +18,9 @@ from collections.abc import Callable, Coroutine
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+
 from .approval.conversations import describe
 from .approval.delivery import (
     Delivery,
@@ -32,10 +35,10 @@ from .ledger import Inbox, Ticket, TicketStatus
 from .ledger.inputs import name, printable
 from .names import REIMBURSE_TOOL
 from .notifications import send_due
-from .paging import DEFAULT_LIMIT, MAX_LIMIT, Page, PagingError, parse_limit, parse_offset
-from .refusals import Actions, Refusal
+from .paging import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, Page
+from .refusals import Actions, Refusal, without_sql
 from .services import close_services, services
-from .settings import SettingsError
+from .settings import SettingsError, settings
 from .transcript import Transcript, pending_calls, tool_response, user_text
 
 COMMANDS = ("request", "inbox", "approve", "reject", "cancel", "deliver", "settle", "show", "migrate")
@@ -301,13 +304,14 @@ async def migrate(args: argparse.Namespace, out: Transcript) -> int:
 # --- arguments and errors ----------------------------------------------------------
 
 
-def _paging_arg(parse: Callable[[str], int]) -> Callable[[str], int]:
-    def checked(text: str) -> int:
-        try:
-            return parse(text)
-        except PagingError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-    return checked
+def _whole_number(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to `high` (ASCII digits: int() alone also takes "٣")."""
+    def parse(text: str) -> int:
+        digits = text.removeprefix("-")
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= 12 and low <= int(text) <= high):
+            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high:,}, not {text!r}")
+        return int(text)
+    return parse
 
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
@@ -316,9 +320,9 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     asking.add_argument("text")
     asking.add_argument("--user", default="alice", help="who asks (default alice)")
     listing = commands.add_parser("inbox", help="list pending tickets, and decisions not delivered yet")
-    listing.add_argument("--limit", type=_paging_arg(parse_limit), default=DEFAULT_LIMIT,
+    listing.add_argument("--limit", type=_whole_number(1, MAX_LIMIT), default=DEFAULT_LIMIT,
                          help=f"tickets per page, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})")
-    listing.add_argument("--offset", type=_paging_arg(parse_offset), default=0,
+    listing.add_argument("--offset", type=_whole_number(0, MAX_OFFSET), default=0,
                          help="how many of the oldest pending tickets to skip (default 0)")
     for verb in ("approve", "reject"):
         deciding = commands.add_parser(verb, help=f"{verb} a ticket and deliver the decision to its conversation")
@@ -365,7 +369,15 @@ def run(args: argparse.Namespace, command: Callable[[argparse.Namespace, Transcr
     except SettingsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    except Exception as error:  # a database or model outage: one line, no traceback
+    except (OSError, SQLAlchemyError) as error:  # the database cannot be reached or used
+        if args.verbose:
+            raise
+        where = make_url(settings().database_url).render_as_string(hide_password=True)
+        print(f"error: the database {where} cannot be used ({without_sql(f'{type(error).__name__}: {error}')}). "
+              "Check EXPENSES_DATABASE_URL and that its server is running, then run the command again.",
+              file=sys.stderr)
+        return 1
+    except Exception as error:  # a model outage, or something unforeseen: one line, no traceback
         if args.verbose:
             raise
         print(f"error: {type(error).__name__}: {error}\n(run again with --verbose for details)", file=sys.stderr)

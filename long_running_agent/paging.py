@@ -12,48 +12,12 @@ Used by the approvals API (`?limit=&offset=`) and `python main.py inbox`.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+# The bounds of a page, checked by FastAPI on the API (web/routes.py) and by argparse on the CLI (cli.py).
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 MAX_OFFSET = 1_000_000_000  # far past any backlog, well inside a SQL BIGINT
-_WHOLE_NUMBER = re.compile(r"-?[0-9]{1,12}")
-
-
-class PagingError(ValueError):
-    """A limit or offset that is not a page; `name` says which parameter."""
-
-    def __init__(self, name: str, message: str) -> None:
-        super().__init__(message)
-        self.name = name
-
-
-def parse_limit(value: str | int | None, name: str = "limit") -> int:
-    if value is None:
-        return DEFAULT_LIMIT
-    number = _whole_number(value, name)
-    if not 1 <= number <= MAX_LIMIT:
-        raise PagingError(name, f"{name} must be from 1 to {MAX_LIMIT}, not {value}.")
-    return number
-
-
-def parse_offset(value: str | int | None, name: str = "offset") -> int:
-    if value is None:
-        return 0
-    number = _whole_number(value, name)
-    if not 0 <= number <= MAX_OFFSET:
-        raise PagingError(name, f"{name} must be from 0 to {MAX_OFFSET:,}, not {value}.")
-    return number
-
-
-def _whole_number(value: str | int, name: str) -> int:
-    if isinstance(value, int):
-        return value
-    # int() alone would also take "1_000", " 5" and "٣" (an Arabic-Indic three).
-    if not _WHOLE_NUMBER.fullmatch(value):
-        raise PagingError(name, f"{name} must be a whole number, not {value!r}.")
-    return int(value)
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,7 @@ class AlreadyDecided(LedgerError):
     def __init__(self, ticket: Ticket) -> None:
         self.ticket = ticket
         if ticket.status is TicketStatus.CANCELLED:
+            # Whether or not the withdrawal has reached the chat yet: the requester made it there.
             message = (f"Ticket {ticket.id} was withdrawn by its requester, {ticket.decided_by}; "
                        "there is nothing left to decide.")
             next_step = "Nothing to do: the requester withdrew it, and nothing will be paid for it."
@@ -121,8 +122,8 @@ class AlreadyDecided(LedgerError):
             by = f" by {ticket.decided_by}" if ticket.decided_by else ""
             message = f"Ticket {ticket.id} is already {ticket.status}{by}."
             next_step = "Nothing to do: the first decision stands. {show} shows its history."
-        if not (ticket.delivered_at or ticket.settled_at):
-            next_step = UNDELIVERED
+            if not (ticket.delivered_at or ticket.settled_at):
+                next_step = UNDELIVERED
         super().__init__(message, ticket_id=ticket.id, next_step=next_step)
 
     @property
@@ -298,6 +299,16 @@ class UnusableUserId(LedgerError):
         self.user_id = user_id
         super().__init__(f"The user id {user_id!r} is not a plain lower-case name (letters a-z, digits and "
                          ". _ @ + -); approvals need one, so that nobody can look like somebody else.")
+
+
+class LedgerUnusable(Refusal):
+    """The ledger's database cannot be used at all (down, gone, or at another schema): the chat is told so."""
+
+    code = "database_unavailable"
+    next_step = "Nothing was decided or paid for this message; please try again later."
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"The expense records cannot be used right now ({why.rstrip('.')}).")
 
 
 # --- what the input rules refuse (ledger/inputs.py) --------------------------------

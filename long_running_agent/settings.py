@@ -1,120 +1,35 @@
 """Settings, read from the environment once per process; each one is documented in `.env.example`.
 
-This is the only module that reads the environment. `settings()` loads it on
+`Settings` is a pydantic-settings `BaseSettings` (the environment after
+`long_running_agent/__init__.py` has loaded `.env`). `settings()` reads it on
 first use and keeps it; tests and benchmarks hand over their own with
-`use_settings(...)` instead of editing `os.environ`. A value the app cannot
-use fails here, at start, with a message naming the variable.
+`use_settings(...)` instead of editing `os.environ`. A value the app cannot use
+fails here, at start: a `SettingsError` names the variable and what to set it to.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter, ValidationError, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # The project folder (the one holding this package), so that `python main.py`,
 # `make web` and plain `adk web` started from anywhere share one ledger.
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_DATABASE_URL = f"sqlite+aiosqlite:///{PROJECT_DIR / '.data' / 'expenses.db'}"
+MIN_TOKEN = 8
+MIN_SECRET = 16
 
 
 class SettingsError(ValueError):
     """A setting in the environment has a value the app cannot use."""
-
-
-@dataclass(frozen=True)
-class Settings:
-    database_url: str
-    approval_threshold: Decimal
-    max_amount: Decimal
-    approval_ttl: timedelta
-    dev_chat_approval: bool
-    approvers: dict[str, str]
-    sweep_interval: timedelta
-    trusted_user_header: str | None
-    production: bool
-    daily_auto_approval_limit: Decimal
-    auto_migrate: bool = True
-    # Above this, two approvals from two approvers (DUAL_APPROVAL_ABOVE).
-    dual_approval_above: Decimal = Decimal("5000")
-    # Notifications (docs/notifications.md): a webhook, reminders, escalation.
-    webhook_url: str | None = None
-    webhook_secret: str | None = None
-    # One webhook attempt, start to end (APPROVAL_WEBHOOK_TIMEOUT_SECONDS); also
-    # how long an approver command waits for its notifications.
-    webhook_timeout: timedelta = timedelta(seconds=5)
-    remind_before: timedelta | None = timedelta(hours=24)
-    escalate_to: tuple[str, ...] = ()
-    model: ModelSettings = field(default_factory=lambda: ModelSettings(None, None))
-
-
-def _decimal(name: str, default: str, *, low: str, high: str) -> Decimal:
-    """A number from the environment, within (low, high]; low is exclusive."""
-    raw = os.getenv(name, default)
-    try:
-        value = Decimal(raw.strip())
-    except InvalidOperation:
-        raise SettingsError(f"{name}={raw!r} is not a number; set it to e.g. {default}.") from None
-    if not value.is_finite() or not Decimal(low) < value <= Decimal(high):
-        raise SettingsError(
-            f"{name}={raw!r} is out of range: it must be more than {low} and at most {high}, e.g. {default}."
-        )
-    return value
-
-
-def _flag(name: str) -> bool:
-    raw = os.getenv(name, "").strip().lower()
-    if raw not in {"", "0", "1", "true", "false", "yes", "no"}:
-        raise SettingsError(f"{name}={raw!r} must be true or false.")
-    return raw in {"1", "true", "yes"}
-
-
-MIN_TOKEN = 8
-
-
-def _dollars_or_zero(name: str, default: str, *, high: str) -> Decimal:
-    """Dollars and cents, where 0 is allowed (for a limit, it means "none at all")."""
-    raw = os.getenv(name, default)
-    try:
-        value = Decimal(raw)
-    except InvalidOperation:
-        raise SettingsError(f"{name}={raw!r} is not a number; set it to e.g. {default}, or 0.") from None
-    if (not value.is_finite() or not 0 <= value <= Decimal(high)
-            or int(value.normalize().as_tuple().exponent) < -2):
-        raise SettingsError(
-            f"{name}={raw!r} must be 0 or a number of dollars and cents up to {high}, e.g. {default}."
-        )
-    return value
-
-
-def _approvers(raw: str) -> dict[str, str]:
-    """Parse `name:token,name:token` into {token: name}, names in their canonical form."""
-    from .ledger.inputs import InputError, name
-
-    approvers: dict[str, str] = {}
-    for entry in filter(None, (item.strip() for item in raw.split(","))):
-        who, sep, token = entry.partition(":")
-        token = token.strip()
-        if not sep or not who.strip() or not token:
-            raise SettingsError(
-                f"APPROVERS entry {entry!r} must look like name:token (e.g. bob:s3cret-t0ken)."
-            )
-        try:
-            canonical = name(who, "approver name")
-        except InputError as error:
-            raise SettingsError(f"APPROVERS: {error}") from None
-        if len(token) < MIN_TOKEN:
-            raise SettingsError(
-                f"APPROVERS: the token of {canonical} is too short; use {MIN_TOKEN} or more characters."
-            )
-        if token in approvers:
-            raise SettingsError(
-                f"APPROVERS: {approvers[token]} and {canonical} have the same token; give each their own."
-            )
-        approvers[token] = canonical
-    return approvers
 
 
 @dataclass(frozen=True)
@@ -142,6 +57,161 @@ def _gemini_credentials() -> str | None:
     return None
 
 
+def _duration(unit: str, **bounds: int) -> BeforeValidator:
+    """A timedelta given as a number of `unit` (hours, seconds), within `bounds` (gt=, ge=, le=)."""
+    number = TypeAdapter(Annotated[Decimal, Field(**bounds)])
+    # Bounded before the conversion: timedelta(hours=1e30) is an OverflowError, not a refusal.
+    return BeforeValidator(lambda v: timedelta(**{unit: float(number.validate_python(v))}) if isinstance(v, str) else v)
+
+
+def _approvers(raw: Any) -> Any:
+    """`name:token,name:token` as {token: name}, names in their canonical form."""
+    if not isinstance(raw, str):
+        return raw
+    approvers: dict[str, str] = {}
+    for entry in filter(None, (item.strip() for item in raw.split(","))):
+        who, sep, token = (part.strip() for part in entry.partition(":"))
+        if not sep or not who or not token:
+            raise ValueError(f"entry {entry!r} must look like name:token (e.g. bob:s3cret-t0ken).")
+        canonical = _name(who, "approver name")
+        if len(token) < MIN_TOKEN:
+            raise ValueError(f"the token of {canonical} is too short; use {MIN_TOKEN} or more characters.")
+        if token in approvers:
+            raise ValueError(f"{approvers[token]} and {canonical} have the same token; give each their own.")
+        approvers[token] = canonical
+    return approvers
+
+
+def _names(raw: Any) -> Any:
+    return tuple(dict.fromkeys(_name(n, "name") for n in raw.split(",") if n.strip())) if isinstance(raw, str) else raw
+
+
+def _name(raw: str, field: str) -> str:
+    from .ledger.inputs import InputError, name
+
+    try:
+        return name(raw, field)
+    except InputError as error:
+        raise ValueError(str(error)) from None
+
+
+def _url(url: str | None) -> str | None:
+    if url is not None and (not url.lower().startswith(("https://", "http://")) or " " in url):
+        raise ValueError(f"{url!r} must be an http(s) URL, e.g. https://hooks.slack.com/services/... "
+                         "or http://127.0.0.1:9000/hook.")
+    return url
+
+
+Dollars = Annotated[Decimal, Field(gt=0, le=1_000_000_000)]
+Flag = Annotated[bool, BeforeValidator(lambda v: v.strip() if isinstance(v, str) else v)]
+Text = Annotated[str | None, BeforeValidator(lambda v: v.strip() or None if isinstance(v, str) else v)]
+# 0 hours is None: no reminders. At most 8760 hours, APPROVAL_TTL_HOURS's own limit, which it stays below.
+Reminder = Annotated[timedelta | None, _duration("hours", ge=0, le=8760), AfterValidator(lambda d: d or None)]
+
+
+class Settings(BaseSettings):
+    """Every setting, checked. A field's alias is its variable; its description, what to set that to."""
+
+    model_config = SettingsConfigDict(frozen=True, case_sensitive=True, env_ignore_empty=True)
+
+    database_url: str = Field(default=DEFAULT_DATABASE_URL, alias="EXPENSES_DATABASE_URL")
+    approval_threshold: Dollars = Field(default=Decimal(100), alias="APPROVAL_THRESHOLD",
+                                        description="dollars, more than 0 and at most MAX_REIMBURSEMENT, e.g. 100")
+    max_amount: Dollars = Field(default=Decimal(1_000_000), alias="MAX_REIMBURSEMENT",
+                                description="dollars, more than 0 and at most 1000000000, e.g. 1000000")
+    approval_ttl: Annotated[timedelta, _duration("hours", gt=0, le=8760)] = Field(
+        default=timedelta(hours=72), alias="APPROVAL_TTL_HOURS",
+        description="hours, more than 0 and at most 8760, e.g. 72")
+    dev_chat_approval: Flag = Field(default=False, alias="DEV_CHAT_APPROVAL", description="true or false")
+    approvers: Annotated[dict[str, str], NoDecode, BeforeValidator(_approvers)] = Field(default={}, alias="APPROVERS")
+    sweep_interval: Annotated[timedelta, _duration("seconds", gt=0, le=3600)] = Field(
+        default=timedelta(seconds=30), alias="EXPIRY_SWEEP_SECONDS",
+        description="seconds, more than 0 and at most 3600, e.g. 30")
+    trusted_user_header: Text = Field(default=None, alias="TRUSTED_USER_HEADER")
+    production: Flag = Field(default=False, alias="PRODUCTION_MODE", description="true or false")
+    daily_auto_approval_limit: Decimal = Field(
+        default=Decimal(250), alias="DAILY_AUTO_APPROVAL_LIMIT", ge=0, le=10_000_000, decimal_places=2,
+        description="0 or a number of dollars and cents up to 10000000, e.g. 250")
+    auto_migrate: Flag = Field(default=True, alias="AUTO_MIGRATE", description="true or false")
+    # Above this, two approvals from two approvers.
+    dual_approval_above: Dollars = Field(default=Decimal(5000), alias="DUAL_APPROVAL_ABOVE",
+                                         description="dollars, at least APPROVAL_THRESHOLD, e.g. 5000")
+    # Notifications (docs/notifications.md): a webhook, reminders, escalation.
+    webhook_url: Annotated[Text, AfterValidator(_url)] = Field(default=None, alias="APPROVAL_WEBHOOK_URL")
+    webhook_secret: Text = Field(default=None, alias="APPROVAL_WEBHOOK_SECRET")
+    # One webhook attempt, start to end; also how long an approver command waits for its notifications.
+    webhook_timeout: Annotated[timedelta, _duration("seconds", gt=0, le=30)] = Field(
+        default=timedelta(seconds=5), alias="APPROVAL_WEBHOOK_TIMEOUT_SECONDS",
+        description="seconds, more than 0 and at most 30, e.g. 5")
+    remind_before: Reminder = Field(default=timedelta(hours=24), alias="APPROVAL_REMIND_BEFORE_HOURS",
+                                    description="hours, less than APPROVAL_TTL_HOURS, e.g. 24, or 0 for no reminders")
+    escalate_to: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_names)] = Field(default=(), alias="ESCALATE_TO")
+    model: Annotated[ModelSettings, NoDecode, BeforeValidator(
+        lambda v: ModelSettings(v.strip() or None, _gemini_credentials()) if isinstance(v, str) else v,
+    )] = Field(default_factory=model_settings, alias="AGENT_MODEL")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        """Rules across settings; each message names the variables and the fix."""
+        if self.approval_threshold > self.max_amount:
+            raise ValueError(f"APPROVAL_THRESHOLD={self.approval_threshold} is above MAX_REIMBURSEMENT="
+                             f"{self.max_amount}; set it to at most {self.max_amount}, e.g. 100.")
+        if self.production and self.trusted_user_header is None:
+            raise ValueError(
+                "PRODUCTION_MODE=true needs TRUSTED_USER_HEADER, the header your authenticating proxy sets "
+                "(e.g. X-Forwarded-User for oauth2-proxy), so requesters cannot pick their own user id.")
+        if self.webhook_url is not None and len(self.webhook_secret or "") < MIN_SECRET:
+            raise ValueError(
+                f"APPROVAL_WEBHOOK_URL is set, so APPROVAL_WEBHOOK_SECRET needs a value of {MIN_SECRET} characters "
+                "or more: every webhook is signed with it (a receiver checks X-Signature-256; Slack ignores it). "
+                "One way: python -c 'import secrets; print(secrets.token_hex(32))'")
+        if self.dual_approval_above < self.approval_threshold:
+            raise ValueError(
+                f"DUAL_APPROVAL_ABOVE={self.dual_approval_above} is below APPROVAL_THRESHOLD="
+                f"{self.approval_threshold}: amounts in between would be paid with no approval at all. "
+                f"Set DUAL_APPROVAL_ABOVE to {self.approval_threshold} or more.")
+        if len(self.approvers) == 1:
+            [only] = self.approvers.values()
+            raise ValueError(
+                f"APPROVERS names one approver ({only}), but requests above DUAL_APPROVAL_ABOVE "
+                f"(${self.dual_approval_above:,}), alone or added up, need two different approvers. "
+                "Add a second name:token to APPROVERS.")
+        unknown = [n for n in self.escalate_to if self.approvers and n not in self.approvers.values()]
+        if unknown:
+            raise ValueError(f"ESCALATE_TO names {', '.join(unknown)}, who is not in APPROVERS; escalate to "
+                             f"approvers who can decide: {', '.join(sorted(self.approvers.values()))}.")
+        if self.remind_before is not None and self.remind_before >= self.approval_ttl:
+            raise ValueError(
+                f"APPROVAL_REMIND_BEFORE_HOURS={self.remind_before.total_seconds() / 3600:g} must be less than "
+                f"APPROVAL_TTL_HOURS ({self.approval_ttl.total_seconds() / 3600:g}): a reminder goes out "
+                "before the ticket expires.")
+        return self
+
+
+_PLAINLY = {"decimal_parsing": "is not a number", "bool_parsing": "is not true or false"}
+
+
+def _explain(error: Mapping[str, Any]) -> str:
+    """One of pydantic's errors, worded for whoever sets the variable."""
+    message = error["msg"].removeprefix("Value error, ")
+    if not error["loc"]:  # a rule across settings: the message names them
+        return message
+    name = str(error["loc"][0])
+    if error["type"] == "value_error":  # a check of ours: its message never repeats a token or secret
+        return f"{name}: {message}"
+    why = _PLAINLY.get(error["type"], f"is refused ({message})")
+    field = next(f for f in Settings.model_fields.values() if f.alias == name)
+    return f"{name}={error['input']!r} {why}; set it to {field.description}."
+
+
+def load_settings() -> Settings:
+    """Read and check every setting from the environment."""
+    try:
+        return Settings()
+    except ValidationError as error:
+        raise SettingsError(" ".join(_explain(e) for e in error.errors())) from None
+
+
 _current: Settings | None = None
 
 
@@ -157,104 +227,3 @@ def use_settings(new: Settings | None) -> None:
     """Run with `new` from now on (tests, benchmarks); None reads the environment again on next use."""
     global _current
     _current = new
-
-
-MIN_SECRET = 16
-
-
-def _webhook() -> tuple[str | None, str | None]:
-    url = os.getenv("APPROVAL_WEBHOOK_URL", "").strip() or None
-    secret = os.getenv("APPROVAL_WEBHOOK_SECRET", "").strip() or None
-    if url is None:
-        return None, secret
-    if not url.lower().startswith(("https://", "http://")) or " " in url:
-        raise SettingsError(f"APPROVAL_WEBHOOK_URL={url!r} must be an http(s) URL, e.g. "
-                            "https://hooks.slack.com/services/... or http://127.0.0.1:9000/hook.")
-    if secret is None or len(secret) < MIN_SECRET:
-        raise SettingsError(
-            f"APPROVAL_WEBHOOK_URL is set, so APPROVAL_WEBHOOK_SECRET needs a value of {MIN_SECRET} characters "
-            "or more: every webhook is signed with it (a receiver checks X-Signature-256; Slack ignores it). "
-            "One way: python -c 'import secrets; print(secrets.token_hex(32))'"
-        )
-    return url, secret
-
-
-def _names(variable: str) -> tuple[str, ...]:
-    from .ledger.inputs import InputError, name
-
-    try:
-        return tuple(dict.fromkeys(name(n, "name") for n in os.getenv(variable, "").split(",") if n.strip()))
-    except InputError as error:
-        raise SettingsError(f"{variable}: {error}") from None
-
-
-def _remind_before(ttl: timedelta) -> timedelta | None:
-    raw = os.getenv("APPROVAL_REMIND_BEFORE_HOURS", "24")
-    try:
-        hours = Decimal(raw.strip())
-    except InvalidOperation:
-        raise SettingsError(f"APPROVAL_REMIND_BEFORE_HOURS={raw!r} is not a number; e.g. 24, or 0 for none.") \
-            from None
-    if not hours.is_finite() or hours < 0:
-        raise SettingsError(f"APPROVAL_REMIND_BEFORE_HOURS={raw!r} must be 0 (no reminders) or more, e.g. 24.")
-    if hours == 0:
-        return None
-    if timedelta(hours=float(hours)) >= ttl:
-        raise SettingsError(
-            f"APPROVAL_REMIND_BEFORE_HOURS={raw} must be less than APPROVAL_TTL_HOURS "
-            f"({ttl.total_seconds() / 3600:g}): a reminder goes out before the ticket expires."
-        )
-    return timedelta(hours=float(hours))
-
-
-def load_settings() -> Settings:
-    """Read and check every setting from the environment."""
-    max_amount = _decimal("MAX_REIMBURSEMENT", "1000000", low="0", high="1000000000")
-    threshold = _decimal("APPROVAL_THRESHOLD", "100", low="0", high=str(max_amount))
-    header = os.getenv("TRUSTED_USER_HEADER", "").strip() or None
-    production = _flag("PRODUCTION_MODE")
-    if production and header is None:
-        raise SettingsError(
-            "PRODUCTION_MODE=true needs TRUSTED_USER_HEADER, the header your authenticating proxy sets "
-            "(e.g. X-Forwarded-User for oauth2-proxy), so requesters cannot pick their own user id."
-        )
-    ttl = timedelta(hours=float(_decimal("APPROVAL_TTL_HOURS", "72", low="0", high="8760")))
-    webhook_url, webhook_secret = _webhook()
-    approvers = _approvers(os.getenv("APPROVERS", ""))
-    dual = _decimal("DUAL_APPROVAL_ABOVE", "5000", low="0", high="1000000000")
-    if dual < threshold:
-        raise SettingsError(
-            f"DUAL_APPROVAL_ABOVE={dual} is below APPROVAL_THRESHOLD={threshold}: amounts in between would be "
-            f"paid with no approval at all. Set DUAL_APPROVAL_ABOVE to {threshold} or more."
-        )
-    if len(approvers) == 1:
-        [only] = approvers.values()
-        raise SettingsError(
-            f"APPROVERS names one approver ({only}), but requests above DUAL_APPROVAL_ABOVE (${dual:,}), alone "
-            "or added up, need two different approvers. Add a second name:token to APPROVERS."
-        )
-    escalate_to = _names("ESCALATE_TO")
-    unknown = [n for n in escalate_to if approvers and n not in approvers.values()]
-    if unknown:
-        raise SettingsError(f"ESCALATE_TO names {', '.join(unknown)}, who is not in APPROVERS; escalate to "
-                            f"approvers who can decide: {', '.join(sorted(approvers.values()))}.")
-    return Settings(
-        model=model_settings(),
-        database_url=os.getenv("EXPENSES_DATABASE_URL") or DEFAULT_DATABASE_URL,
-        approval_threshold=threshold,
-        max_amount=max_amount,
-        approval_ttl=ttl,
-        dev_chat_approval=_flag("DEV_CHAT_APPROVAL"),
-        approvers=approvers,
-        sweep_interval=timedelta(seconds=float(_decimal("EXPIRY_SWEEP_SECONDS", "30", low="0", high="3600"))),
-        trusted_user_header=header,
-        production=production,
-        daily_auto_approval_limit=_dollars_or_zero("DAILY_AUTO_APPROVAL_LIMIT", "250", high="10000000"),
-        auto_migrate=os.getenv("AUTO_MIGRATE", "").strip() == "" or _flag("AUTO_MIGRATE"),
-        dual_approval_above=dual,
-        webhook_url=webhook_url,
-        webhook_secret=webhook_secret,
-        webhook_timeout=timedelta(seconds=float(_decimal("APPROVAL_WEBHOOK_TIMEOUT_SECONDS", "5", low="0", high="30"))),
-        remind_before=_remind_before(ttl),
-        escalate_to=escalate_to,
-    )

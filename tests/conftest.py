@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -28,7 +27,7 @@ from support.postgres import new_postgres_database, postgres_server  # noqa: E40
 import long_running_agent  # noqa: E402,F401  (loads .env; cleared below)
 from long_running_agent.agent import build_app  # noqa: E402
 from long_running_agent.services import close_services, use_app, use_app_factory, use_clock  # noqa: E402
-from long_running_agent.settings import ModelSettings, load_settings, settings, use_settings  # noqa: E402
+from long_running_agent.settings import ModelSettings, Settings, load_settings, settings, use_settings  # noqa: E402
 
 for _name in (
     "GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_ENTERPRISE",
@@ -40,7 +39,7 @@ for _name in (
 ):
     os.environ.pop(_name, None)
 
-BASE = replace(load_settings(), model=ModelSettings(OFFLINE, None))
+BASE = load_settings().model_copy(update={"model": ModelSettings(OFFLINE, None)})
 # What main.py and `make web` hand the wiring: the shipped agent's app.
 use_app_factory(build_app)
 
@@ -48,7 +47,7 @@ use_app_factory(build_app)
 @pytest.fixture(autouse=True)
 async def app_settings(tmp_path) -> Any:
     """Every test: the offline model, the real clock, a SQLite file of its own."""
-    use_settings(replace(BASE, database_url=f"sqlite+aiosqlite:///{tmp_path}/expenses.db"))
+    use_settings(BASE.model_copy(update={"database_url": f"sqlite+aiosqlite:///{tmp_path}/expenses.db"}))
     use_clock(None)
     use_app(None)
     yield
@@ -63,7 +62,9 @@ async def app_settings(tmp_path) -> Any:
 def configure() -> Callable[..., None]:
     """Change settings for this test: configure(approval_threshold=Decimal("200"))."""
     def change(**fields: Any) -> None:
-        use_settings(replace(settings(), **fields))
+        unknown = set(fields) - set(Settings.model_fields)
+        assert not unknown, f"no such setting: {unknown}"  # model_copy would add them silently
+        use_settings(settings().model_copy(update=fields))
     return change
 
 

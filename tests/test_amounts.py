@@ -52,6 +52,8 @@ def short(value: object) -> str:
     ("1e5", inputs.NOT_A_NUMBER), ("", inputs.NOT_A_NUMBER), (None, inputs.NOT_A_NUMBER),
     (True, inputs.NOT_A_NUMBER), ([200] * 100, inputs.NOT_A_NUMBER),
     (100.009, inputs.FRACTION_OF_A_CENT), ("0.001", inputs.FRACTION_OF_A_CENT),
+    # Digits other than 0-9: Python reads them, a person checking the amount may not.
+    ("\u0661\u0662\u0663", inputs.NOT_A_NUMBER), ("\uff10\uff14\uff10\uff10\uff10", inputs.NOT_A_NUMBER),
 ], ids=short)
 def test_the_amount_rule_says_what_is_wrong_and_never_raises_a_decimal_error(raw, problem):
     with pytest.raises(inputs.AmountError) as refusal:
@@ -79,6 +81,7 @@ def test_the_amount_rule_takes_exact_dollars_up_to_the_maximum(raw, dollars):
     ("Reimburse $9999999999999999999999999999999999999.5k for a yacht", "$1,000,000"),
     ("Reimburse $5,000,000 for a yacht", "$1,000,000"),  # within a float: the tool refuses it
     (f"Reimburse -${TWENTY_NINE_NINES} for a yacht", "more than zero"),
+    ("Reimburse $\u0661\u0660\u0660\u0660\u0660 for a yacht", "cannot read"),
 ])
 async def test_the_offline_model_answers_a_huge_amount_and_opens_nothing(sqlite_url, message, says):
     chat = await Conversation(make_runner(sqlite_url)).start()

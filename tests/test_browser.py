@@ -125,6 +125,20 @@ async def assert_no_csp_violations(page: Page) -> None:
     assert await page.evaluate("window.cspViolations") == []
 
 
+async def assert_tables_fit_their_cards(page: Page) -> None:
+    """Every table shown lies inside its card, which has nothing to scroll sideways."""
+    tables = await page.locator("section table:visible").all()
+    assert tables
+    for table in tables:
+        card = table.locator("xpath=ancestor::section[1]")
+        inner, outer = await table.bounding_box(), await card.bounding_box()
+        assert inner and outer
+        name = await table.get_attribute("id")
+        inside = outer["x"] <= inner["x"] and inner["x"] + inner["width"] <= outer["x"] + outer["width"]
+        assert inside, (name, inner, outer)
+        assert await card.evaluate("card => card.scrollWidth <= card.clientWidth"), name
+
+
 async def ledger_view(server: WebServer, ticket_id: str) -> dict:
     async with httpx.AsyncClient(base_url=server.base_url) as client:
         response = await client.get(f"/api/approvals/{ticket_id}",
@@ -148,6 +162,7 @@ async def test_request_in_dev_ui_approved_in_inbox_shows_payout_in_chat(context,
     await expect(row).to_contain_text("alice")
     await expect(row).to_contain_text("team lunch")
     await expect(row).to_contain_text("$250.00")
+    await assert_tables_fit_their_cards(inbox)
     await inbox.screenshot(path=picture("inbox.png", tmp_path))
     await row.locator("button.approve").click()
 
@@ -181,6 +196,7 @@ async def test_request_in_dev_ui_rejected_in_inbox_pays_nothing(context, server,
     decided = inbox.locator(f'#decided tr[data-ticket="{ticket_id}"]')
     await expect(decided).to_contain_text("rejected")
     await expect(decided).to_contain_text("conference was not approved in advance")
+    await assert_tables_fit_their_cards(inbox)
     await inbox.screenshot(path=tmp_path / "1-inbox-rejected.png")
     await assert_no_csp_violations(inbox)
 
@@ -334,6 +350,7 @@ async def test_an_old_undelivered_decision_is_delivered_from_its_own_section(con
     await expect(stuck).to_contain_text("the server stopped while delivering it")
     await expect(stuck.locator(".failed-at")).to_contain_text("Failed ")  # when the attempt failed
     await expect(inbox.locator(f'#decided tr[data-ticket="{ticket_id}"]')).to_have_count(0)
+    await assert_tables_fit_their_cards(inbox)
     await inbox.screenshot(path=tmp_path / "1-inbox-undelivered.png")
     await stuck.locator("button.deliver").click()
 

@@ -8,6 +8,7 @@ import re
 import pytest
 from support.models import ledger_at
 from support.processes import request_ticket, run, start
+from support.servers import free_port
 from support.tickets import decided_not_delivered, open_tickets
 
 from long_running_agent.services import close_services, services
@@ -207,3 +208,14 @@ def test_a_decision_whose_conversation_was_deleted_is_settled_by_an_approver(sql
     assert len(asyncio.run(_payouts(sqlite_url, ticket_id))) == 1
     again = run("settle", ticket_id, "--approver", "carol", url=sqlite_url)
     assert again.returncode == 1 and "already settled" in again.stderr
+
+
+def test_a_database_that_cannot_be_reached_is_one_line_that_says_what_to_check():
+    closed = f"postgresql+asyncpg://postgres:secret@127.0.0.1:{free_port()}/expenses"
+
+    result = run("inbox", url=closed)
+
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error: the database postgresql+asyncpg://postgres:***@127.0.0.1:")
+    assert "Check EXPENSES_DATABASE_URL" in line and "secret" not in line

@@ -126,11 +126,13 @@ def test_docs_two_approvers(project):
                     reason="the curl sessions need curl and jq: apt-get install -y curl jq")
 def test_docs_http_api_walkthrough(tmp_path):
     with web_server(tmp_path, APPROVERS=DOC_APPROVERS) as server:
-        env = os.environ | {"ADK": server.base_url, "HOME": str(tmp_path / "home")}
+        # The walkthrough says where the server is itself: its `export ADK=` names the address shown.
+        env = {k: v for k, v in os.environ.items() if k != "ADK"} | {"HOME": str(tmp_path / "home")}
         port = server.base_url.rsplit(":", 1)[1]
-        session = Session(tmp_path, env, None, {f"127.0.0.1:{port}": "127.0.0.1:8000"})
-        check("http-api", session)
-        check("http-api-errors", session)
+        shown = {f"127.0.0.1:{port}": "127.0.0.1:8000"}
+        check("http-api", Session(tmp_path, env, None, shown))
+        # Further down the page, in the reader's same shell, ADK is still set.
+        check("http-api-errors", Session(tmp_path, env | {"ADK": server.base_url}, None, shown))
 
 
 def _request(base_url: str, user: str) -> str:

@@ -2,7 +2,7 @@
 
 The app's own agent runs with ADK's `Gemini` model class instead of the offline
 model, so google-genai's real HTTP client sends real `generateContent`
-requests - to tests/fake_gemini.py on 127.0.0.1 (GOOGLE_GEMINI_BASE_URL),
+requests - to tests/support/fake_gemini.py on 127.0.0.1 (GOOGLE_GEMINI_BASE_URL),
 which replays scripted model turns and records every request. The tests assert
 what Gemini would receive: both tool declarations, the pending call and its
 later update under the same call, the payout call, and Gemini's pairing rule

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sqlite3
 import subprocess
 from datetime import timedelta
 
@@ -23,6 +24,7 @@ from support.models import RecordedOfflineModel, ScriptedModel, call, ledger_at,
 from long_running_agent.approval.notes import REFUSAL_PREFIX
 from long_running_agent.ledger import AlreadyDecided, NotAllowed
 from long_running_agent.ledger.locks import NAMESPACE
+from long_running_agent.services import close_services
 
 
 async def assert_still_usable(chat: Conversation, url: str, ticket_id: str) -> None:
@@ -273,3 +275,30 @@ def _exited_pid() -> int:
     process = subprocess.Popen(["true"])
     process.wait()
     return process.pid
+
+
+async def test_a_ledger_that_cannot_be_used_is_told_in_the_chat_without_sql(sqlite_url):
+    ledger = ledger_at(sqlite_url)
+    await ledger.prepare()
+    with sqlite3.connect(sqlite_url.split("///", 1)[1]) as db:
+        db.execute("DROP TABLE request_totals")  # a table the tool writes to is gone
+    chat = await Conversation(make_runner(sqlite_url)).start()
+
+    events = await chat.say("Please reimburse $250 for the team lunch")
+
+    [answer] = responses(events, "ask_for_approval")
+    assert answer["status"] == "error" and "expense records cannot be used" in answer["error"]
+    assert "[SQL" not in str(events) and "INSERT INTO" not in str(events)
+    assert await ledger.tickets.with_status() == []
+
+
+async def test_a_database_at_another_schema_is_told_in_the_chat_not_raised(sqlite_url):
+    await ledger_at(sqlite_url).prepare()
+    with sqlite3.connect(sqlite_url.split("///", 1)[1]) as db:
+        db.execute("UPDATE alembic_version SET version_num = '0099'")
+    await close_services()  # a process that starts on this database
+    chat = await Conversation(make_runner(sqlite_url)).start()
+
+    events = await chat.say("Please reimburse $250 for the team lunch")
+
+    assert "schema revision 0099" in texts(events)[-1] and not calls(events, "ask_for_approval")

@@ -375,3 +375,19 @@ async def test_deciding_a_withdrawn_ticket_is_409_withdrawn(client, server):
         answer = await client.post(f"/api/approvals/{ticket_id}/{action}", headers=as_approver("bob"), json=body)
         assert "withdrawn by its requester, alice" in assert_error(answer, 409, "withdrawn")["message"]
     assert await payouts(server, ticket_id) == []
+
+
+async def test_adks_own_refusals_and_unreadable_bodies_answer_error_message_fix(client, server):
+    _session_id, _call, ticket_id = await request_over_run(client)
+    huge = "9" * 5000  # past what Python will turn into an integer
+    answers = {
+        "not_found": await client.get(f"/apps/{APP}/users/alice/sessions/nope"),
+        "invalid_json": await client.post(f"/api/approvals/{ticket_id}/approve", headers={
+            **as_approver("bob"), "Content-Type": "application/json"}, content=f'{{"amount": {huge}}}'),
+        "invalid_json ": await client.post("/run", headers={"Content-Type": "application/json"},
+                                           content=b'{"appName": "\xff\xfe"}'),
+    }
+    for code, answer in answers.items():
+        body = assert_error(answer, 404 if code == "not_found" else 400, code.strip())
+        assert body["fix"] and "detail" not in body
+    assert (await ledger_at(server.database_url).tickets.get(ticket_id)).status == "pending"

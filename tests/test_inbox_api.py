@@ -75,8 +75,9 @@ async def test_bad_paging_parameters_are_a_json_422_with_the_fix(client, query):
     assert query.split("=")[0] in body["message"] and "offset" in body["fix"]
 
 
-async def test_paging_parameters_are_checked_only_for_approvers(client):
-    assert_error(await client.get("/api/approvals?limit=0"), 401, "missing_token")
+@pytest.mark.parametrize("query", ["limit=0", "limit=5&limit=6", "page=2"])
+async def test_paging_parameters_are_checked_only_for_approvers(client, query):
+    assert_error(await client.get(f"/api/approvals?{query}"), 401, "missing_token")
 
 
 async def test_an_old_undelivered_decision_is_listed_with_why_beyond_the_recent_ten(client, server):

@@ -202,3 +202,27 @@ def test_a_database_this_version_cannot_migrate_is_refused_in_one_line_everywher
     refused = {name: _one_line_naming(result, stamped_as, migrate.head()) for name, result in results.items()}
     assert refused == dict.fromkeys(results, True), {n: r.stdout + r.stderr for n, r in results.items()}
     assert asyncio.run(_closing(_stamped(db_url))) == stamped_as  # nothing was changed
+
+
+def test_a_version_table_edited_by_hand_to_name_two_revisions_is_refused_in_one_line(sqlite_url):
+    assert run("migrate", url=sqlite_url).returncode == 0
+
+    async def second_row() -> None:
+        async with ledger_at(sqlite_url).engine.begin() as connection:
+            await connection.execute(text("INSERT INTO alembic_version (version_num) VALUES ('0003')"))
+    asyncio.run(_closing(second_row()))
+
+    for command in ("migrate", "inbox"):
+        assert _one_line_naming(run(command, url=sqlite_url), "0003", migrate.head())
+
+
+def test_a_table_dropped_by_hand_is_refused_in_one_line_not_met_mid_request(sqlite_url):
+    assert run("migrate", url=sqlite_url).returncode == 0
+
+    async def drop() -> None:
+        async with ledger_at(sqlite_url).engine.begin() as connection:
+            await connection.execute(text("DROP TABLE request_totals"))
+    asyncio.run(_closing(drop()))
+
+    for command in (("migrate",), ("request", "Reimburse $250 for the team lunch")):
+        assert _one_line_naming(run(*command, url=sqlite_url), "request_totals", migrate.head())

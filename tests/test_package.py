@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import re
+import sys
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from google.adk.apps import App
@@ -14,7 +17,7 @@ from support.processes import ROOT
 from long_running_agent.ledger.inputs import InputError
 from long_running_agent.ledger.policy import parse_amount, parse_purpose
 from long_running_agent.model.choice import GEMINI_DEFAULT, choose_model
-from long_running_agent.settings import SettingsError, load_settings, model_settings
+from long_running_agent.settings import Settings, SettingsError, load_settings, model_settings
 
 
 async def test_adk_loader_finds_the_app_with_its_guard_like_adk_web():
@@ -99,11 +102,31 @@ def test_purpose_is_required_and_normalised():
     ("DEV_CHAT_APPROVAL", "maybe"), ("PRODUCTION_MODE", "true"),
     ("DAILY_AUTO_APPROVAL_LIMIT", "-1"), ("DAILY_AUTO_APPROVAL_LIMIT", "lots"),
     ("DAILY_AUTO_APPROVAL_LIMIT", "12.345"), ("DAILY_AUTO_APPROVAL_LIMIT", "inf"),
+    # Once an OverflowError's traceback at start.
+    ("APPROVAL_REMIND_BEFORE_HOURS", "1e30"), ("APPROVAL_REMIND_BEFORE_HOURS", "-1"),
+    ("AUTO_MIGRATE", "sometimes"), ("APPROVAL_WEBHOOK_TIMEOUT_SECONDS", "0"),
 ])
 def test_bad_settings_name_the_variable(monkeypatch, name, value):
     monkeypatch.setenv(name, value)
     with pytest.raises(SettingsError, match=name):
         load_settings()
+
+
+@pytest.mark.parametrize("name", sorted(field.alias for field in Settings.model_fields.values()))
+@pytest.mark.parametrize("value", ["x", "1e30", "-1e999", " ", "1,5", "{}", "\u00e9:\u00e9"])
+def test_any_value_of_any_setting_is_taken_or_refused_by_name(monkeypatch, name, value):
+    """Never pydantic's own error, a traceback, or a refusal that does not say which variable to change."""
+    monkeypatch.setenv(name, value)
+    try:
+        load_settings()
+    except SettingsError as refusal:
+        said = str(refusal)
+        assert said.startswith(name) and "\n" not in said and "validation error" not in said, said
+
+
+def test_settings_are_frozen():
+    with pytest.raises((AttributeError, ValueError)):
+        load_settings().approval_threshold = Decimal("1")  # type: ignore[misc]
 
 
 def test_approvers_are_parsed_from_name_token_pairs(monkeypatch):
@@ -145,11 +168,87 @@ def test_every_file_the_package_reads_is_in_its_package_data():
 
 
 def test_every_setting_the_code_reads_is_documented_in_env_example():
-    read = set()
+    read = {field.alias for field in Settings.model_fields.values()}  # each field's variable
     for source in (ROOT / "long_running_agent").rglob("*.py"):
         text = source.read_text()
-        read |= set(re.findall(r'(?:getenv|_decimal|_flag|_dollars_or_zero|_names)\(\s*"([A-Z][A-Z0-9_]+)"', text))
+        read |= set(re.findall(r'getenv\(\s*"([A-Z][A-Z0-9_]+)"', text))
         read |= set(re.findall(r'"(GOOGLE_GENAI_USE_[A-Z]+)"', text))
-    assert {"APPROVAL_WEBHOOK_URL", "DUAL_APPROVAL_ABOVE", "GOOGLE_GENAI_USE_VERTEXAI"} <= read  # the search works
+    assert {"APPROVAL_WEBHOOK_URL", "DUAL_APPROVAL_ABOVE", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_API_KEY"} <= read
     documented = set(re.findall(r"^#? ?([A-Z][A-Z0-9_]+)=", (ROOT / ".env.example").read_text(), re.M))
     assert read - documented == set(), "add these to .env.example, with what they do"
+
+
+def _requirements(extra: str | None, declared: dict) -> set[str]:
+    """The distributions `pip install .[extra]` asks for by name, this project's own extras followed."""
+    wanted = declared["dependencies"] + (declared["optional-dependencies"][extra] if extra else [])
+    names = set()
+    for requirement in wanted:
+        name = re.match(r"[A-Za-z0-9._-]+", requirement)[0]
+        if _normal(name) == "long-running-agent":
+            for included in re.findall(r"[a-z]+", requirement.split("[", 1)[1]):
+                names |= _requirements(included, declared)
+        else:
+            names.add(_normal(name))
+    return names
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _imports(folder: Path) -> set[str]:
+    """The modules a folder's code imports by absolute name."""
+    modules = set()
+    for source in [folder] if folder.is_file() else folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.Import):
+                modules |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules.add(node.module)
+    return modules
+
+
+@pytest.mark.parametrize("code, extra", [
+    ("long_running_agent", None), ("main.py", None), ("benchmarks", "bench"), ("tests", "dev"),
+])
+def test_every_package_the_code_imports_is_declared(code, extra):
+    """`pip install .` brings what the app imports itself, not only what google-adk happens to bring."""
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    ours = {p.stem for folder in (ROOT, ROOT / "tests", ROOT / "benchmarks") for p in folder.iterdir()}
+    installed = packages_distributions()
+    missing = set()
+    for module in _imports(ROOT / code):
+        top = module.split(".")[0]
+        if top in sys.stdlib_module_names or top in ours:
+            continue
+        candidates = [_normal(d) for d in installed.get(top, [top])]
+        if len(candidates) > 1:  # a namespace package: google.adk is google-adk
+            candidates = [d for d in candidates if d == _normal("-".join(module.split(".")[:2]))]
+        if not set(candidates) & _requirements(extra, declared):
+            missing.add(" or ".join(candidates) or f"the distribution of {module}")
+    assert missing == set(), f"declare these in pyproject.toml, for {code}"
+
+
+def test_every_file_the_project_names_is_in_the_project():
+    """A comment, page or link that sends the reader to a file sends them to one of this project's own."""
+    sources = [ROOT / "README.md", ROOT / "main.py", ROOT / "Makefile", ROOT / ".env.example", *(
+        path for folder in ("long_running_agent", "tests", "docs", "benchmarks") for path in (ROOT / folder).rglob("*")
+        if path.suffix in {".py", ".md", ".html", ".js", ".css", ".ini", ".mako"} and "__pycache__" not in path.parts
+    )]
+    # Paths from the project folder; .adk/ and .data/ hold what a run writes, not the project's files.
+    named = re.compile(r"\b(?:long_running_agent|tests|docs|benchmarks)(?:/\w[\w-]*)+(?:\.[a-z]+)+\b")
+    linked = re.compile(r"\]\((?!https?:|mailto:|#)([^)#\s]+)")
+    wrong = []
+    for source in sources:
+        text = source.read_text()
+        for path in named.findall(text):
+            if not (ROOT / path).exists():
+                wrong.append(f"{source.relative_to(ROOT)}: {path}")
+        for link in linked.findall(text) if source.suffix == ".md" else []:
+            target = (source.parent / link).resolve()
+            if not target.exists() or not target.is_relative_to(ROOT):
+                wrong.append(f"{source.relative_to(ROOT)}: ({link})")
+    assert wrong == []

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from support.http import as_approver, run_body, texts, user_text
 from support.processes import ROOT
-from support.project import ADK, fresh_project, main_py, plain_adk, plain_env, ticket_in
+from support.project import ADK, cloned_project, fresh_project, main_py, plain_adk, plain_env, ticket_in
 from support.servers import APP, LUNCH, web_server
 
 # ADK's per-agent store, relative to the project folder.
@@ -48,6 +48,15 @@ def payouts_in(events: list[dict]) -> list[dict]:
     return [part["functionResponse"]["response"] for event in events
             for part in (event.get("content") or {}).get("parts", [])
             if part.get("functionResponse", {}).get("name") == "reimburse"]
+
+
+@pytest.mark.parametrize("command", ["web", "api_server"])
+def test_plain_adk_from_the_project_folder_lists_only_the_app(tmp_path, command):
+    # The whole clone: the dev UI's loader looks for apps in every folder below it.
+    with plain_adk(command, cloned_project(tmp_path), tmp_path / "home") as server:
+        listed = httpx.get(f"{server.base_url}/list-apps", timeout=30)
+
+    assert listed.status_code == 200 and listed.json() == [APP]
 
 
 def test_ticket_from_plain_api_server_is_paid_by_main_py_approve(tmp_path):

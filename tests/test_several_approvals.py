@@ -155,3 +155,17 @@ async def test_an_approval_pays_its_own_ticket_while_an_equal_one_waits_for_its_
     [payout] = await ledger.payouts.find(ticket_id=first)
     assert (paid["status"], paid["ticket_id"], paid["payout_id"]) == ("paid", first, payout.id)
     assert payout.id in (agent_reply(owed.events) or "")
+
+
+@pytest.mark.parametrize("message", ["two purposes", "one purpose, one amount"])
+async def test_the_reply_tells_of_this_approvals_amount_and_reason_not_another_tickets(sqlite_url, message):
+    chat = await Conversation(runner_with(RecordedOfflineModel(), sqlite_url)).start()
+    first, second = [r["ticket_id"] for r in responses(await chat.say(SEVERAL[message]), "ask_for_approval")]
+
+    lowered = await decide_and_deliver(second, approver="bob", approve=True, amount="200", reason="capped by bob")
+    full = await decide_and_deliver(first, approver="carol", approve=True)
+
+    assert "capped by bob" in (agent_reply(lowered.events) or "")
+    # carol approved all she was asked: nothing of bob's lower amount or reason belongs in her reply.
+    reply = agent_reply(full.events) or ""
+    assert "capped by bob" not in reply and "$200.00" not in reply, reply

@@ -105,3 +105,17 @@ def test_the_approver_sees_why_two_approvers_are_needed(sqlite_url):
     shown = run("show", ticket_id, url=sqlite_url).stdout
     assert '"combined_amount": 9000.0' in shown
     assert TicketStatus.PENDING in shown
+
+
+async def test_a_look_alike_purpose_is_the_same_purpose_or_refused(sqlite_url):
+    chat, [plain] = await ask(sqlite_url, "Reimburse $4,500 for the server")
+    _chat, [wide] = await ask(sqlite_url, "Reimburse $4,500 for the \uff53\uff45\uff52\uff56\uff45\uff52", chat)
+    _chat, [mixed] = await ask(sqlite_url, "Reimburse $4,500 for the s\u0435rver", chat)  # a Cyrillic "е"
+    ledger = ledger_at(sqlite_url)
+
+    # Full-width letters are the same letters: the second request crosses the line.
+    assert [(await ledger.tickets.get(r["ticket_id"])).approvals_needed for r in (plain, wide)] == [1, 2]
+    assert (await ledger.tickets.get(wide["ticket_id"])).purpose == "server"
+    # A word mixing alphabets opens nothing.
+    assert mixed["status"] == "error" and "mixes Cyrillic and Latin letters" in mixed["error"]
+    assert len(await ledger.tickets.with_status()) == 2

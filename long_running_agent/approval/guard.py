@@ -35,14 +35,25 @@ from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
 from google.adk.sessions import Session
 from google.genai import types
+from sqlalchemy.exc import SQLAlchemyError
 
-from ..ledger import Conversation, Ledger, LedgerError, Ticket, TicketStatus
+from ..ledger import Conversation, DatabaseFileGone, Ledger, LedgerError, Ticket, TicketStatus
 from ..ledger.inputs import InputError
 from ..ledger.locks import HeldLock
-from ..names import APPROVAL_TOOL
-from ..refusals import AlreadyDelivered, NoSuchCall, NotAcceptedAnswer, NotAnApproval, NoTicketForCall, StillPending
+from ..ledger.migrate import SchemaError
+from ..names import APPROVAL_TOOL, ERROR
+from ..refusals import (
+    AlreadyDelivered,
+    LedgerUnusable,
+    NoSuchCall,
+    NotAcceptedAnswer,
+    NotAnApproval,
+    NoTicketForCall,
+    StillPending,
+    without_sql,
+)
 from ..services import services
-from .notes import already_delivered, as_sent, claimed_status, refused_answer, unacceptable
+from .notes import CHAT, already_delivered, as_sent, claimed_status, refused_answer, unacceptable
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +125,17 @@ def _stored_call(context: InvocationContext, call_id: str | None) -> types.Funct
     return None
 
 
+# What the ledger's database raises when it cannot be used at all: down, gone, or at another schema.
+UNUSABLE = (SQLAlchemyError, OSError, DatabaseFileGone, SchemaError)
+
+
+def unusable_note(error: BaseException) -> str:
+    """What the chat is told when the ledger's database cannot be used (no SQL, no traceback)."""
+    why = error.sentence(CHAT) if isinstance(error, (SchemaError, DatabaseFileGone)) else \
+        without_sql(f"{type(error).__name__}: {error}")
+    return LedgerUnusable(why or "unknown").sentence(CHAT)
+
+
 class ApprovalGuard(BasePlugin):
     """Lets an approval resume the agent only as the ledger records it, and only once."""
 
@@ -124,6 +146,32 @@ class ApprovalGuard(BasePlugin):
 
     async def on_user_message_callback(
         self, *, invocation_context: InvocationContext, user_message: types.Content
+    ) -> types.Content | None:
+        try:
+            return await self._check(invocation_context, user_message)
+        except UNUSABLE as error:
+            # The ledger's database cannot be used: the agent says so instead of running,
+            # and a FunctionResponse in the message is kept as a thought, never acted on.
+            logger.warning("The ledger cannot be used for a message: %s", without_sql(str(error)))
+            run = _current_run.get()
+            if run is not None:
+                run.delivering.clear()
+                run.note = unusable_note(error)
+            responses = [p.function_response for p in user_message.parts or [] if p.function_response]
+            return types.Content(role="user", parts=[types.Part(text=as_sent(responses), thought=True)]) \
+                if responses else None
+
+    async def on_tool_error_callback(
+        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any, error: Exception
+    ) -> dict[str, Any] | None:
+        """A tool that cannot reach the ledger answers so, for the model to tell; never SQL, never a 500."""
+        if not isinstance(error, UNUSABLE):
+            return None
+        logger.warning("%s could not use the ledger: %s", tool.name, without_sql(str(error)))
+        return {"status": ERROR, "error": unusable_note(error)}
+
+    async def _check(
+        self, invocation_context: InvocationContext, user_message: types.Content
     ) -> types.Content | None:
         conversation = conversation_of(invocation_context)
         run = _Run(invocation_context.invocation_id, conversation)
@@ -210,7 +258,10 @@ class ApprovalGuard(BasePlugin):
         if run.held_token is not None:
             held_conversations.reset(run.held_token)
         if run.lock is not None:
-            await run.lock.release()
+            try:
+                await run.lock.release()
+            except UNUSABLE as error:  # the lease lapses by itself (locks.py)
+                logger.warning("Could not release the lock on %s: %s", run.conversation, without_sql(str(error)))
 
     # --- helpers -------------------------------------------------------------------
 

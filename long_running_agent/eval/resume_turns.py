@@ -20,7 +20,7 @@ invocation is given an id of its own here; the session is not touched.
 Both happen in the evaluator's per-turn step,
 `EvaluationGenerator._generate_inferences_for_single_user_invocation`, the
 one place `adk eval` and `AgentEvaluator` both go through.
-`use_in_adk_evaluator()` wraps it; `eval/agent.py` calls it, so only a
+`use_in_adk_evaluator()` wraps it; importing `eval` calls it, so only a
 process that evaluates this app is affected. google-adk is pinned below
 2.14, and tests/test_eval.py fails if the step changes.
 """

@@ -14,7 +14,7 @@ from sqlalchemy import Select, func, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 
-from ..refusals import NotSettleable
+from ..refusals import NotSettleable, without_sql
 from .database import Database, new_id
 from .records import Conversation, Payout, Ticket, TicketStatus
 from .schema import AuditRow, PayoutRow, TicketRow, in_conversation, undelivered
@@ -134,7 +134,8 @@ class Deliveries:
         return True
 
     async def mark_undelivered(self, ticket_id: str, *, actor: str, error: str) -> None:
-        """Record why a delivery did not happen, so people can see it and act."""
+        """Record why a delivery did not happen, so people can see it and act (never the SQL of a database error)."""
+        error = without_sql(error) or "unknown"
         async with await self.database.session() as db, db.begin():
             await db.execute(
                 update(TicketRow)

@@ -87,20 +87,40 @@ def reason(raw: object, *, required: bool, needed_by: str = "A rejection") -> st
 
 
 def purpose(raw: object) -> str:
-    """What an expense was for: one line, spacing normalised, at most MAX_PURPOSE characters."""
+    """What an expense was for: one line, spacing normalised, at most MAX_PURPOSE characters.
+
+    In Unicode's compatibility form (NFKC: "ｓｅｒｖｅｒ" is "server"), and with no word
+    that mixes Latin letters with Cyrillic or Greek ones ("sеrver" with a Cyrillic "е"),
+    so one purpose cannot pass for another: the split rules compare purposes.
+    """
     if not isinstance(raw, str) or not raw.strip():
         raise InputError("purpose", "Say what the expense was for, e.g. 'team lunch'.")
-    text = " ".join(raw.split())
+    text = " ".join(unicodedata.normalize("NFKC", raw).split())
     if _CONTROL.search(text):
         raise InputError("purpose", "The purpose contains control or invisible characters; write plain text.")
     if len(text) > MAX_PURPOSE:
         raise InputError("purpose", f"Keep the purpose under {MAX_PURPOSE} characters.")
+    for word in re.findall(r"[^\W\d_]+", text):
+        scripts = {_script(letter) for letter in word} & _LOOK_ALIKE_SCRIPTS
+        if len(scripts) > 1:
+            raise InputError("purpose", f"The word {word!r} mixes {' and '.join(sorted(scripts))} letters, which "
+                                        "look alike but are not the same; type it again in one alphabet.")
     return text
 
 
+# Scripts whose letters pass for each other (a, е, о, р, с, у, х in Cyrillic; ο, ν, ρ in Greek).
+_LOOK_ALIKE_SCRIPTS = {"Latin", "Cyrillic", "Greek"}
+
+
+def _script(letter: str) -> str:
+    """"Latin", "Cyrillic", "Greek", ... from the letter's Unicode name (LATIN SMALL LETTER E)."""
+    return unicodedata.name(letter, "unknown").split(" ", 1)[0].capitalize()
+
+
 _CENT = Decimal("0.01")
-# One sign, before or after the dollar sign; thousands grouped by commas or not at all.
-_AMOUNT_TEXT = re.compile(r"(?:-\$?|\$-?)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+# One sign, before or after the dollar sign; thousands grouped by commas or not at all. ASCII
+# digits only: Python's \d and Decimal() also read "١٢٣" or "０４０００", which nobody checks by eye.
+_AMOUNT_TEXT = re.compile(r"(?:-\$?|\$-?)?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?")
 # Larger numbers are refused without being repeated back: a 40-digit figure helps no one.
 _SHOWN_BELOW = Decimal(10) ** 15
 

@@ -40,6 +40,7 @@ from sqlalchemy.pool import NullPool
 
 from ..refusals import Refusal
 from .engine import tune_sqlite
+from .schema import Base
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 # Any fixed number: the key of this app's advisory lock on PostgreSQL.
@@ -49,9 +50,11 @@ ADVISORY_LOCK_KEY = 2_024_113_001
 class SchemaError(Refusal):
     """The database's schema is not one this version can use or upgrade; the next step says what to run."""
 
-    def __init__(self, current: str | None, head: str, message: str) -> None:
+    code = "schema_error"
+
+    def __init__(self, current: str | None, head: str, message: str, *, next_step: str | None = None) -> None:
         self.current, self.head = current, head
-        super().__init__(message)
+        super().__init__(message, next_step=next_step)
 
 
 class SchemaBehind(SchemaError):
@@ -86,6 +89,12 @@ class SchemaMismatch(SchemaError):
 
     def __init__(self, current: str | None, head: str, detail: str) -> None:
         self.detail = detail
+        if current == head:
+            super().__init__(current, head, f"The database is at schema revision {head}, as this version needs, "
+                                            f"but its tables do not match it ({detail}): they were changed by hand.",
+                             next_step="Restore a backup, or put back what was removed (ledger/migrations/versions/ "
+                                       "says what each revision makes).")
+            return
         super().__init__(current, head, f"The database says schema revision {current}, but its tables do not match "
                                         f"it, so the upgrade to {head} stopped and changed nothing ({detail}).")
 
@@ -108,11 +117,24 @@ def _known(revision: str) -> bool:
 
 def _current(connection: Connection) -> str | None:
     """The database's schema revision; SchemaAhead for one this version does not know."""
-    revision = MigrationContext.configure(connection).get_current_revision()
+    heads = MigrationContext.configure(connection).get_current_heads()
+    if len(heads) > 1:
+        raise SchemaError(None, head(), (
+            f"The database's alembic_version table names several schema revisions ({', '.join(sorted(heads))}); "
+            f"this version needs one, {head()}. It was changed by hand."),
+            next_step="Restore a backup, or keep the one row that names the revision the tables are at, then run: "
+                      "python main.py migrate")
+    revision = heads[0] if heads else None
     if revision is None and inspect(connection).has_table("approval_tickets"):
         return "0001"  # made by release 0.1, which created its tables itself
     if revision is not None and not _known(revision):
         raise SchemaAhead(revision, head())
+    if revision == head():
+        # At this code's revision, every table it declares is there: one dropped by hand
+        # would otherwise surface as a raw database error in the middle of a request.
+        missing = sorted(set(Base.metadata.tables) - set(inspect(connection).get_table_names()))
+        if missing:
+            raise SchemaMismatch(revision, revision, f"no table {', '.join(missing)}")
     return revision
 
 

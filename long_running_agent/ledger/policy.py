@@ -7,6 +7,7 @@ never decide whether a payout needs approval.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -95,7 +96,7 @@ def purpose_key(purpose: str) -> str:
     Case, spacing, trailing punctuation and leading articles are ignored, so
     "The  Laptop", "my laptop." and "laptop" are one purpose; "laptop bag" is another.
     """
-    words = " ".join(purpose.casefold().split()).strip(" .!?,;:")
+    words = " ".join(unicodedata.normalize("NFKC", purpose).casefold().split()).strip(" .!?,;:")
     return _LEADING_ARTICLES.sub("", words) or words
 
 

@@ -144,7 +144,8 @@ def _dollars(token: re.Match[str], parts: re.Match[str] | None, after: str) -> t
 
 def _read(token: re.Match[str], parts: re.Match[str] | None, after: str) -> tuple[Decimal | None, str | None]:
     unreadable = None, f"I cannot read {token[0]} as an amount. " + _ASK.format(example="$1,250.50")
-    if parts is None or parts["exponent"]:
+    # Digits other than 0-9 ("١٠٠٠٠", "１０００") are digits to Python, not to a reader checking a receipt.
+    if parts is None or parts["exponent"] or any(c.isdigit() and not c.isascii() for c in token[0]):
         return unreadable
     head, suffix = ("" if _CURRENCY_WORD.fullmatch(word) else word for word in parts.group("head", "suffix"))
     whole, _, cents = parts["number"].partition(".")

@@ -24,7 +24,8 @@ from typing import Any
 from google.adk.models import BaseLlm, LlmRequest, LlmResponse
 
 # LlmCapabilities is not exported yet; overriding `capabilities` keeps ADK from
-# guessing this model's features from its name (see ADK_NOTES).
+# guessing this model's features from its name (BaseLlm.capabilities falls back
+# to name-based detection for a model that does not declare its own).
 from google.adk.models._capabilities import LlmCapabilities
 from google.adk.models.registry import LLMRegistry
 from google.genai import types
@@ -214,14 +215,14 @@ def _after_tool(answer: _Answer, contents: list[types.Content], tools: set[str])
 
 
 def _lowered(paid: _Answer, contents: list[types.Content]) -> str:
-    """What to say when the approver approved less than was asked for this purpose."""
-    for ticket in _tickets(contents).values():
-        asked = ticket.response.get("asked")
-        if ticket.status == "approved" and asked and ticket.purpose == paid.purpose:
-            reason = ticket.response.get("reason")
-            return (f" {ticket.response.get('by', 'The approver')} approved {_money(ticket.response['amount'])} "
-                    f"of the {_money(asked)} you asked" + (f": {reason}." if reason else "."))
-    return ""
+    """What to say when the approver approved less than was asked, for the very ticket just paid."""
+    ticket = _tickets(contents).get(str(paid.response.get("ticket_id")))
+    asked = ticket.response.get("asked") if ticket else None
+    if ticket is None or ticket.status != "approved" or not asked:
+        return ""
+    reason = ticket.response.get("reason")
+    return (f" {ticket.response.get('by', 'The approver')} approved {_money(ticket.response['amount'])} "
+            f"of the {_money(asked)} you asked" + (f": {reason}." if reason else "."))
 
 
 # --- after a message ----------------------------------------------------------------

@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Iterator
 
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DBAPIError, IntegrityError
@@ -23,7 +23,8 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..ledger.inputs import MAX_ID, printable
-from ..refusals import Actions, DatabaseFileGone, Refusal
+from ..paging import DEFAULT_LIMIT, MAX_LIMIT
+from ..refusals import Actions, DatabaseFileGone, Refusal, without_sql
 
 logger = logging.getLogger(__name__)
 
@@ -232,6 +233,24 @@ _RESUME_ERRORS = (
 )
 
 
+# ADK's and FastAPI's own refusals ({"detail": ...}), as {error, message, fix}.
+_REFUSALS = {
+    400: ("bad_request", "Check the request against docs/http-api.md and send it again."),
+    404: ("not_found", "Check the app name, user id and session id in the path; GET /list-apps lists the apps "
+                       "and GET /apps/{app}/users/{user}/sessions a user's conversations."),
+    405: ("method_not_allowed", "Use the method the route takes (see the Allow header)."),
+}
+
+
+def refused_by_adk(error: HTTPException) -> ApiError:
+    detail = printable(str(error.detail))[:300]
+    if detail == "There was an error parsing the body":
+        return ApiError(400, "invalid_json", "The body is not JSON this server can read: it must be UTF-8, "
+                        "and a number may have at most 4,300 digits.", "Send a UTF-8 JSON body and try again.")
+    code, fix = _REFUSALS.get(error.status_code, ("refused", "Check the request against docs/http-api.md."))
+    return ApiError(error.status_code, code, detail.rstrip(".") + ".", fix, headers=dict(error.headers or {}))
+
+
 def install(app: FastAPI) -> None:
     """Answer every error of `app` (ADK's routes and ours) as JSON."""
 
@@ -256,7 +275,7 @@ def install(app: FastAPI) -> None:
         if error.status_code >= 500:
             logger.error("%s %s failed: %s", request.method, request.url.path, error.detail)
             return unexpected_error(error.__cause__ or error).response()
-        return await http_exception_handler(request, error)
+        return refused_by_adk(error).response()
 
     @app.exception_handler(DBAPIError)
     async def _database_failed(request: Request, error: DBAPIError) -> JSONResponse:
@@ -270,6 +289,14 @@ def install(app: FastAPI) -> None:
     async def _invalid_body(request: Request, error: RequestValidationError) -> JSONResponse:
         if not request.url.path.startswith("/api/approvals"):
             return await request_validation_exception_handler(request, error)
+        if all(e["loc"][0] == "query" for e in error.errors()):  # the list's paging (web/routes.py's InboxQuery)
+            problems = "; ".join(f"{e['loc'][-1]}: {e['msg']}" for e in error.errors())
+            return ApiError(
+                422, "invalid_query", f"The query is not valid: {problems}.",
+                f"Page with ?limit=N&offset=N (N from 1 to {MAX_LIMIT}, default {DEFAULT_LIMIT}; offset from 0) for "
+                "pending tickets and ?undelivered_limit=N&undelivered_offset=N for decisions not delivered yet; "
+                "each answer's pending_page.next_offset is where the next page starts.",
+            ).response()
         problems = "; ".join(
             "body: not valid JSON" if e["type"] == "json_invalid"
             else f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}"
@@ -319,7 +346,17 @@ def stream_error(error_type: str, message: str) -> ApiError:
 
 
 def reworded_event(chunk: bytes) -> bytes:
-    """ADK's SSE error event (`data: {"error": ..., "error_details": ...}`) as `{error, message, fix}`."""
+    """ADK's SSE error event (`data: {"error": ..., "error_details": ...}`) as `{error, message, fix}`.
+
+    An event that failed inside the run (`errorCode`, `errorMessage`) keeps its shape, without SQL.
+    """
+    if chunk.startswith(b"data:") and b'"errorMessage"' in chunk and b'"error_details"' not in chunk:
+        try:
+            event = json.loads(chunk[len(b"data:"):])
+            event["errorMessage"] = without_sql(str(event["errorMessage"]))
+        except (ValueError, KeyError, TypeError):
+            return chunk
+        return f"data: {json.dumps(event)}\n\n".encode()
     if not chunk.startswith(b"data:") or b'"error_details"' not in chunk:
         return chunk
     try:

@@ -63,6 +63,26 @@ _DEV_BUILDER = re.compile(r"^/dev/apps/[^/]+/builder(?:/|$)")
 _READS = ("GET", "HEAD")
 
 
+# Ids in ADK's bodies (a run's invocation, an event and its call): ADK's tables hold 128 characters
+# on PostgreSQL and anything on SQLite, so the same id must not be refused by one and kept by the other.
+_ID_KEYS = {"invocationId", "invocation_id", "id", "functionCallEventId", "function_call_event_id"}
+
+
+def _long_id(data: Any) -> tuple[str, str] | None:
+    """(key, value) of the first id in `data` longer than MAX_ID, looking into every object and list."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key in _ID_KEYS and isinstance(value, str) and len(value) > MAX_ID:
+                return key, value
+            if found := _long_id(value):
+                return found
+    if isinstance(data, list):
+        for item in data:
+            if found := _long_id(item):
+                return found
+    return None
+
+
 def _refusal(status: int, error: str, message: str, fix: str) -> JSONResponse:
     return JSONResponse({"error": error, "message": message, "fix": fix}, status_code=status)
 
@@ -197,6 +217,10 @@ class Gate:
         app = data.get("appName", data.get("app_name"))
         if isinstance(app, str) and app not in self.apps:
             return self._unknown_app(app)
+        if long := _long_id(data):
+            key, value = long
+            return _refusal(422, "invalid_id", f"An id has at most {MAX_ID} characters; {key} has {len(value)}.",
+                            f"Use ids of at most {MAX_ID} characters (ADK makes its own when you send none).")
         return None
 
     def _unknown_app(self, app: str) -> JSONResponse:

@@ -38,6 +38,16 @@ def fresh_project(directory: Path) -> Path:
     return project
 
 
+def cloned_project(directory: Path) -> Path:
+    """Copy the whole project folder into `directory` as a clone has it: nothing .gitignore leaves out."""
+    ignored = [line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines()]
+    # ignore_patterns matches a file's own name, so patterns naming a path inside a folder are left to it.
+    names = [pattern for pattern in ignored if pattern and not pattern.startswith("#") and "/" not in pattern]
+    project = directory / "clone"
+    shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(".git", *names))
+    return project
+
+
 def plain_env(home: Path, **extra: str) -> dict[str, str]:
     """The environment of a user with no .env and no Gemini key."""
     (home / ".adk").mkdir(parents=True, exist_ok=True)

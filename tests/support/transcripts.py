@@ -5,7 +5,8 @@ as ```console holds commands (lines starting `$ `) and what they print. A test
 runs the commands of a session in order, in one bash, in the session's setting
 (a fresh copy of the project, a server on 127.0.0.1), and compares what they
 print with the block, after normalizing what changes from run to run: ids,
-times, ports and paths. With UPDATE_DOCS=1 it writes the fresh output into the
+times, ports and paths (a port or path the block shows stands for this run's,
+in its commands too). With UPDATE_DOCS=1 it writes the fresh output into the
 file instead, so a change in the programs updates the docs in one command.
 
 A ticket id in a command (`approve T-4f307ff63d87`) stands for the ticket the
@@ -71,6 +72,9 @@ def parse(body: str) -> list[Step]:
 def run(steps: list[Step], session: Session, timeout: float = 300) -> list[Step]:
     """The same commands, run for real in one bash; what each printed."""
     commands = [TICKET.sub(session.ticket, s.command) if session.ticket else s.command for s in steps]
+    # What the docs show in a command stands for this run's value (`export ADK=http://127.0.0.1:8000`).
+    for real, steady in session.shown_as.items():
+        commands = [command.replace(steady, real) for command in commands]
     script = [f"printf '%s\\n' '{_MARK}'\n{command} 2>&1" for command in commands]
     done = subprocess.run(["bash", "-c", "\n".join(script)], cwd=session.cwd, env=session.env,
                           capture_output=True, text=True, timeout=timeout)
@@ -80,7 +84,7 @@ def run(steps: list[Step], session: Session, timeout: float = 300) -> list[Step]
     shown = []
     for command, out in zip(commands, printed, strict=True):
         for real, steady in session.shown_as.items():
-            out = out.replace(real, steady)
+            command, out = command.replace(real, steady), out.replace(real, steady)
         shown.append(Step(command, out.rstrip("\n")))
     return shown
 
