@@ -62,6 +62,9 @@ async def run_demo(runner: Runner, ledger: Ledger, out: Transcript, request: str
     out.say("approver", f"{APPROVER} {decision.status} ticket {decision.id}")
 
     print("\n== 3. The app sends the updated FunctionResponse: same id and name, role user ==")
+    # The ledger, not this message, decides: the response is the ledger's record, and the app's
+    # guard plugin answers every approval call with that record and nothing else
+    # (`ledger_answer` in approval/guard.py), whatever a message claims.
     updated = types.FunctionResponse(
         id=call.id,  # the id of the original ask_for_approval call
         name=call.name,  # and its name
@@ -94,20 +97,19 @@ def model_line(choice: ModelChoice) -> str:
 
 
 async def demo(args: argparse.Namespace, out: Transcript) -> int:
-    app = services()
+    config, ledger = services().settings, services().ledger
     # The amount rule every surface applies (ledger/inputs.py): a bad --amount is one line, not a chat.
-    amount = inputs.amount(args.amount, most=app.settings.max_amount)
+    amount = inputs.amount(args.amount, most=config.max_amount)
     await cli.ready()
-    choice = choose_model(app.settings.model)
-    print(model_line(choice))
-    print(f"Database: {app.settings.database_url}")
-    print(f"Policy:   up to ${app.settings.approval_threshold:,} paid at once; more needs an approver")
+    print(model_line(choose_model(config.model)))
+    print(f"Database: {config.database_url}")
+    print(f"Policy:   up to ${config.approval_threshold:,} paid at once; more needs an approver")
     request = args.text or f"Please reimburse ${amount:,} for {args.purpose}."
-    runner = app.runner()
+    runner = services().runner()  # build_app()'s app: the agent and its guard plugin (agent.py)
     try:
-        ok = await run_demo(runner, app.ledger, out, request, approve=not args.reject)
+        ok = await run_demo(runner, ledger, out, request, approve=not args.reject)
         if ok and not args.text:
-            ok = await run_small(runner, app.ledger, out, "Reimburse $42.50 for a taxi to the airport.")
+            ok = await run_small(runner, ledger, out, "Reimburse $42.50 for a taxi to the airport.")
     finally:
         await runner.close()
     print("\nThe flow completed." if ok else "\nThe flow did not complete as expected.")

@@ -1,7 +1,11 @@
 """The expense agent: `ask_for_approval` is long-running, `reimburse` is not.
 
-`adk web` and `adk api_server` discover `app` (the agent plus the approval
-guard plugin); code that wants only the agent imports `root_agent`.
+`adk web`, `adk api_server` and `adk run` load `app`: the agent plus the
+approval guard plugin; code that wants only the agent imports `root_agent`.
+The production parts plug in here: the tools' one call each into the ledger
+(tools.py), the guard that answers every approval call from the ledger
+(approval/guard.py), and the history the model is shown (approval/turn_order.py).
+main.py and `make web` hand `build_app` to the wiring (services.py).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ root_agent = LlmAgent(
 def build_app(*, model: str | BaseLlm | None = None, plugins: Sequence[BasePlugin] = ()) -> App:
     """The app every surface runs: the agent (with `model`, if given) plus the approval guard and `plugins`."""
     agent = root_agent if model in (None, root_agent.model) else root_agent.clone(update={"model": model})
+    # The guard: an approval resumes the agent only as the ledger records it, and only once.
     return App(name=APP_NAME, root_agent=agent, plugins=[ApprovalGuard(), *plugins])
 
 

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from google.adk.cli.utils.local_storage import PerAgentDatabaseSessionService
 from google.adk.sessions import BaseSessionService, DatabaseSessionService, InMemorySessionService
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
+from google.adk.tools import ToolContext
 from sqlalchemy.engine import URL, make_url
 
-from ..ledger import Conversation
+from ..ledger import Conversation, ToolCall
 from ..ledger.locks import new_holder
 from ..refusals import ConversationInUse
 from ..services import services
@@ -65,6 +66,15 @@ class GuardedSessionService(DatabaseSessionService):
         if waiting:
             raise ConversationInUse([t.id for t in waiting])
         await super().delete_session(app_name=app_name, user_id=user_id, session_id=session_id)
+
+
+async def tool_call(context: ToolContext) -> ToolCall:
+    """The tool call `context` runs: its conversation, call id, message, and the store that keeps it."""
+    session = context.session
+    store = await locate(context.get_invocation_context().session_service,
+                         app_name=session.app_name, app_database_url=services().settings.database_url)
+    return ToolCall(Conversation(session.app_name, session.user_id, session.id),
+                    call_id=context.function_call_id or "", message_id=context.invocation_id, session_store=store)
 
 
 async def locate(service: BaseSessionService, *, app_name: str, app_database_url: str) -> str:

@@ -6,7 +6,8 @@ carried by the `App` to the CLI, `adk web`, `adk api_server` and `adk run`
 alike, makes the ledger the authority instead of the message:
 
 - a response whose ticket the ledger has decided (and not yet delivered) goes
-  through, with its payload replaced by the ledger's own record;
+  through as `ledger_answer(ticket)`: the ledger's own record, under the
+  stored call's id and name, whatever payload the message carried;
 - anything else - a claim of a decision the ledger does not hold, a second
   delivery, a call without a ticket - is refused: the message is replaced by
   a record of what was sent (a thought, which ADK never sends to the model),
@@ -89,14 +90,18 @@ def conversation_of(context: InvocationContext) -> Conversation:
     return Conversation(context.session.app_name, context.session.user_id, context.session.id)
 
 
+def ledger_answer(ticket: Ticket) -> types.FunctionResponse:
+    """What the agent receives for an approval call: the ledger's record of `ticket`, with the call's id and name.
+
+    The one answer the guard lets through, whatever the message said; the
+    app's own deliveries send the same (`decision_message`), as main.py does.
+    """
+    return types.FunctionResponse(id=ticket.call_id, name=ticket.call_name, response=ticket.as_response())
+
+
 def decision_message(ticket: Ticket) -> types.Content:
-    """The updated FunctionResponse for `ticket`: same id and name as the original call."""
-    return types.Content(
-        role="user",
-        parts=[types.Part(function_response=types.FunctionResponse(
-            id=ticket.call_id, name=ticket.call_name, response=ticket.as_response()
-        ))],
-    )
+    """The updated FunctionResponse for `ticket`, as a message: same id and name as the original call."""
+    return types.Content(role="user", parts=[types.Part(function_response=ledger_answer(ticket))])
 
 
 def running_app(context: InvocationContext) -> App:
@@ -325,7 +330,7 @@ class ApprovalGuard(BasePlugin):
         ticket = await ledger.tickets.find_by_call(run.conversation, call.id or "")
         if ticket is None:
             raise NoTicketForCall()
-        ticket = await self._settle(ledger, ticket, response, context)
+        ticket = await self._bring_up_to_date(ledger, ticket, response, context)
         if ticket.status is TicketStatus.PENDING:
             await ledger.tickets.record_refusal(
                 ticket.id, actor=context.session.user_id,
@@ -335,11 +340,10 @@ class ApprovalGuard(BasePlugin):
         if ticket.delivered_at or ticket.settled_at:
             raise await already_delivered(ledger, ticket)
         run.delivering.append(ticket.id)
-        return types.Part(function_response=types.FunctionResponse(
-            id=call.id, name=call.name, response=ticket.as_response()
-        ))
+        # The ticket was opened by this very call (find_by_call): its id and name are the stored call's.
+        return types.Part(function_response=ledger_answer(ticket))
 
-    async def _settle(
+    async def _bring_up_to_date(
         self, ledger: Ledger, ticket: Ticket, response: types.FunctionResponse,
         context: InvocationContext,
     ) -> Ticket:

@@ -35,11 +35,22 @@ from ..refusals import (
 )
 from .inbox import Inbox
 from .ledger import Ledger
-from .records import DECIDED, AuditEntry, Conversation, Notification, Payout, Ticket, TicketStatus, utc_now
+from .records import (
+    DECIDED,
+    AuditEntry,
+    Conversation,
+    Notification,
+    Payout,
+    Requested,
+    Ticket,
+    TicketStatus,
+    ToolCall,
+    utc_now,
+)
 
 __all__ = [
     "DAILY_LIMIT", "DECIDED", "SAME_PURPOSE", "AlreadyApprovedByYou", "AlreadyDecided", "AuditEntry",
     "Conversation", "DatabaseFileGone", "Inbox", "Ledger", "LedgerError", "NeedsApproval", "NotAllowed",
-    "NotAnApprover", "NotApproved", "NotRequester", "NotSettleable", "Notification", "Payout", "Ticket",
-    "TicketExpired", "TicketNotFound", "TicketStatus", "utc_now",
+    "NotAnApprover", "NotApproved", "NotRequester", "NotSettleable", "Notification", "Payout", "Requested",
+    "Ticket", "TicketExpired", "TicketNotFound", "TicketStatus", "ToolCall", "utc_now",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from ..names import DECIDED, PayoutStatus, TicketStatus
@@ -13,7 +14,8 @@ if TYPE_CHECKING:
     from .schema import PayoutRow, TicketRow
 
 
-__all__ = ["DECIDED", "AuditEntry", "Conversation", "Notification", "Payout", "Ticket", "TicketStatus", "utc_now"]
+__all__ = ["DECIDED", "AuditEntry", "Conversation", "Notification", "Payout", "Requested", "Ticket", "TicketStatus",
+           "ToolCall", "utc_now"]
 
 
 def utc_now() -> datetime:
@@ -34,6 +36,18 @@ class Conversation:
     app_name: str
     user_id: str
     session_id: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call of a tool, as ADK names it: its conversation, its id, its message, and where the conversation lives."""
+
+    conversation: Conversation
+    call_id: str
+    # ADK's invocation id: the requests of one message add up under the two-person rule.
+    message_id: str | None = None
+    # Which session store holds the conversation (approval/conversations.py), so a decision reaches it.
+    session_store: str = "app"
 
 
 @dataclass(frozen=True)
@@ -169,6 +183,28 @@ class Ticket:
                 "reason": self.reason,
             } if self.status is not TicketStatus.PENDING else {}),
         }
+
+
+@dataclass(frozen=True)
+class Requested:
+    """A ticket `ask_for_approval` opened, and why it needs an approver (or two) when its amount alone would not."""
+
+    ticket: Ticket
+    # Why a small amount needs an approver (the daily rules), in words for the requester.
+    daily_rules: str | None = None
+    # The requester's other open or approved tickets that the two-person rule added this one to.
+    combined_with: tuple[Ticket, ...] = ()
+    dual_approval_above: Decimal = Decimal("5000")  # DUAL_APPROVAL_ABOVE, in dollars
+
+    def as_response(self) -> dict[str, Any]:
+        """The ticket as the approval tool's response, with `why` when the model has to tell why."""
+        why = self.daily_rules
+        if self.ticket.combined_text is not None:
+            listed = ", ".join(f"{t.id} ({t.amount_text} for {t.purpose})" for t in self.combined_with)
+            why = (f"Together with {listed or 'your other requests'}, asked today or in the same message, this "
+                   f"comes to {self.ticket.combined_text}, above the ${self.dual_approval_above:,} one "
+                   "approver may approve, so two approvers must approve it.")
+        return self.ticket.as_response() | ({"why": why} if why else {})
 
 
 @dataclass(frozen=True)
