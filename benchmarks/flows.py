@@ -32,7 +32,7 @@ from google.adk.sessions import DatabaseSessionService, InMemorySessionService
 from google.genai import types
 
 from long_running_agent.agent import build_app
-from long_running_agent.approval.delivery import decide_and_deliver
+from long_running_agent.approval.courier import decide_and_deliver
 from long_running_agent.approval.guard import decision_message
 from long_running_agent.ledger import Ledger
 from long_running_agent.services import close_services, services, use_app

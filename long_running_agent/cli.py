@@ -21,8 +21,8 @@ from typing import Any
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from .approval.conversations import describe
-from .approval.delivery import (
+from .approval.conversations import store_in_words
+from .approval.courier import (
     Delivery,
     Outcome,
     decide_and_deliver,
@@ -82,13 +82,13 @@ def send_notifications() -> None:
     round, each attempt under that deadline. What is not sent by then stays
     in the outbox; the command says so only when the receiver failed.
     """
-    app = services()
-    if app.settings.webhook_url is None:
+    parts = services()
+    if parts.settings.webhook_url is None:
         return
 
     async def one_round() -> None:
         try:
-            failed = [a for a in await send_due(app.ledger, app.settings) if not a.sent]
+            failed = [a for a in await send_due(parts.ledger, parts.settings) if not a.sent]
         except Exception as error:
             print(f"(webhook: sending failed ({type(error).__name__}: {error}); the notifications stay in the "
                   "outbox)", file=sys.stderr)
@@ -97,7 +97,7 @@ def send_notifications() -> None:
             print(f"(webhook: {len(failed)} notification(s) not sent yet: {failed[-1].error}; they stay in the "
                   "outbox, and make web or the next approver command sends them)", file=sys.stderr)
 
-    app.in_background(one_round())
+    parts.in_background(one_round())
 
 
 async def ready() -> None:
@@ -153,8 +153,8 @@ async def inbox(args: argparse.Namespace, out: Transcript) -> int:
         print(f"Pending: {page.describe()}, oldest first.")
         print(f"{'TICKET':<16} {'REQUESTER':<12} {'AMOUNT':>12}  {'AGE':>4}  PURPOSE")
         for t in tickets:
-            waits = f"  [{t.approvals} approvals: {t.first_approved_by}]" if t.first_approved_by else ""
-            if t.approvals_needed > 1 and not t.first_approved_by:
+            waits = f"  [{t.approvals_so_far} approvals: {t.first_approved_by}]" if t.first_approved_by else ""
+            if t.needs_two_approvers and not t.first_approved_by:
                 waits += (f"  [needs 2 approvers: {t.combined_text} with the same purpose or message today]"
                           if t.combined_text else "  [needs 2 approvers]")
             print(f"{t.id:<16} {printable(t.user_id):<12} {t.amount_text:>12}  "
@@ -186,7 +186,7 @@ def report(delivery: Delivery, out: Transcript) -> int:
     ticket = delivery.ticket
     for event in delivery.events:
         out.show(event)
-    approved_by_two = ticket.approvals and ticket.status is TicketStatus.APPROVED
+    approved_by_two = ticket.needs_two_approvers and ticket.status is TicketStatus.APPROVED
     deciders = " and ".join(ticket.approvers) if approved_by_two else ticket.decided_by
     decided = f"Ticket {ticket.id} is {ticket.status}" + (f" by {deciders}" if deciders else "")
     if ticket.status is TicketStatus.CANCELLED:
@@ -202,8 +202,8 @@ def report(delivery: Delivery, out: Transcript) -> int:
               f"History: python main.py show {ticket.id}")
         return 0
     if delivery.outcome is Outcome.WAITING:
-        print(f"Ticket {ticket.id} has {ticket.approvals} approvals ({ticket.first_approved_by}); a second approver "
-              f"decides it: python main.py approve {ticket.id} --approver NAME")
+        print(f"Ticket {ticket.id} has {ticket.approvals_so_far} approvals ({ticket.first_approved_by}); a second "
+              f"approver decides it: python main.py approve {ticket.id} --approver NAME")
         return 0
     if delivery.outcome is Outcome.SETTLED:
         print(f"{decided}, settled by {ticket.settled_by} without its conversation; nothing to do.")
@@ -257,7 +257,7 @@ async def show(args: argparse.Namespace, out: Transcript) -> int:
     ledger = services().ledger
     ticket = await ledger.tickets.get(args.ticket)
     print(printable(json.dumps(ticket.as_record(), indent=2)))
-    print(f"\nConversation: {ticket.user_id} / {ticket.session_id} in {describe(ticket.session_store)}")
+    print(f"\nConversation: {ticket.user_id} / {ticket.session_id} in {store_in_words(ticket.session_store)}")
     if ticket.status is not TicketStatus.PENDING:
         print(f"Delivered: {await delivered(ticket)}")
     print("\nHistory:")

@@ -46,7 +46,7 @@ ERROR = "error"
 
 
 class Outcome(StrEnum):
-    """What became of one attempt to deliver a decision to its conversation (approval/delivery.py)."""
+    """What became of one attempt to deliver a decision to its conversation (approval/courier.py)."""
 
     DELIVERED = "delivered"
     ALREADY_DELIVERED = "already_delivered"

@@ -136,9 +136,9 @@ def send_soon() -> None:
     Never delays the caller (a tool), and never fails it: a notification
     that is not sent now waits in the outbox for the next sender.
     """
-    app = services()
-    if app.settings.webhook_url is not None:
-        app.in_background(_send_quietly(app.ledger, app.settings))
+    parts = services()
+    if parts.settings.webhook_url is not None:
+        parts.in_background(_send_quietly(parts.ledger, parts.settings))
 
 
 async def _send_quietly(ledger: Ledger, settings: Settings) -> None:

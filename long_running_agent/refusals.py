@@ -452,7 +452,7 @@ class ConversationInUse(Refusal):
                          "Its decision has to reach it first.", ticket_id=ticket_ids[0])
 
 
-# --- a decision recorded that has not reached its conversation (approval/delivery.py) --------------
+# --- a decision recorded that has not reached its conversation (approval/courier.py) --------------
 
 
 class NotDelivered(Refusal):

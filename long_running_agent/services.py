@@ -8,7 +8,7 @@ database, the model or the clock is one call (`use_settings`, `use_clock`,
 This module sits below the agent: it never imports it. The entry points that
 run the agent (main.py, `make web`) hand it the agent's app factory
 (`use_app_factory(build_app)`); plain `adk web` loads the app itself, and what
-runs inside it delivers with the app that is running (approval/delivery.py).
+runs inside it delivers with the app that is running (approval/courier.py).
 
 Async database engines belong to the event loop that made them, so each loop
 (a CLI command, a server, a test) gets its own `Services`, with one engine per

@@ -27,7 +27,7 @@ from typing import Any
 from google.adk.tools import ToolContext
 
 from .approval.conversations import tool_call
-from .approval.delivery import answer_withdrawal
+from .approval.courier import answer_withdrawal
 from .approval.guard import delivering_now
 from .approval.notes import tool_error
 from .names import TicketStatus

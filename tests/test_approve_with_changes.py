@@ -16,7 +16,7 @@ from support.conversation import pending_request, request_large, responses, text
 from support.models import ScriptedModel, call, ledger_at, text
 from support.processes import request_ticket, run
 
-from long_running_agent.approval.delivery import decide_and_deliver
+from long_running_agent.approval.courier import decide_and_deliver
 from long_running_agent.ledger import AlreadyDecided, Ledger
 from long_running_agent.ledger.inputs import InputError
 

@@ -187,9 +187,9 @@ def test_a_decision_whose_conversation_was_deleted_is_settled_by_an_approver(sql
     ticket_id = request_ticket(sqlite_url)
 
     async def delete_conversation() -> None:
-        app = services()
-        ticket = await app.ledger.tickets.get(ticket_id)
-        await app.sessions.delete_session(app_name=ticket.app_name, user_id=ticket.user_id,
+        parts = services()
+        ticket = await parts.ledger.tickets.get(ticket_id)
+        await parts.sessions.delete_session(app_name=ticket.app_name, user_id=ticket.user_id,
                                           session_id=ticket.session_id)
         await close_services()
 

@@ -16,7 +16,7 @@ from support.conversation import pending_request
 from support.models import ledger_at
 from support.tickets import APP
 
-from long_running_agent.approval.delivery import Outcome, decide_and_deliver, deliver
+from long_running_agent.approval.courier import Outcome, decide_and_deliver, deliver
 from long_running_agent.ledger import TicketStatus
 
 

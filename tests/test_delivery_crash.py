@@ -28,7 +28,7 @@ STALLED_DELIVERY = textwrap.dedent("""
     import asyncio, sys
     from google.adk.models import BaseLlm
     from long_running_agent.agent import build_app
-    from long_running_agent.approval.delivery import deliver
+    from long_running_agent.approval.courier import deliver
 
     class Stalled(BaseLlm):
         model: str = "stalled"

@@ -21,7 +21,7 @@ from support.models import ledger_at
 from support.processes import request_ticket, run
 from support.servers import APP, web_server
 
-from long_running_agent.approval.delivery import Outcome, deliver_due
+from long_running_agent.approval.courier import Outcome, deliver_due
 from long_running_agent.ledger import TicketStatus
 from long_running_agent.ledger.schema import TicketRow
 from long_running_agent.services import close_services

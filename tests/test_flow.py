@@ -8,7 +8,7 @@ import pytest
 from support.conversation import Conversation, calls, pending_calls, request_large, responses, texts
 from support.models import RecordedOfflineModel, ledger_at, make_runner
 
-from long_running_agent.approval.delivery import Outcome, decide_and_deliver
+from long_running_agent.approval.courier import Outcome, decide_and_deliver
 from long_running_agent.approval.notes import REFUSAL_PREFIX
 from long_running_agent.ledger import TicketExpired, TicketStatus
 

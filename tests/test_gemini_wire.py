@@ -483,7 +483,7 @@ async def test_a_withdrawal_in_the_chat_keeps_every_later_request_paired(start: 
 
 
 async def test_progress_on_a_pending_call_keeps_every_request_paired(start: Start) -> None:
-    from long_running_agent.approval.delivery import tell_progress
+    from long_running_agent.approval.courier import tell_progress
 
     sponsorship = {"purpose": "conference sponsorship", "amount": 6000.0}
     wired = await start([

@@ -27,7 +27,7 @@ from support.receiver import SECRET, Receiver
 from support.servers import web_server, web_servers
 from support.transcripts import normalize
 
-from long_running_agent.approval.delivery import decide_and_deliver, remind_due
+from long_running_agent.approval.courier import decide_and_deliver, remind_due
 from long_running_agent.approval.guard import NOTE_MARK
 from long_running_agent.ledger import Ledger
 from long_running_agent.ledger.outbox import MAX_ATTEMPTS

@@ -15,7 +15,7 @@ from support.conversation import Conversation, calls, pending_calls, responses, 
 from support.models import RecordedOfflineModel, ledger_at, runner_with
 from support.processes import run
 
-from long_running_agent.approval.delivery import decide_and_deliver, deliver
+from long_running_agent.approval.courier import decide_and_deliver, deliver
 from long_running_agent.ledger import AlreadyDecided, TicketStatus
 from long_running_agent.model.requests import find_expenses
 from long_running_agent.web.views import agent_reply

@@ -19,7 +19,7 @@ from support.models import RecordedOfflineModel, ledger_at, runner_with
 from support.processes import run
 from support.tickets import open_ticket_for
 
-from long_running_agent.approval.delivery import Outcome, decide_and_deliver
+from long_running_agent.approval.courier import Outcome, decide_and_deliver
 from long_running_agent.ledger import Ledger, TicketStatus
 
 TWICE = "Reimburse $4,500 for the server and $4,500 for the server"

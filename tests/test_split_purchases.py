@@ -16,7 +16,7 @@ from support.conversation import Conversation, calls, pending_calls, responses, 
 from support.models import ScriptedModel, call, ledger_at, make_runner, runner_with, text
 from support.processes import ROOT
 
-from long_running_agent.approval.delivery import Outcome, decide_and_deliver
+from long_running_agent.approval.courier import Outcome, decide_and_deliver
 from long_running_agent.ledger import DAILY_LIMIT, SAME_PURPOSE, Ledger, NeedsApproval, TicketStatus
 from long_running_agent.ledger import Conversation as ConversationKey
 from long_running_agent.ledger.policy import purpose_key

@@ -17,7 +17,7 @@ from support.models import RecordedOfflineModel, ledger_at, runner_with
 from support.processes import request_ticket, run
 from support.tickets import open_ticket_for
 
-from long_running_agent.approval.delivery import Outcome, decide_and_deliver, deliver
+from long_running_agent.approval.courier import Outcome, decide_and_deliver, deliver
 from long_running_agent.approval.guard import NOTE_MARK
 from long_running_agent.cli import report
 from long_running_agent.ledger import (
@@ -54,7 +54,7 @@ async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_ur
     first = await decide_and_deliver(ticket_id, approver="bob", approve=True)
 
     assert first.outcome is Outcome.WAITING and first.ticket.status is TicketStatus.PENDING
-    assert (first.ticket.approvals, first.ticket.approvers) == ("1 of 2", ["bob"])
+    assert (first.ticket.approvals_so_far, first.ticket.approvers) == ("1 of 2", ["bob"])
     assert await ledger.payouts.find(ticket_id=ticket_id) == []
     # The requester's conversation is told, with no model turn: an update of the same call, still pending.
     assert len(model.requests) == calls_before

@@ -15,7 +15,7 @@ from support.conversation import Conversation, calls, pending_calls, responses, 
 from support.models import ScriptedModel, call, ledger_at, make_runner, runner_with, text
 from support.processes import request_ticket, run, start
 
-from long_running_agent.approval.delivery import decide_and_deliver
+from long_running_agent.approval.courier import decide_and_deliver
 from long_running_agent.ledger import AlreadyDecided, Ledger, NotRequester, TicketStatus
 
 TWO = "Reimburse $250 for the team lunch and $480 for the conference ticket"

@@ -98,7 +98,7 @@ async def locate(service: BaseSessionService, *, app_name: str, app_database_url
     return f"unknown:{type(service).__name__}"
 
 
-def describe(locator: str) -> str:
+def store_in_words(locator: str) -> str:
     """The store, in words for people."""
     kind, _, where = locator.partition(":")
     return {
@@ -113,9 +113,9 @@ def describe(locator: str) -> str:
 def open_store(locator: str) -> BaseSessionService:
     """A session service for the store named by `locator`; raises Unreachable."""
     kind, _, where = locator.partition(":")
-    app = services()
+    parts = services()
     if kind == APP_STORE:
-        return app.sessions
+        return parts.sessions
     if kind == "sqlite":
         if not os.path.exists(where):
             raise Unreachable(where, "the session file no longer exists")
@@ -123,16 +123,16 @@ def open_store(locator: str) -> BaseSessionService:
     if kind == "database":
         # The password is not stored with the ticket; it is the app's own
         # database under another name, or a database that needs none.
-        url = app.settings.database_url if same_database(where, app.settings.database_url) else where
-        return app.sessions_at(url)
+        url = parts.settings.database_url if same_database(where, parts.settings.database_url) else where
+        return parts.sessions_at(url)
     if kind == "memory":
         process, _, key = where.rpartition(":")
         service = _in_memory.get(int(key)) if key.isdigit() else None
         if service is not None and process == new_holder().rsplit(":", 1)[0]:
             return service  # this very process keeps it
         raise Unreachable(
-            describe(locator),
+            store_in_words(locator),
             "the conversation is kept in the memory of the process that started it; "
             "no other process can reach it",
         )
-    raise Unreachable(describe(locator), "this process does not know that kind of session store")
+    raise Unreachable(store_in_words(locator), "this process does not know that kind of session store")

@@ -68,10 +68,10 @@ def notification_text(event: str, ticket: Ticket) -> str:
     amount = ticket.payable_text if ticket.changed else ticket.amount_text
     waiting = ticket.status is TicketStatus.PENDING
     needs = ""
-    if waiting and ticket.approvals_needed > 1:
-        needs = f"; it needs two approvers ({ticket.approvals} so far)"
+    if waiting and ticket.needs_two_approvers:
+        needs = f"; it needs two approvers ({ticket.approvals_so_far} so far)"
     if event == "ticket.requested":
-        needs = "; it needs two approvers" if ticket.approvals_needed > 1 else "; it needs an approver"
+        needs = "; it needs two approvers" if ticket.needs_two_approvers else "; it needs an approver"
         if ticket.combined_text:
             needs += f" ({ticket.combined_text} with the same purpose or message today)"
     if ticket.changed and event == "ticket.approved":
@@ -98,7 +98,7 @@ def payload(event_id: str, event: str, ticket: Ticket, at: datetime) -> dict[str
             "purpose": ticket.purpose,
             "amount": ticket.amount,
             "approved_amount": float(ticket.payable_cents) / 100 if ticket.changed else None,
-            "approvals": ticket.approvals,
+            "approvals": ticket.approvals_shown,
             "approved_by": ticket.approvers,
             "decided_by": ticket.decided_by,
             "reason": ticket.reason,

@@ -128,9 +128,19 @@ class Ticket:
         return 1 if self.first_approved_by else 0
 
     @property
-    def approvals(self) -> str | None:
-        """"1 of 2" on a ticket under the two-person rule; None when one approval decides it."""
-        return f"{self.approvals_given} of {self.approvals_needed}" if self.approvals_needed > 1 else None
+    def needs_two_approvers(self) -> bool:
+        """Under the two-person rule (DUAL_APPROVAL_ABOVE): two approvals from two approvers decide it."""
+        return self.approvals_needed > 1
+
+    @property
+    def approvals_so_far(self) -> str:
+        """"1 of 2": the approvals given, of those needed."""
+        return f"{self.approvals_given} of {self.approvals_needed}"
+
+    @property
+    def approvals_shown(self) -> str | None:
+        """`approvals_so_far` where the JSON shows it (the API, the webhook): only under the two-person rule."""
+        return self.approvals_so_far if self.needs_two_approvers else None
 
     @property
     def combined_text(self) -> str | None:
@@ -153,7 +163,7 @@ class Ticket:
         """
         response: dict[str, Any] = {"status": self.status.value, "ticket_id": self.id}
         if self.status is TicketStatus.PENDING and self.first_approved_by:
-            response["approvals"] = self.approvals  # progress: "1 of 2", still waiting
+            response["approvals"] = self.approvals_so_far  # progress: "1 of 2", still waiting
         if self.status is not TicketStatus.PENDING and self.decided_by:
             response["by"] = " and ".join(self.approvers) if self.status is TicketStatus.APPROVED else self.decided_by
         if self.changed:
@@ -171,7 +181,7 @@ class Ticket:
             "purpose": self.purpose,
             "amount": self.amount,
             **({"approved_amount": float(from_cents(self.payable_cents))} if self.changed else {}),
-            **({"approvals": self.approvals, "approved_by": self.approvers} if self.approvals else {}),
+            **({"approvals": self.approvals_so_far, "approved_by": self.approvers} if self.needs_two_approvers else {}),
             # Two approvers because this request and others of the same purpose or message add up.
             **({"combined_amount": float(from_cents(self.combined_cents))} if self.combined_cents else {}),
             **({"escalated_to": self.escalated_to} if self.escalated_to else {}),

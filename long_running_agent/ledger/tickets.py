@@ -259,14 +259,14 @@ class Tickets:
         reason = inputs.reason(reason, required=not approve or lowered,
                                needed_by="Approving less than was asked" if approve else "A rejection")
         # One spelling per person: Alice, alice and " alice" are the same requester.
-        if _same_person(ticket.user_id, approver) and not (from_chat and ticket.approvals_needed == 1):
+        if _same_person(ticket.user_id, approver) and not (from_chat and not ticket.needs_two_approvers):
             raise NotAllowed(ticket_id, approver)
         if from_chat:
             approver = f"{approver} (chat, DEV_CHAT_APPROVAL)"
         detail = reason
         if lowered:
             detail = f"${from_cents(cents or 0):,} of the {ticket.amount_text} asked: {reason}"
-        if approve and ticket.approvals_needed > 1:
+        if approve and ticket.needs_two_approvers:
             return await self._approve_as_one_of_two(ticket, approver, reason, cents, detail)
         status = TicketStatus.APPROVED if approve else TicketStatus.REJECTED
         return await self._transition(ticket_id, status, actor=approver, reason=reason,

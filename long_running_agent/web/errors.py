@@ -251,21 +251,21 @@ def refused_by_adk(error: HTTPException) -> ApiError:
     return ApiError(error.status_code, code, detail.rstrip(".") + ".", fix, headers=dict(error.headers or {}))
 
 
-def install(app: FastAPI) -> None:
-    """Answer every error of `app` (ADK's routes and ours) as JSON."""
+def install(server: FastAPI) -> None:
+    """Answer every error of `server` (ADK's routes and ours) as JSON."""
 
-    @app.exception_handler(ApiError)
+    @server.exception_handler(ApiError)
     async def _api_error(_request: Request, error: ApiError) -> JSONResponse:
         return error.response()
 
-    @app.exception_handler(Refusal)
+    @server.exception_handler(Refusal)
     async def _refused(_request: Request, error: Refusal) -> JSONResponse:
         # What the ledger, an input rule or the session store refuses: the catalogue's words.
         if isinstance(error, DatabaseFileGone):
             return database_file_gone(error).response()
         return refusal_error(error).response()
 
-    @app.exception_handler(HTTPException)
+    @server.exception_handler(HTTPException)
     async def _wrapped(request: Request, error: HTTPException) -> Response:
         # ADK's create-session route (and a few others) answer any error of
         # their store as a 500 whose detail is str(error): for SQLAlchemy, the
@@ -277,15 +277,15 @@ def install(app: FastAPI) -> None:
             return unexpected_error(error.__cause__ or error).response()
         return refused_by_adk(error).response()
 
-    @app.exception_handler(DBAPIError)
+    @server.exception_handler(DBAPIError)
     async def _database_failed(request: Request, error: DBAPIError) -> JSONResponse:
         return request_database_error(request, error).response()
 
-    @app.exception_handler(OSError)
+    @server.exception_handler(OSError)
     async def _database_unreachable(request: Request, error: OSError) -> JSONResponse:
         return request_database_error(request, error).response()
 
-    @app.exception_handler(RequestValidationError)
+    @server.exception_handler(RequestValidationError)
     async def _invalid_body(request: Request, error: RequestValidationError) -> JSONResponse:
         if not request.url.path.startswith("/api/approvals"):
             return await request_validation_exception_handler(request, error)
@@ -309,7 +309,7 @@ def install(app: FastAPI) -> None:
             '{"amount": 200, "reason": "..."}.',
         ).response()
 
-    @app.exception_handler(ValueError)
+    @server.exception_handler(ValueError)
     async def _bad_resume(request: Request, error: ValueError) -> JSONResponse:
         # ADK's /run lets these escape as a plain-text 500; they are the
         # caller's mistake, so say which and how to answer a pending call.

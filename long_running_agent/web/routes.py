@@ -25,7 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..approval.delivery import Delivery, Outcome, decide_and_deliver, deliver
+from ..approval.courier import Delivery, Outcome, decide_and_deliver, deliver
 from ..ledger import Ledger
 from ..paging import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, Page
 from ..services import services

@@ -74,8 +74,8 @@ def make_runner(database_url: str | None = None) -> Runner:
 
 def ledger_at(database_url: str | None = None) -> Ledger:
     """The ledger of the test's database (or of another one, such as a server's)."""
-    app = services()
-    return app.ledger if database_url is None else app.ledger_at(database_url)
+    parts = services()
+    return parts.ledger if database_url is None else parts.ledger_at(database_url)
 
 
 async def close_opened() -> None:

@@ -1,4 +1,4 @@
-"""Deciding a ticket and delivering the decision to its conversation.
+"""The courier: deciding a ticket, then taking the decision to its conversation.
 
 Used by the approver CLI (`python main.py approve|reject|deliver`) and the
 inbox server. The ledger is written first; then the decision is delivered:
@@ -28,7 +28,7 @@ from ..ledger.locks import DEFAULT_WAIT, ConversationBusy
 from ..names import AGENT_NAME, Outcome
 from ..refusals import AlreadyDelivered, NotDelivered, Refusal, StillPending
 from ..services import services
-from .conversations import Unreachable, describe, open_store
+from .conversations import Unreachable, open_store, store_in_words
 from .guard import (
     NOTE_MARK,
     call_gone,
@@ -85,7 +85,7 @@ async def deliver(
         return Delivery(ticket, Outcome.ALREADY_DELIVERED)
     if ticket.settled_at:
         return Delivery(ticket, Outcome.SETTLED)
-    where = describe(ticket.session_store)
+    where = store_in_words(ticket.session_store)
     try:
         store = open_store(ticket.session_store)
     except Unreachable as unreachable:
@@ -187,7 +187,8 @@ async def decide_and_deliver(
     if ticket.status is TicketStatus.PENDING:
         # The first of two approvals: the requester sees the progress; the second approver decides.
         told = await tell_progress(ticket, f"{ticket.first_approved_by} approved ticket {ticket.id} "
-                                           f"({ticket.approvals} approvals); it now waits for a second approver.")
+                                           f"({ticket.approvals_so_far} approvals); it now waits for a second "
+                                           "approver.")
         return Delivery(ticket, Outcome.WAITING, "told the conversation" if told else "not told the conversation")
     return await _delivered(ticket, actor=approver, app=app)
 
@@ -269,11 +270,11 @@ async def remind_due() -> list[Ticket]:
     Runs with the other background work (`make web`'s sweep, each approver
     command). Reminders are notifications: nothing to do without a webhook.
     """
-    app = services()
-    config = app.settings
+    parts = services()
+    config = parts.settings
     if config.remind_before is None or config.webhook_url is None:
         return []
-    reminded = await app.ledger.tickets.remind_due(config.remind_before, config.escalate_to)
+    reminded = await parts.ledger.tickets.remind_due(config.remind_before, config.escalate_to)
     for ticket in reminded:
         escalated = f" It was escalated to {ticket.escalated_to.replace(',', ', ')}." if ticket.escalated_to else ""
         await tell_progress(ticket, f"Ticket {ticket.id} still waits for an approver; the approvers were "
