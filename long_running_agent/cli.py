@@ -38,7 +38,7 @@ from .notifications import send_due
 from .paging import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, Page
 from .refusals import Actions, Refusal, without_sql
 from .services import close_services, services
-from .settings import SettingsError, settings
+from .settings import settings
 from .transcript import Transcript, pending_calls, tool_response, user_text
 
 COMMANDS = ("request", "inbox", "approve", "reject", "cancel", "deliver", "settle", "show", "migrate")
@@ -363,11 +363,8 @@ def run(args: argparse.Namespace, command: Callable[[argparse.Namespace, Transcr
 
     try:
         return asyncio.run(closing())
-    except Refusal as refusal:  # what the ledger, an input rule or the schema refuses (refusals.py)
+    except Refusal as refusal:  # what the ledger, an input rule, the schema or a setting refuses (refusals.py)
         print(f"error: {refusal.sentence(CLI)}", file=sys.stderr)
-        return 1
-    except SettingsError as error:
-        print(f"error: {error}", file=sys.stderr)
         return 1
     except (OSError, SQLAlchemyError) as error:  # the database cannot be reached or used
         if args.verbose:

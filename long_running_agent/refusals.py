@@ -1,7 +1,8 @@
 """Every refusal a person can meet, defined once: a stable code, what happened, and what to do next.
 
-Like an HTTP status registry. The ledger, the input rules, the approval guard
-and the delivery of decisions raise these; each surface only renders them:
+Like an HTTP status registry. The ledger, the input rules, the approval guard,
+the delivery of decisions, the schema check and the settings raise these; each
+surface only renders them:
 
     the CLI    error: <message> <next step>           a command to run (cli.py)
     the API    {"error": <code>, "message", "fix"}    a route to call; the status code is the API's (web/errors.py)
@@ -309,6 +310,68 @@ class LedgerUnusable(Refusal):
 
     def __init__(self, why: str) -> None:
         super().__init__(f"The expense records cannot be used right now ({why.rstrip('.')}).")
+
+
+# --- what the database's schema and the settings refuse, at start ---------------------------
+
+
+class SchemaError(Refusal):
+    """The database's schema is not one this version can use or upgrade; the next step says what to run."""
+
+    code = "schema_error"
+
+    def __init__(self, current: str | None, head: str, message: str, *, next_step: str | None = None) -> None:
+        self.current, self.head = current, head
+        super().__init__(message, next_step=next_step)
+
+
+class SchemaBehind(SchemaError):
+    """The database is at an older schema, and this process may not upgrade it."""
+
+    code = "schema_behind"
+    next_step = "Upgrade it with: python main.py migrate (or set AUTO_MIGRATE=true)."
+
+    def __init__(self, current: str | None, head: str) -> None:
+        super().__init__(current, head,
+                         f"The database is at schema revision {current or 'none'}; this version needs {head}.")
+
+
+class SchemaAhead(SchemaError):
+    """The database is stamped with a revision this version does not know: a newer version upgraded it."""
+
+    code = "schema_ahead"
+    next_step = ("A newer version of the app has upgraded it: run that version, or restore a backup made before "
+                 "the upgrade (python main.py migrate never goes back).")
+
+    def __init__(self, current: str, head: str) -> None:
+        super().__init__(current, head, f"The database is at schema revision {current}, which this version does "
+                                        f"not know; it needs {head}.")
+
+
+class SchemaMismatch(SchemaError):
+    """Upgrading failed because the tables are not what their revision says; nothing was changed."""
+
+    code = "schema_mismatch"
+    next_step = ("Restore a backup, or undo the partial change by hand (ledger/migrations/versions/ says what each "
+                 "revision adds), then run: python main.py migrate")
+
+    def __init__(self, current: str | None, head: str, detail: str) -> None:
+        self.detail = detail
+        if current == head:
+            super().__init__(current, head, f"The database is at schema revision {head}, as this version needs, "
+                                            f"but its tables do not match it ({detail}): they were changed by hand.",
+                             next_step="Restore a backup, or put back what was removed (ledger/migrations/versions/ "
+                                       "says what each revision makes).")
+            return
+        super().__init__(current, head, f"The database says schema revision {current}, but its tables do not match "
+                                        f"it, so the upgrade to {head} stopped and changed nothing ({detail}).")
+
+
+class SettingsError(Refusal, ValueError):
+    """A setting in the environment has a value the app cannot use (settings.py names the variable)."""
+
+    code = "invalid_setting"
+    next_step = "Set it in .env or the environment (.env.example describes each setting), then start again."
 
 
 # --- what the input rules refuse (ledger/inputs.py) --------------------------------

@@ -34,6 +34,8 @@ from long_running_agent.refusals import (
     NotRequester,
     NotSettleable,
     Refusal,
+    SchemaBehind,
+    SettingsError,
     StillPending,
     TicketExpired,
     TicketNotFound,
@@ -87,6 +89,7 @@ API_ANSWERS = [
 ONLY_IN_THE_CHAT = [
     NotApproved("yacht", 500_000), NeedsNoApproval(Decimal("20"), Decimal("100")), UnusableUserId("Alice"),
 ]
+AT_START = [SchemaBehind("0001", "0005"), SettingsError("APPROVAL_THRESHOLD='lots' is not a number.")]
 
 
 @pytest.mark.parametrize("refusal, status, code", API_ANSWERS, ids=[code for _, _, code in API_ANSWERS])
@@ -96,7 +99,7 @@ def test_the_api_answers_each_refusal_with_the_status_and_code_it_always_had(ref
     assert answer.message == refusal.message and answer.fix
 
 
-@pytest.mark.parametrize("refusal", [r for r, _, _ in API_ANSWERS] + ONLY_IN_THE_CHAT, ids=repr)
+@pytest.mark.parametrize("refusal", [r for r, _, _ in API_ANSWERS] + ONLY_IN_THE_CHAT + AT_START, ids=repr)
 def test_every_refusal_has_a_message_and_a_next_step_each_surface_can_word(refusal: Refusal):
     assert re.fullmatch(r"[a-z_]+", refusal.error_code)
     for actions in (CLI, API, CHAT):

@@ -41,7 +41,6 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..ledger import Conversation, DatabaseFileGone, Ledger, LedgerError, Ticket, TicketStatus
 from ..ledger.inputs import InputError
 from ..ledger.locks import HeldLock
-from ..ledger.migrate import SchemaError
 from ..names import APPROVAL_TOOL, ERROR
 from ..refusals import (
     AlreadyDelivered,
@@ -50,6 +49,7 @@ from ..refusals import (
     NotAcceptedAnswer,
     NotAnApproval,
     NoTicketForCall,
+    SchemaError,
     StillPending,
     without_sql,
 )

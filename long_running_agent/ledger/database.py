@@ -16,8 +16,9 @@ from datetime import date, datetime
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from ..refusals import SchemaBehind
 from .engine import create_engine
-from .migrate import SchemaBehind, current, head, migrate
+from .migrate import current, head, migrate
 from .records import utc_now
 from .schema import DailyAutoApprovalRow
 

@@ -34,12 +34,12 @@ from ..agent import build_app
 from ..approval.conversations import GuardedSessionService
 from ..approval.courier import deliver_due, remind_due
 from ..ledger.engine import create_engine
-from ..ledger.migrate import SchemaError
 from ..model.choice import choose_model
 from ..names import APP_NAME
 from ..notifications import send_due
+from ..refusals import SchemaError, SettingsError
 from ..services import close_services, services, use_app_factory
-from ..settings import Settings, SettingsError, settings
+from ..settings import Settings, settings
 from . import errors
 from .errors import JsonErrors
 from .gate import Gate
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = settings()
     except SettingsError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {error.sentence(errors.API)}", file=sys.stderr)
         return 2
     try:
         asyncio.run(prepare_database())
