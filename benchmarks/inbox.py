@@ -38,7 +38,7 @@ from .flows import OURS, open_system
 from .scale import analyze, copy_sql
 from .stores import Stores
 
-# The six queries of one read, in the order read_inbox sends them.
+# The six queries of one read, in the order ledger.inbox.read sends them.
 QUERIES = ("overdue tickets", "pending page", "pending total", "undelivered page", "undelivered total",
            "recent decisions")
 UNDELIVERED = 5

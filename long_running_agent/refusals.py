@@ -48,22 +48,24 @@ class Actions:
 
 
 class Refusal(Exception):
-    """Something refused: `code` for programs, the message (str) for people, and `next_step`: what to do."""
+    """Something refused: `code` for programs, the message (str) for people, and `next_step`: what to do.
 
-    code: ClassVar[str] = "refused"
+    Each class sets its `code` and `next_step`; an instance sets its own where one
+    class covers two cases (a ticket already decided, or withdrawn by its requester).
+    """
+
+    code: str = "refused"
     next_step: str = ""
 
-    def __init__(self, message: str, *, ticket_id: str = "", next_step: str | None = None) -> None:
+    def __init__(self, message: str, *, ticket_id: str = "", next_step: str | None = None,
+                 code: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.ticket_id = ticket_id
         if next_step is not None:
             self.next_step = next_step
-
-    @property
-    def error_code(self) -> str:
-        """The stable code of this refusal (one class may answer two, e.g. a withdrawn ticket)."""
-        return self.code
+        if code is not None:
+            self.code = code
 
     def next_for(self, actions: Actions) -> str:
         """The next step, in the words of the surface that `actions` describes."""
@@ -125,11 +127,8 @@ class AlreadyDecided(LedgerError):
             next_step = "Nothing to do: the first decision stands. {show} shows its history."
             if not (ticket.delivered_at or ticket.settled_at):
                 next_step = UNDELIVERED
-        super().__init__(message, ticket_id=ticket.id, next_step=next_step)
-
-    @property
-    def error_code(self) -> str:
-        return "withdrawn" if self.ticket.status is TicketStatus.CANCELLED else self.code
+        withdrawn = ticket.status is TicketStatus.CANCELLED
+        super().__init__(message, ticket_id=ticket.id, next_step=next_step, code="withdrawn" if withdrawn else None)
 
 
 class AlreadyApprovedByYou(LedgerError):
@@ -390,16 +389,10 @@ class InputError(Refusal, ValueError):
         """`missing`: nothing was given where something is required (a rejection's reason)."""
         if missing and next_step is None:
             next_step = "Give a {field} and try again."
-        super().__init__(message, next_step=next_step)
+        code = ("invalid_amount" if field == "amount" else "invalid_input" if field != "reason"
+                else "reason_required" if missing else "invalid_body")
+        super().__init__(message, next_step=next_step, code=code)
         self.field, self.missing = field, missing
-
-    @property
-    def error_code(self) -> str:
-        if self.field == "amount":
-            return "invalid_amount"
-        if self.field == "reason":
-            return "reason_required" if self.missing else "invalid_body"
-        return "invalid_input"
 
     def next_for(self, actions: Actions) -> str:
         return self.next_step.replace("{field}", self.field).format_map(actions.words(self.ticket_id))
@@ -478,11 +471,7 @@ class AlreadyDelivered(Refusal):
         else:
             message = (f"Ticket {ticket.id} was already {ticket.status}{by}, and the decision reached its "
                        f"conversation{led_to}.")
-        super().__init__(message, ticket_id=ticket.id)
-
-    @property
-    def error_code(self) -> str:
-        return "already_settled" if self.ticket.settled_at else self.code
+        super().__init__(message, ticket_id=ticket.id, code="already_settled" if ticket.settled_at else None)
 
 
 class UnstorableMessage(Refusal):
@@ -541,8 +530,4 @@ class NotDelivered(Refusal):
             outcome, ticket, without_sql(detail) or "", where, retry_after)
         super().__init__(f"Ticket {ticket.id} is {ticket.status} in the ledger, but the decision has not reached "
                          f"its conversation: {self.detail}. Looked in {where}.",
-                         ticket_id=ticket.id, next_step=self.NEXT[outcome])
-
-    @property
-    def error_code(self) -> str:
-        return self.CODES[self.outcome]
+                         ticket_id=ticket.id, next_step=self.NEXT[outcome], code=self.CODES[outcome])

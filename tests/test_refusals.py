@@ -101,7 +101,7 @@ def test_the_api_answers_each_refusal_with_the_status_and_code_it_always_had(ref
 
 @pytest.mark.parametrize("refusal", [r for r, _, _ in API_ANSWERS] + ONLY_IN_THE_CHAT + AT_START, ids=repr)
 def test_every_refusal_has_a_message_and_a_next_step_each_surface_can_word(refusal: Refusal):
-    assert re.fullmatch(r"[a-z_]+", refusal.error_code)
+    assert re.fullmatch(r"[a-z_]+", refusal.code)
     for actions in (CLI, API, CHAT):
         next_step = refusal.next_for(actions)
         assert next_step and "{" not in next_step.replace('{"amount"', ""), (actions, next_step)

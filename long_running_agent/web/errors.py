@@ -205,7 +205,7 @@ STATUS = {
 
 def refusal_error(refusal: Refusal) -> ApiError:
     """A refusal as this API answers it: its status code, and the catalogue's code, message and next step."""
-    code = refusal.error_code
+    code = refusal.code
     retry_after = getattr(refusal, "retry_after", None)
     headers = {"Retry-After": str(int(retry_after.total_seconds()))} if retry_after else None
     return ApiError(STATUS.get(code, 409), code, refusal.message, refusal.next_for(API), headers=headers)
