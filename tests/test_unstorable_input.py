@@ -5,7 +5,7 @@ PostgreSQL refuses NUL characters and ids longer than their columns; SQLite
 stores them. Either way they are refused before they reach the database, as
 a 4xx with a fix. Where the database itself refuses a value, that is a 4xx
 too, not "database unavailable". No answer carries the SQL statement or its
-parameters (SQLAlchemy's error message has both), on `make web`'s app and in
+parameters (SQLAlchemy's error message has both), on `make web`'s server and in
 its SSE error events.
 """
 

@@ -1,4 +1,4 @@
-"""Real servers for tests: `python -m long_running_agent.web` (make web) on 127.0.0.1, or its app in-process.
+"""Real servers for tests: `python -m long_running_agent.web` (make web) on 127.0.0.1, or its server in-process.
 
 Each server runs in a subprocess with its own SQLite file and HOME, the way a
 user starts it; tests talk to it over HTTP as any client would.
