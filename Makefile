@@ -21,6 +21,7 @@ demo: $(VENV)/.app
 test: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy long_running_agent main.py
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n auto
 
 # The loop to run while changing code: no test that starts a process, Chromium or PostgreSQL
@@ -38,6 +39,7 @@ bench: $(VENV)/.dev
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy long_running_agent main.py
+	$(VENV)/bin/lint-imports
 
 clean:
-	rm -rf $(VENV) .data .adk long_running_agent/.adk .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .data .adk long_running_agent/.adk .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache

@@ -28,9 +28,10 @@ from google.genai import types
 
 import long_running_agent  # noqa: F401  (loads .env before the settings are read)
 from long_running_agent import cli
+from long_running_agent.agent import build_app
 from long_running_agent.ledger import Ledger, inputs
 from long_running_agent.model.choice import ModelChoice, choose_model
-from long_running_agent.services import services
+from long_running_agent.services import services, use_app_factory
 from long_running_agent.transcript import Transcript, pending_call, tool_response, user_text
 
 REQUESTER = "alice"
@@ -54,13 +55,16 @@ async def run_demo(runner: Runner, ledger: Ledger, out: Transcript, request: str
     out.say("pending", f"call id={call.id} name={call.name} ticket={ticket_id}")
 
     print("\n== 2. Later, an approver decides (recorded in the ledger) ==")
-    decision = await ledger.decide(
+    decision = await ledger.tickets.decide(
         ticket_id, approver=APPROVER, approve=approve,
         reason=None if approve else "not a business expense",
     )
     out.say("approver", f"{APPROVER} {decision.status} ticket {decision.id}")
 
     print("\n== 3. The app sends the updated FunctionResponse: same id and name, role user ==")
+    # The ledger, not this message, decides: the response is the ledger's record, and the app's
+    # guard plugin answers every approval call with that record and nothing else
+    # (`ledger_answer` in approval/guard.py), whatever a message claims.
     updated = types.FunctionResponse(
         id=call.id,  # the id of the original ask_for_approval call
         name=call.name,  # and its name
@@ -71,7 +75,7 @@ async def run_demo(runner: Runner, ledger: Ledger, out: Transcript, request: str
     async for event in runner.run_async(user_id=REQUESTER, session_id=session.id, new_message=message):
         out.show(event)
 
-    payouts = await ledger.payouts(ticket_id=ticket_id)
+    payouts = await ledger.payouts.find(ticket_id=ticket_id)
     return len(payouts) == (1 if approve else 0)
 
 
@@ -84,7 +88,7 @@ async def run_small(runner: Runner, ledger: Ledger, out: Transcript, request: st
         # A second demo on the same (UTC) day repeats this expense, so the daily
         # rules send it to an approver, and the agent says why (docs/security.md, "Split purchases").
         return True
-    return len(await ledger.payouts(session_id=session.id)) == 1
+    return len(await ledger.payouts.find(session_id=session.id)) == 1
 
 
 def model_line(choice: ModelChoice) -> str:
@@ -93,20 +97,19 @@ def model_line(choice: ModelChoice) -> str:
 
 
 async def demo(args: argparse.Namespace, out: Transcript) -> int:
-    app = services()
+    config, ledger = services().settings, services().ledger
     # The amount rule every surface applies (ledger/inputs.py): a bad --amount is one line, not a chat.
-    amount = inputs.amount(args.amount, most=app.settings.max_amount)
+    amount = inputs.amount(args.amount, most=config.max_amount)
     await cli.ready()
-    choice = choose_model(app.settings.model)
-    print(model_line(choice))
-    print(f"Database: {app.settings.database_url}")
-    print(f"Policy:   up to ${app.settings.approval_threshold:,} paid at once; more needs an approver")
+    print(model_line(choose_model(config.model)))
+    print(f"Database: {config.database_url}")
+    print(f"Policy:   up to ${config.approval_threshold:,} paid at once; more needs an approver")
     request = args.text or f"Please reimburse ${amount:,} for {args.purpose}."
-    runner = app.runner()
+    runner = services().runner()  # build_app()'s app: the agent and its guard plugin (agent.py)
     try:
-        ok = await run_demo(runner, app.ledger, out, request, approve=not args.reject)
+        ok = await run_demo(runner, ledger, out, request, approve=not args.reject)
         if ok and not args.text:
-            ok = await run_small(runner, app.ledger, out, "Reimburse $42.50 for a taxi to the airport.")
+            ok = await run_small(runner, ledger, out, "Reimburse $42.50 for a taxi to the airport.")
     finally:
         await runner.close()
     print("\nThe flow completed." if ok else "\nThe flow did not complete as expected.")
@@ -126,6 +129,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    use_app_factory(build_app)  # what the demo and the approver commands run (services.py never imports it)
     return cli.run(args, cli.HANDLERS.get(args.command, demo))
 
 

@@ -32,7 +32,7 @@ from google.adk.sessions import DatabaseSessionService, InMemorySessionService
 from google.genai import types
 
 from long_running_agent.agent import build_app
-from long_running_agent.approval.delivery import decide_and_deliver
+from long_running_agent.approval.courier import decide_and_deliver
 from long_running_agent.approval.guard import decision_message
 from long_running_agent.ledger import Ledger
 from long_running_agent.services import close_services, services, use_app
@@ -128,13 +128,13 @@ class System:
     async def duplicate(self, pending: Pending) -> list[Event]:
         """Deliver the same approval again, exactly as the application sent it."""
         if self.ledger is not None:
-            ticket = await self.ledger.get(pending.ticket_id)
+            ticket = await self.ledger.tickets.get(pending.ticket_id)
             return await self._run(pending.user_id, pending.session_id, decision_message(ticket))
         return await self._run(pending.user_id, pending.session_id, self._client_approval(pending))
 
     async def payouts(self, pending: Pending) -> int:
         if self.ledger is not None:
-            return len(await self.ledger.payouts(session_id=pending.session_id))
+            return len(await self.ledger.payouts.find(session_id=pending.session_id))
         assert self.bank is not None
         return self.bank.payouts[pending.session_id]
 

@@ -1,6 +1,6 @@
 """The approver's inbox with many tickets pending and many decided: the read the inbox really makes.
 
-What is timed is `ledger.read_inbox(...)` with the inbox's defaults: the one
+What is timed is `ledger.inbox.read(...)` with the inbox's defaults: the one
 call behind `GET /api/approvals` (and, without the recent decisions, behind
 `python main.py inbox`). It runs six queries: the expiry sweep's SELECT of
 overdue tickets, a page of 50 pending tickets and their total, a page of 50
@@ -38,7 +38,7 @@ from .flows import OURS, open_system
 from .scale import analyze, copy_sql
 from .stores import Stores
 
-# The six queries of one read, in the order read_inbox sends them.
+# The six queries of one read, in the order ledger.inbox.read sends them.
 QUERIES = ("overdue tickets", "pending page", "pending total", "undelivered page", "undelivered total",
            "recent decisions")
 UNDELIVERED = 5
@@ -80,7 +80,7 @@ class StatementTimer:
 
 async def read_as_the_api_does(ledger: Ledger) -> Inbox:
     """GET /api/approvals with no query string: the first pages, their totals, the latest decisions."""
-    return await ledger.read_inbox(limit=DEFAULT_LIMIT, undelivered_limit=DEFAULT_LIMIT)
+    return await ledger.inbox.read(limit=DEFAULT_LIMIT, undelivered_limit=DEFAULT_LIMIT)
 
 
 async def time_inbox(ledger: Ledger, repeats: int) -> dict[str, Any]:

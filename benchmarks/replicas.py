@@ -48,9 +48,9 @@ from typing import Any
 import httpx
 from sqlalchemy import text
 
-from long_running_agent.agent import APP_NAME
 from long_running_agent.ledger import Ledger
-from long_running_agent.ledger.engine import session_service
+from long_running_agent.names import APP_NAME
+from long_running_agent.services import session_service
 
 from .environment import child_env
 from .stores import Stores
@@ -94,7 +94,7 @@ async def prepare_schema(url: str) -> None:
     ledger = Ledger(url)
     sessions = session_service(url)
     try:
-        await ledger.count()
+        await ledger.tickets.count()
         await sessions.prepare_tables()
     finally:
         await ledger.close()

@@ -210,7 +210,7 @@ def _inbox(rows: list[dict[str, Any]]) -> list[str]:
         )
     lines += [
         "",
-        "The whole read is `ledger.read_inbox(...)` with the API's defaults, what `GET /api/approvals` "
+        "The whole read is `ledger.inbox.read(...)` with the API's defaults, what `GET /api/approvals` "
         "runs (and `python main.py inbox`, without the recent decisions): the expiry sweep's SELECT, "
         "50 pending tickets and their total, 50 undelivered decisions and their total, the 10 latest "
         "decisions. Each query's time is its median at the driver (statement sent to result); the "

@@ -89,7 +89,7 @@ class Backlog:
 
     async def pending(self) -> int:
         assert self.system.ledger is not None
-        return await self.system.ledger.count(TicketStatus.PENDING)
+        return await self.system.ledger.tickets.count(TicketStatus.PENDING)
 
 
 def _columns(table: str) -> list[str]:

@@ -4,4 +4,6 @@ from dotenv import load_dotenv
 
 load_dotenv()
 
-from . import agent  # noqa: E402, F401  (adk web finds `app` and `root_agent` here)
+# No `from . import agent`: importing the ledger, the settings or the CLI's parser builds no
+# agent. ADK's loader (`adk web`, `adk api_server`, `adk run`) imports `long_running_agent.agent`
+# itself when the package has no `app` of its own, and finds `app` there.

@@ -1,7 +1,11 @@
 """The expense agent: `ask_for_approval` is long-running, `reimburse` is not.
 
-`adk web` and `adk api_server` discover `app` (the agent plus the approval
-guard plugin); code that wants only the agent imports `root_agent`.
+`adk web`, `adk api_server` and `adk run` load `app`: the agent plus the
+approval guard plugin; code that wants only the agent imports `root_agent`.
+The production parts plug in here: the tools' one call each into the ledger
+(tools.py), the guard that answers every approval call from the ledger
+(approval/guard.py), and the history the model is shown (approval/turn_order.py).
+main.py and `make web` hand `build_app` to the wiring (services.py).
 """
 
 from __future__ import annotations
@@ -18,10 +22,9 @@ from google.adk.tools import LongRunningFunctionTool
 from .approval.guard import ApprovalGuard
 from .approval.turn_order import prepare_model_request
 from .model.choice import choose_model
+from .names import AGENT_NAME, APP_NAME
 from .settings import model_settings, settings
 from .tools import ask_for_approval, cancel_request, reimburse
-
-APP_NAME = "long_running_agent"  # ADK names an app after its folder; adk run files sessions under it
 
 
 def instruction(_context: ReadonlyContext) -> str:
@@ -35,7 +38,7 @@ otherwise say nothing was paid, and why. Never say money was paid unless reimbur
 
 
 root_agent = LlmAgent(
-    name="expense_agent",
+    name=AGENT_NAME,
     model=choose_model(model_settings()).name,
     instruction=instruction,
     tools=[LongRunningFunctionTool(func=ask_for_approval), reimburse, cancel_request],
@@ -47,6 +50,7 @@ root_agent = LlmAgent(
 def build_app(*, model: str | BaseLlm | None = None, plugins: Sequence[BasePlugin] = ()) -> App:
     """The app every surface runs: the agent (with `model`, if given) plus the approval guard and `plugins`."""
     agent = root_agent if model in (None, root_agent.model) else root_agent.clone(update={"model": model})
+    # The guard: an approval resumes the agent only as the ledger records it, and only once.
     return App(name=APP_NAME, root_agent=agent, plugins=[ApprovalGuard(), *plugins])
 
 

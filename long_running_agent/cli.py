@@ -21,8 +21,8 @@ from typing import Any
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from .approval.conversations import describe
-from .approval.delivery import (
+from .approval.conversations import store_in_words
+from .approval.courier import (
     Delivery,
     Outcome,
     decide_and_deliver,
@@ -31,31 +31,29 @@ from .approval.delivery import (
     remind_due,
     withdraw_and_deliver,
 )
-from .ledger import (
-    AlreadyApprovedByYou,
-    AlreadyDecided,
-    DatabaseFileGone,
-    Inbox,
-    LedgerError,
-    NotAllowed,
-    NotAnApprover,
-    NotRequester,
-    NotSettleable,
-    Ticket,
-    TicketNotFound,
-    TicketStatus,
-)
-from .ledger.errors import without_sql
-from .ledger.inputs import InputError, name, printable
-from .ledger.migrate import SchemaError
+from .ledger import Inbox, Ticket, TicketStatus
+from .ledger.inputs import name, printable
+from .names import REIMBURSE_TOOL
 from .notifications import send_due
 from .paging import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, Page
+from .refusals import Actions, Refusal, without_sql
 from .services import close_services, services
-from .settings import SettingsError, settings
-from .tools import REIMBURSE_TOOL
+from .settings import settings
 from .transcript import Transcript, pending_calls, tool_response, user_text
 
 COMMANDS = ("request", "inbox", "approve", "reject", "cancel", "deliver", "settle", "show", "migrate")
+
+# The actions a refusal's next step names (refusals.py), as commands to run.
+CLI = Actions(
+    inbox="python main.py inbox",
+    show="python main.py show {ticket}",
+    deliver="python main.py deliver {ticket}",
+    decide="python main.py approve {ticket} --approver NAME (or reject)",
+    approve="python main.py approve {ticket} --approver NAME",
+    settle="python main.py settle {ticket} --approver NAME",
+    approve_less='--amount 200 --reason "over the per diem"',
+    restart="run the command again (and restart any server using it)",
+)
 
 
 def _age(created: datetime, now: datetime) -> str:
@@ -84,13 +82,13 @@ def send_notifications() -> None:
     round, each attempt under that deadline. What is not sent by then stays
     in the outbox; the command says so only when the receiver failed.
     """
-    app = services()
-    if app.settings.webhook_url is None:
+    parts = services()
+    if parts.settings.webhook_url is None:
         return
 
     async def one_round() -> None:
         try:
-            failed = [a for a in await send_due(app.ledger, app.settings) if not a.sent]
+            failed = [a for a in await send_due(parts.ledger, parts.settings) if not a.sent]
         except Exception as error:
             print(f"(webhook: sending failed ({type(error).__name__}: {error}); the notifications stay in the "
                   "outbox)", file=sys.stderr)
@@ -99,7 +97,7 @@ def send_notifications() -> None:
             print(f"(webhook: {len(failed)} notification(s) not sent yet: {failed[-1].error}; they stay in the "
                   "outbox, and make web or the next approver command sends them)", file=sys.stderr)
 
-    app.in_background(one_round())
+    parts.in_background(one_round())
 
 
 async def ready() -> None:
@@ -140,7 +138,7 @@ async def request(args: argparse.Namespace, out: Transcript) -> int:
 async def inbox(args: argparse.Namespace, out: Transcript) -> int:
     await catch_up()
     # The same read as GET /api/approvals; the CLI shows no recent decisions (`show` has a ticket's history).
-    inbox = await services().ledger.read_inbox(limit=args.limit, offset=args.offset,
+    inbox = await services().ledger.inbox.read(limit=args.limit, offset=args.offset,
                                                undelivered_limit=args.limit, recent=0)
     tickets = inbox.pending
     page = Page(args.offset, args.limit, inbox.total_pending, len(tickets))
@@ -155,8 +153,8 @@ async def inbox(args: argparse.Namespace, out: Transcript) -> int:
         print(f"Pending: {page.describe()}, oldest first.")
         print(f"{'TICKET':<16} {'REQUESTER':<12} {'AMOUNT':>12}  {'AGE':>4}  PURPOSE")
         for t in tickets:
-            waits = f"  [{t.approvals} approvals: {t.first_approved_by}]" if t.first_approved_by else ""
-            if t.approvals_needed > 1 and not t.first_approved_by:
+            waits = f"  [{t.approvals_so_far} approvals: {t.first_approved_by}]" if t.first_approved_by else ""
+            if t.needs_two_approvers and not t.first_approved_by:
                 waits += (f"  [needs 2 approvers: {t.combined_text} with the same purpose or message today]"
                           if t.combined_text else "  [needs 2 approvers]")
             print(f"{t.id:<16} {printable(t.user_id):<12} {t.amount_text:>12}  "
@@ -172,7 +170,7 @@ async def show_undelivered(inbox: Inbox, limit: int) -> None:
     tickets = inbox.undelivered
     if not tickets:
         return
-    failed = await services().ledger.delivery_failures([t.id for t in tickets if t.delivery_error])
+    failed = await services().ledger.deliveries.failures([t.id for t in tickets if t.delivery_error])
     page = Page(0, limit, inbox.total_undelivered, len(tickets))
     print(f"\nDecided, not delivered: {page.describe()}. Deliver one with: python main.py deliver TICKET\n"
           "(if its conversation is gone for good: python main.py settle TICKET --approver NAME)")
@@ -188,7 +186,7 @@ def report(delivery: Delivery, out: Transcript) -> int:
     ticket = delivery.ticket
     for event in delivery.events:
         out.show(event)
-    approved_by_two = ticket.approvals and ticket.status is TicketStatus.APPROVED
+    approved_by_two = ticket.needs_two_approvers and ticket.status is TicketStatus.APPROVED
     deciders = " and ".join(ticket.approvers) if approved_by_two else ticket.decided_by
     decided = f"Ticket {ticket.id} is {ticket.status}" + (f" by {deciders}" if deciders else "")
     if ticket.status is TicketStatus.CANCELLED:
@@ -204,29 +202,19 @@ def report(delivery: Delivery, out: Transcript) -> int:
               f"History: python main.py show {ticket.id}")
         return 0
     if delivery.outcome is Outcome.WAITING:
-        print(f"Ticket {ticket.id} has {ticket.approvals} approvals ({ticket.first_approved_by}); a second approver "
-              f"decides it: python main.py approve {ticket.id} --approver NAME")
+        print(f"Ticket {ticket.id} has {ticket.approvals_so_far} approvals ({ticket.first_approved_by}); a second "
+              f"approver decides it: python main.py approve {ticket.id} --approver NAME")
         return 0
     if delivery.outcome is Outcome.SETTLED:
         print(f"{decided}, settled by {ticket.settled_by} without its conversation; nothing to do.")
         return 0
     if delivery.outcome is Outcome.STILL_PENDING:
-        print(f"error: ticket {ticket.id} is still pending; approve or reject it first.", file=sys.stderr)
+        print(f"error: {delivery.refusal.sentence(CLI)}", file=sys.stderr)
         return 1
-    fix = {
-        Outcome.UNREACHABLE: "It reaches the chat when the requester next writes there. If that can never "
-                             f"happen: python main.py settle {ticket.id} --approver NAME",
-        Outcome.CONVERSATION_MISSING: "The conversation was deleted (or started again without the call). Pay an "
-                                      "approved ticket (or close a rejected one) without it: "
-                                      f"python main.py settle {ticket.id} --approver NAME",
-        Outcome.BUSY: f"Another run is using the conversation; retry: python main.py deliver {ticket.id}",
-        Outcome.FAILED: f"Fix the cause, then deliver it: python main.py deliver {ticket.id}. If it can never "
-                        f"arrive: python main.py settle {ticket.id} --approver NAME",
-    }[delivery.outcome]
     print(f"\n{decided} (recorded in the ledger), but the decision has not reached the conversation:\n"
-          f"  why:    {delivery.detail}\n"
+          f"  why:    {printable(delivery.detail)}\n"
           f"  where:  {delivery.where}\n"
-          f"  next:   {fix}", file=sys.stderr)
+          f"  next:   {delivery.refusal.next_for(CLI)}", file=sys.stderr)
     return 3
 
 
@@ -237,7 +225,7 @@ async def decide(args: argparse.Namespace, out: Transcript) -> int:
         amount=getattr(args, "approved_amount", None),
     )
     status = report(delivery, out)
-    payouts = await services().ledger.payouts(ticket_id=delivery.ticket.id)
+    payouts = await services().ledger.payouts.find(ticket_id=delivery.ticket.id)
     print(f"Payouts for {delivery.ticket.id}: {len(payouts)}")
     send_notifications()
     return status
@@ -258,7 +246,7 @@ async def deliver_decision(args: argparse.Namespace, out: Transcript) -> int:
 
 async def settle(args: argparse.Namespace, out: Transcript) -> int:
     """Finish a decision that cannot reach its conversation: pay an approved ticket, close any other."""
-    ticket, payout = await services().ledger.settle(args.ticket, approver=args.approver)
+    ticket, payout = await services().ledger.deliveries.settle(args.ticket, approver=args.approver)
     done = f"paid {payout.amount_text} ({payout.id}) without the conversation" if payout else "closed"
     print(f"Ticket {ticket.id} ({ticket.status}) settled by {ticket.settled_by}: {done}.")
     return 0
@@ -267,18 +255,18 @@ async def settle(args: argparse.Namespace, out: Transcript) -> int:
 async def show(args: argparse.Namespace, out: Transcript) -> int:
     await catch_up()
     ledger = services().ledger
-    ticket = await ledger.get(args.ticket)
+    ticket = await ledger.tickets.get(args.ticket)
     print(printable(json.dumps(ticket.as_record(), indent=2)))
-    print(f"\nConversation: {ticket.user_id} / {ticket.session_id} in {describe(ticket.session_store)}")
+    print(f"\nConversation: {ticket.user_id} / {ticket.session_id} in {store_in_words(ticket.session_store)}")
     if ticket.status is not TicketStatus.PENDING:
         print(f"Delivered: {await delivered(ticket)}")
     print("\nHistory:")
-    for entry in await ledger.audit(ticket.id):
+    for entry in await ledger.tickets.audit(ticket.id):
         print(f"  {entry.at:%Y-%m-%d %H:%M:%S}  {entry.action:<11} by {printable(entry.actor)}"
               + (f": {printable(entry.detail)}" if entry.detail else ""))
-    for payout in await ledger.payouts(ticket_id=ticket.id):
+    for payout in await ledger.payouts.find(ticket_id=ticket.id):
         print(f"\nPaid: {payout.id} {payout.amount_text} at {payout.paid_at:%Y-%m-%d %H:%M:%S}")
-    notifications = await ledger.notifications(ticket.id)
+    notifications = await ledger.outbox.of_ticket(ticket.id)
     if notifications:
         print("\nNotifications (APPROVAL_WEBHOOK_URL):")
     for n in notifications:
@@ -291,7 +279,7 @@ async def delivered(ticket: Ticket) -> str:
     """Whether the decision reached its conversation; if not, when and why the last attempt failed."""
     if ticket.delivered_at:
         return f"{ticket.delivered_at:%Y-%m-%d %H:%M:%S}"
-    failed = (await services().ledger.delivery_failures([ticket.id])).get(ticket.id)
+    failed = (await services().ledger.deliveries.failures([ticket.id])).get(ticket.id)
     failure = printable(ticket.delivery_error or "")
     if failed and failure:
         failure = f"the last attempt failed at {failed:%Y-%m-%d %H:%M:%S}: {failure}"
@@ -359,31 +347,6 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     commands.add_parser("migrate", help="bring the database to this version's schema")
 
 
-def explain(error: LedgerError) -> str:
-    """A refusal, with the command that helps next."""
-    if isinstance(error, TicketNotFound):
-        return f"{error} List pending tickets with: python main.py inbox"
-    if isinstance(error, AlreadyDecided):
-        ticket = error.ticket
-        if ticket.delivered_at or ticket.settled_at:
-            return f"{error} See its history with: python main.py show {ticket.id}"
-        return f"{error} It has not reached its conversation yet; run: python main.py deliver {ticket.id}"
-    if isinstance(error, NotAllowed):
-        return f"{error} Another approver has to decide it."
-    if isinstance(error, AlreadyApprovedByYou):
-        return f"{error} Another approver runs: python main.py approve {error.ticket.id} --approver NAME"
-    if isinstance(error, NotAnApprover):
-        return f"{error} Run the command with one of those names: --approver NAME."
-    if isinstance(error, NotRequester):
-        return f"{error} An approver can reject it instead."
-    if isinstance(error, NotSettleable):
-        return f"{error} See: python main.py show {error.ticket.id}"
-    if isinstance(error, DatabaseFileGone):
-        return (f"{error} Put the file back from a backup if you have one, then run the command again "
-                "(and restart a server using it).")
-    return str(error)
-
-
 HANDLERS = {"request": request, "inbox": inbox, "approve": decide, "reject": decide, "cancel": withdraw,
             "deliver": deliver_decision, "settle": settle, "show": show, "migrate": migrate}
 
@@ -400,11 +363,8 @@ def run(args: argparse.Namespace, command: Callable[[argparse.Namespace, Transcr
 
     try:
         return asyncio.run(closing())
-    except LedgerError as error:
-        print(f"error: {explain(error)}", file=sys.stderr)
-        return 1
-    except (SettingsError, InputError, SchemaError) as error:
-        print(f"error: {error}", file=sys.stderr)
+    except Refusal as refusal:  # what the ledger, an input rule, the schema or a setting refuses (refusals.py)
+        print(f"error: {refusal.sentence(CLI)}", file=sys.stderr)
         return 1
     except (OSError, SQLAlchemyError) as error:  # the database cannot be reached or used
         if args.verbose:

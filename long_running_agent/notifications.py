@@ -103,7 +103,7 @@ async def send_due(ledger: Ledger, settings: Settings, client: httpx.AsyncClient
                 if claiming and free > 0:
                     # Every attempt ends while the claim is still ours: no other sender can take the row meanwhile.
                     ends = min(round_ends, loop.time() + LEASE.total_seconds())
-                    for batch in _by_ticket(await ledger.claim_due(HOLDER, limit=free)):
+                    for batch in _by_ticket(await ledger.outbox.claim_due(HOLDER, limit=free)):
                         held[asyncio.create_task(post.in_order(batch, ends))] = len(batch)
                     claiming = drain
                 if not held:
@@ -136,9 +136,9 @@ def send_soon() -> None:
     Never delays the caller (a tool), and never fails it: a notification
     that is not sent now waits in the outbox for the next sender.
     """
-    app = services()
-    if app.settings.webhook_url is not None:
-        app.in_background(_send_quietly(app.ledger, app.settings))
+    parts = services()
+    if parts.settings.webhook_url is not None:
+        parts.in_background(_send_quietly(parts.ledger, parts.settings))
 
 
 async def _send_quietly(ledger: Ledger, settings: Settings) -> None:
@@ -177,7 +177,7 @@ class _Poster:
             attempt = await self.send(notification, allowed) if allowed > 0 else None
             if attempt is None:
                 for left in batch[number:]:
-                    await self.ledger.release_claim(left.id, HOLDER)
+                    await self.ledger.outbox.release_claim(left.id, HOLDER)
                 break
             attempts.append(attempt)
         return attempts
@@ -200,7 +200,7 @@ class _Poster:
             async with asyncio.timeout(allowed):
                 response = await self.http.post(self.url, content=body, headers=headers)
             if response.is_success:
-                await self.ledger.mark_sent(notification.id, HOLDER)
+                await self.ledger.outbox.mark_sent(notification.id, HOLDER)
                 return Attempt(notification, sent=True)
             error = f"HTTP {response.status_code} from the receiver: {response.text[:200]}"
         except TimeoutError:
@@ -209,7 +209,7 @@ class _Poster:
             error = f"no complete answer within {self.deadline:g} s (APPROVAL_WEBHOOK_TIMEOUT_SECONDS)"
         except httpx.HTTPError as failure:
             error = f"{type(failure).__name__}: {failure}" if str(failure) else type(failure).__name__
-        updated = await self.ledger.mark_failed_attempt(notification, HOLDER, error)
+        updated = await self.ledger.outbox.mark_failed_attempt(notification, HOLDER, error)
         if updated.failed_at:
             logger.warning("Gave up on notification %s (%s) after %s attempts: %s",
                            notification.id, notification.event, updated.attempts, error)

@@ -5,6 +5,11 @@ benchmarks all take what they need from `services()`, so switching the
 database, the model or the clock is one call (`use_settings`, `use_clock`,
 `use_app`), never an edit of `os.environ`.
 
+This module sits below the agent: it never imports it. The entry points that
+run the agent (main.py, `make web`) hand it the agent's app factory
+(`use_app_factory(build_app)`); plain `adk web` loads the app itself, and what
+runs inside it delivers with the app that is running (approval/courier.py).
+
 Async database engines belong to the event loop that made them, so each loop
 (a CLI command, a server, a test) gets its own `Services`, with one engine per
 database for the ledger and ADK's session store alike; `close_services()`
@@ -17,9 +22,10 @@ import asyncio
 import weakref
 from collections.abc import Callable, Coroutine
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from google.adk.apps import App
+from google.adk.models import BaseLlm
 from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService, DatabaseSessionService
 from sqlalchemy.engine import make_url
@@ -28,9 +34,27 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from .ledger import Ledger, utc_now
 from .ledger.engine import create_engine
 from .ledger.migrate import startup_lock
+from .ledger.policy import Policy
+from .model.choice import choose_model
 from .settings import Settings, settings
 
 Clock = Callable[[], datetime]
+
+
+def session_service(url: str) -> DatabaseSessionService:
+    """ADK's session store on an engine of its own for `url`, tuned as the ledger's (ledger/engine.py).
+
+    A process shares one engine per database between the ledger and its
+    session store (`Services`); an engine of its own is for something that
+    stands in for another process (tests, benchmark replicas).
+    """
+    return DatabaseSessionService(db_engine=create_engine(url))
+
+
+class AppFactory(Protocol):
+    """What builds the app every surface runs (agent.py's `build_app`), on a given model."""
+
+    def __call__(self, *, model: str | BaseLlm | None = None) -> App: ...
 
 
 class Services:
@@ -43,11 +67,13 @@ class Services:
     that way, 180 s on one engine: benchmarks/README.md).
     """
 
-    def __init__(self, settings: Settings, clock: Clock, app: App | None) -> None:
+    def __init__(
+        self, settings: Settings, clock: Clock, app: App | None = None, app_factory: AppFactory | None = None
+    ) -> None:
         self.settings = settings
         self.clock = clock
-        self.configured_app = app
         self._app = app
+        self._app_factory = app_factory
         self._engines: dict[str, AsyncEngine] = {}
         self._ledger: Ledger | None = None
         self._sessions: BaseSessionService | None = None
@@ -61,7 +87,7 @@ class Services:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def settle(self) -> None:
+    async def wait_for_background(self) -> None:
         """Wait for the background work started so far."""
         await asyncio.gather(*self._background, return_exceptions=True)
 
@@ -81,19 +107,27 @@ class Services:
         """The ledger in the app's own database."""
         if self._ledger is None:
             url = self.settings.database_url
-            self._ledger = Ledger(url, clock=self.clock, auto_migrate=self.settings.auto_migrate,
-                                  engine=self.engine_at(url), outbox=self.settings.webhook_url is not None,
-                                  approvers=self.approvers)
+            self._ledger = self._ledger_on(url, auto_migrate=self.settings.auto_migrate)
         return self._ledger
+
+    def _ledger_on(self, url: str, *, auto_migrate: bool = True) -> Ledger:
+        config = self.settings
+        policy = Policy(
+            approval_threshold=config.approval_threshold, max_amount=config.max_amount,
+            daily_auto_approval_limit=config.daily_auto_approval_limit,
+            dual_approval_above=config.dual_approval_above, approval_ttl=config.approval_ttl,
+        )
+        return Ledger(url, clock=self.clock, auto_migrate=auto_migrate, engine=self.engine_at(url),
+                      outbox=config.webhook_url is not None, approvers=self.approvers, policy=policy)
 
     @property
     def app(self) -> App:
-        """The agent app that runs here: the shipped one, with the model the settings choose."""
+        """The agent app that runs here: the factory's, on the model the settings choose."""
         if self._app is None:
-            from .agent import build_app
-            from .model.choice import choose_model
-
-            self._app = build_app(model=choose_model(self.settings.model).name)
+            if self._app_factory is None:
+                raise RuntimeError("No agent app to run: the entry point hands it over with "
+                                   "use_app_factory(build_app) (long_running_agent/agent.py).")
+            self._app = self._app_factory(model=choose_model(self.settings.model).name)
         return self._app
 
     @property
@@ -131,10 +165,7 @@ class Services:
         if database_url == self.settings.database_url:
             return self.ledger
         if database_url not in self._ledgers:
-            self._ledgers[database_url] = Ledger(
-                database_url, clock=self.clock, engine=self.engine_at(database_url),
-                outbox=self.settings.webhook_url is not None, approvers=self.approvers,
-            )
+            self._ledgers[database_url] = self._ledger_on(database_url)
         return self._ledgers[database_url]
 
     async def prepare(self) -> tuple[str | None, str]:
@@ -156,7 +187,7 @@ class Services:
 
     async def close(self) -> None:
         """Finish the background work, then dispose each engine once (ledgers and session stores share them)."""
-        await self.settle()
+        await self.wait_for_background()
         engines = {id(engine): engine for engine in self._engines.values()}
         # A session store handed over on another database brought its own engine.
         handed = getattr(self._sessions, "db_engine", None)
@@ -168,9 +199,10 @@ class Services:
 
 _clock: Clock = utc_now
 _app: App | None = None
-# Per loop, by the identities of (settings, clock, app); each Services holds
-# them, so an id cannot be reused while its entry exists.
-_built: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[int, int, int], Services]] = (
+_app_factory: AppFactory | None = None
+# Per loop, by the identities of (settings, clock, app, factory); each Services
+# holds them, so an id cannot be reused while its entry exists.
+_built: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[int, ...], Services]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -179,10 +211,16 @@ def services() -> Services:
     """The running loop's services, for the current settings, clock and app."""
     built = _built.setdefault(asyncio.get_running_loop(), {})
     current = settings()
-    key = (id(current), id(_clock), id(_app))
+    key = (id(current), id(_clock), id(_app), id(_app_factory))
     if key not in built:
-        built[key] = Services(current, _clock, _app)
+        built[key] = Services(current, _clock, _app, _app_factory)
     return built[key]
+
+
+def use_app_factory(factory: AppFactory | None) -> None:
+    """Build the app to run with `factory` (agent.py's `build_app`): what the entry points hand over."""
+    global _app_factory
+    _app_factory = factory
 
 
 def use_clock(clock: Clock | None) -> None:

@@ -20,16 +20,14 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from .refusals import SettingsError
+
 # The project folder (the one holding this package), so that `python main.py`,
 # `make web` and plain `adk web` started from anywhere share one ledger.
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_DATABASE_URL = f"sqlite+aiosqlite:///{PROJECT_DIR / '.data' / 'expenses.db'}"
 MIN_TOKEN = 8
 MIN_SECRET = 16
-
-
-class SettingsError(ValueError):
-    """A setting in the environment has a value the app cannot use."""
 
 
 @dataclass(frozen=True)

@@ -2,24 +2,22 @@
 
 `ask_for_approval` opens a ticket in the ledger and returns at once with
 status "pending"; the decision arrives later as a FunctionResponse with the
-same call id and name. The model may call it several times in one turn, one
-ticket per expense; each is decided and delivered on its own.
+same call id and name (main.py). The model may call it several times in one
+turn, one ticket per expense; each is decided and delivered on its own.
 
 `reimburse` asks the ledger, not the conversation, whether money may be paid:
 above the threshold only an approved, unpaid ticket for the same purpose and
-amount pays out, and it pays what the approver approved (which may be less
-than was asked), never more. Within the threshold the ledger's daily rules
-apply (split purchases): a requester's payouts without approval are capped
-per UTC day, and the same purpose twice in a day needs an approver;
-`reimburse` then answers "needs_approval", and `ask_for_approval` accepts
-that small amount.
+amount pays, what the approver approved and never more; within it, the daily
+rules apply, and an amount they send to an approver is answered
+"needs_approval", which `ask_for_approval` then accepts.
 
 `cancel_request` lets the requester withdraw a pending ticket from the chat.
 
-The docstrings are what the model reads, in every request of every turn, so
-they say only what the model needs; the responses likewise carry only what
-the model acts on (the purpose and amount are in its own call). Everything
-else is in the ledger (`python main.py show T-...`).
+Each tool makes one call to the ledger, which applies the policy
+(ledger/ledger.py, ledger/policy.py); a refusal comes back as the tool's
+answer, in the words every surface shares (refusals.py). The docstrings are
+what the model reads, in every request of every turn, so they say only what
+the model needs; the responses likewise carry only what the model acts on.
 """
 
 from __future__ import annotations
@@ -28,157 +26,46 @@ from typing import Any
 
 from google.adk.tools import ToolContext
 
-from .approval.conversations import locate
-from .ledger import DAILY_LIMIT, Conversation, LedgerError, NeedsApproval, Ticket
-from .ledger.inputs import InputError, is_canonical_name
-from .ledger.policy import (
-    PolicyError,
-    from_cents,
-    needs_approval,
-    parse_request,
-    purpose_key,
-    requester_of,
-    to_cents,
-)
+from .approval.conversations import tool_call
+from .approval.courier import answer_withdrawal
+from .approval.guard import delivering_now
+from .approval.notes import tool_error
+from .names import TicketStatus
 from .notifications import send_soon
+from .refusals import Refusal
 from .services import services
-from .settings import Settings
-
-# The names the guard, the ledger and the offline model know the tools by.
-APPROVAL_TOOL = "ask_for_approval"
-REIMBURSE_TOOL = "reimburse"
-CANCEL_TOOL = "cancel_request"
-
-
-def _dollars(cents: int) -> str:
-    return f"${from_cents(cents):,}"
-
-
-def explain(refusal: NeedsApproval) -> str:
-    """Why a small payout needs an approver, in words for the requester."""
-    amount = _dollars(refusal.amount_cents)
-    if refusal.reason == DAILY_LIMIT and refusal.paid_today_cents:
-        return (f"You have been reimbursed {_dollars(refusal.paid_today_cents)} today (UTC) without "
-                f"approval; the daily limit for that is {_dollars(refusal.limit_cents)}, so this "
-                f"{amount} needs an approver.")
-    if refusal.reason == DAILY_LIMIT:
-        return (f"The daily limit for reimbursements without approval is {_dollars(refusal.limit_cents)}, "
-                f"so this {amount} needs an approver.")
-    earlier = f"{refusal.earlier.amount_text} for {refusal.earlier.purpose}" if refusal.earlier else "that"
-    return (f"You were already reimbursed {earlier} today (UTC) without approval, so another "
-            f"reimbursement for the same purpose needs an approver.")
-
-
-def explain_combined(ticket: Ticket, others: list[Ticket], settings: Settings) -> str:
-    """Why a ticket within DUAL_APPROVAL_ABOVE still needs two approvers, in words for the requester."""
-    listed = ", ".join(f"{t.id} ({t.amount_text} for {t.purpose})" for t in others) or "your other requests"
-    return (f"Together with {listed}, asked today or in the same message, this comes to "
-            f"{ticket.combined_text}, above the ${settings.dual_approval_above:,} one approver may approve, "
-            "so two approvers must approve it.")
-
-
-def _daily_rules(user_id: str, purpose: str, settings: Settings) -> dict[str, Any]:
-    return {
-        "requester": requester_of(user_id),
-        "purpose_key": purpose_key(purpose),
-        "daily_limit_cents": to_cents(settings.daily_auto_approval_limit),
-    }
 
 
 async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContext) -> dict[str, Any]:
     """Open a ticket for an approver, one per expense."""
-    app = services()
-    settings, ledger = app.settings, app.ledger
+    call = await tool_call(tool_context)  # the call's id, its conversation, and the store that keeps it
     try:
-        clean_purpose, clean_amount = parse_request(purpose, amount, settings)
-    except PolicyError as error:
-        return {"status": "error", "error": str(error)}
-    session = tool_context.session
-    if not is_canonical_name(session.user_id):
-        return {"status": "error", "error": "This conversation's user id is not a plain lower-case name; "
-                "approvals need one, so that the requester cannot be mistaken for an approver."}
-    why = note = None
-    if not needs_approval(clean_amount, settings):
-        refusal = await ledger.auto_approval_refusal(
-            amount_cents=to_cents(clean_amount), **_daily_rules(session.user_id, clean_purpose, settings)
-        )
-        if refusal is None:
-            return {
-                "status": "error",
-                "error": f"${clean_amount:,} is within the ${settings.approval_threshold:,} limit "
-                "and needs no approval; call reimburse directly.",
-            }
-        why, note = explain(refusal), refusal.why
-    store = await locate(
-        tool_context.get_invocation_context().session_service,
-        app_name=session.app_name, app_database_url=settings.database_url,
-    )
-    ticket = await ledger.open_ticket(
-        app_name=session.app_name,
-        user_id=session.user_id,
-        session_id=session.id,
-        call_id=tool_context.function_call_id or "",
-        call_name=APPROVAL_TOOL,
-        purpose=clean_purpose,
-        amount_cents=to_cents(clean_amount),
-        ttl=settings.approval_ttl,
-        session_store=store,
-        note=note,
-        # The two-person rule: above DUAL_APPROVAL_ABOVE, alone or added to the same
-        # purpose's requests today and to this message's other requests.
-        message_id=tool_context.invocation_id,
-        dual_above_cents=to_cents(settings.dual_approval_above),
-    )
-    if ticket.combined_cents is not None:
-        why = explain_combined(ticket, await ledger.requests_combined_with(ticket), settings)
+        requested = await services().ledger.request_approval(call, purpose=purpose, amount=amount)
+    except Refusal as refusal:
+        return tool_error(refusal)
     send_soon()  # approvers hear of it now, if a webhook is set (notifications.py)
-    return ticket.as_response() | ({"why": why} if why else {})
+    # Returned at once: the call stays pending until the decision answers it with the same id.
+    return requested.as_response()  # {"status": "pending", "ticket_id": "T-..."}
 
 
 async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> dict[str, Any]:
     """Pay an expense in US dollars."""
-    # Local: the guard imports this module's tool names.
-    from .approval.guard import delivering_now
-
-    app = services()
-    settings, ledger = app.settings, app.ledger
+    call = await tool_call(tool_context)
     try:
-        clean_purpose, clean_amount = parse_request(purpose, amount, settings)
-    except PolicyError as error:
-        return {"status": "error", "error": str(error)}
-    session = tool_context.session
-    conversation = Conversation(session.app_name, session.user_id, session.id)
-    call_id = tool_context.function_call_id or ""
-    try:
-        if needs_approval(clean_amount, settings):
-            payout, already_paid = await ledger.pay_approved(
-                conversation=conversation, call_id=call_id,
-                purpose=clean_purpose, amount_cents=to_cents(clean_amount), prefer=delivering_now(),
-            )
-        else:
-            payout, already_paid = await ledger.pay_small(
-                conversation=conversation, call_id=call_id,
-                purpose=clean_purpose, amount_cents=to_cents(clean_amount),
-                **_daily_rules(session.user_id, clean_purpose, settings),
-            )
-    except NeedsApproval as refusal:
-        return {"status": "needs_approval", "reason": refusal.reason, "message": explain(refusal),
-                "next": "call ask_for_approval with this purpose and amount"}
-    except LedgerError as error:
-        return {"status": "error", "error": str(error)}
+        # Whatever the conversation says: the ledger pays an approved ticket, or a small amount, once.
+        payout, already_paid = await services().ledger.reimburse(
+            call, purpose=purpose, amount=amount, prefer=delivering_now())
+    except Refusal as refusal:
+        return tool_error(refusal)
     return payout.as_response(already_paid=already_paid)
 
 
 async def cancel_request(ticket_id: str, tool_context: ToolContext) -> dict[str, Any]:
     """Withdraw the user's pending ticket when they ask to."""
-    # Local: approval.delivery runs the agent, which imports this module.
-    from .approval.delivery import answer_withdrawal
-
-    session = tool_context.session
     try:
-        ticket = await services().ledger.cancel(str(ticket_id).strip(), requester=session.user_id)
-    except (LedgerError, InputError) as error:
-        return {"status": "error", "error": str(error)}
-    await answer_withdrawal(ticket, tool_context.get_invocation_context())
+        ticket = await services().ledger.tickets.cancel(str(ticket_id).strip(), requester=tool_context.session.user_id)
+    except Refusal as refusal:
+        return tool_error(refusal)
+    await answer_withdrawal(ticket, tool_context.get_invocation_context())  # the pending call is answered
     send_soon()
-    return {"status": "cancelled", "ticket_id": ticket.id}
+    return {"status": TicketStatus.CANCELLED.value, "ticket_id": ticket.id}

@@ -87,7 +87,7 @@ async def test_the_offline_model_answers_a_huge_amount_and_opens_nothing(sqlite_
     events = await chat.say(message)
 
     assert says in event_texts(events)[-1]
-    assert await ledger_at(sqlite_url).list_tickets() == [] and await ledger_at(sqlite_url).payouts() == []
+    assert await ledger_at(sqlite_url).tickets.with_status() == [] and await ledger_at(sqlite_url).payouts.find() == []
     assert responses(await chat.say("Reimburse $20 for a coffee"), "reimburse")[0]["status"] == "paid"
 
 
@@ -104,7 +104,7 @@ async def test_a_tool_given_a_huge_or_malformed_amount_answers_an_error(sqlite_u
 
     [answer] = responses(events, tool)
     assert answer["status"] == "error" and len(calls(events, tool)) == 1
-    assert await ledger_at(sqlite_url).list_tickets() == [] and await ledger_at(sqlite_url).payouts() == []
+    assert await ledger_at(sqlite_url).tickets.with_status() == [] and await ledger_at(sqlite_url).payouts.find() == []
 
 
 # --- the CLI --------------------------------------------------------------------------

@@ -319,9 +319,9 @@ async def test_an_approver_pages_through_pending_tickets_with_the_total(context,
     await inbox.locator("#pending-next").click()
     await expect(inbox.locator("#pending-range")).to_have_text(f"Showing 3–4 of {total:,}")
     ledger = ledger_at(server.database_url)
-    for ticket in (await ledger.list_tickets(limit=200))[2:]:
-        await ledger.decide(ticket.id, approver="carol", approve=False, reason="withdrawn")
-        await ledger.mark_delivered(ticket.id, actor="carol")
+    for ticket in (await ledger.tickets.with_status(limit=200))[2:]:
+        await ledger.tickets.decide(ticket.id, approver="carol", approve=False, reason="withdrawn")
+        await ledger.deliveries.mark_delivered(ticket.id, actor="carol")
     await inbox.locator("#refresh").click()
     await expect(inbox.locator("#pending-range")).to_have_text("Showing 1–2 of 2")
     assert await rows(inbox, "pending") == [t["id"] for t in first["pending"]]

@@ -43,7 +43,7 @@ def test_demo_run_twice_a_day_completes_and_the_repeated_taxi_waits_for_an_appro
 
 async def _payouts_without_ticket(url: str) -> list:
     try:
-        return [p for p in await ledger_at(url).payouts() if p.ticket_id is None]
+        return [p for p in await ledger_at(url).payouts.find() if p.ticket_id is None]
     finally:
         await close_services()
 
@@ -85,7 +85,7 @@ def test_request_then_approve_in_another_process_pays_once(db_url):
 
 async def _payouts(url: str, ticket_id: str):
     try:
-        return await ledger_at(url).payouts(ticket_id=ticket_id)
+        return await ledger_at(url).payouts.find(ticket_id=ticket_id)
     finally:
         await close_services()
 
@@ -128,7 +128,7 @@ def test_a_decision_whose_process_died_is_delivered_by_resume(sqlite_url):
     ticket_id = request_ticket(sqlite_url)
 
     async def decide_only() -> None:
-        await ledger_at(sqlite_url).decide(ticket_id, approver="bob", approve=True)
+        await ledger_at(sqlite_url).tickets.decide(ticket_id, approver="bob", approve=True)
         await close_services()
 
     asyncio.run(decide_only())  # recorded, but nothing resumed the conversation
@@ -187,9 +187,9 @@ def test_a_decision_whose_conversation_was_deleted_is_settled_by_an_approver(sql
     ticket_id = request_ticket(sqlite_url)
 
     async def delete_conversation() -> None:
-        app = services()
-        ticket = await app.ledger.get(ticket_id)
-        await app.sessions.delete_session(app_name=ticket.app_name, user_id=ticket.user_id,
+        parts = services()
+        ticket = await parts.ledger.tickets.get(ticket_id)
+        await parts.sessions.delete_session(app_name=ticket.app_name, user_id=ticket.user_id,
                                           session_id=ticket.session_id)
         await close_services()
 

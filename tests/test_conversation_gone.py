@@ -16,7 +16,7 @@ from support.conversation import pending_request
 from support.models import ledger_at
 from support.tickets import APP
 
-from long_running_agent.approval.delivery import Outcome, decide_and_deliver, deliver
+from long_running_agent.approval.courier import Outcome, decide_and_deliver, deliver
 from long_running_agent.ledger import TicketStatus
 
 
@@ -37,20 +37,20 @@ async def test_a_conversation_started_again_under_the_same_id_is_recorded_missin
 
     assert (approved.outcome, again.outcome) == (Outcome.CONVERSATION_MISSING, Outcome.CONVERSATION_MISSING)
     assert ticket_id in approved.detail or approved.ticket.call_id in approved.detail
-    ticket = await ledger.get(ticket_id)
+    ticket = await ledger.tickets.get(ticket_id)
     assert ticket.status is TicketStatus.APPROVED and ticket.delivery_error and ticket.delivered_at is None
-    recorded = failures(await ledger.audit(ticket_id))
+    recorded = failures(await ledger.tickets.audit(ticket_id))
     assert [entry.actor for entry in recorded] == ["bob", "carol"]
-    assert (await ledger.delivery_failures([ticket_id]))[ticket_id] == recorded[-1].at
+    assert (await ledger.deliveries.failures([ticket_id]))[ticket_id] == recorded[-1].at
     # Nothing was written to the new conversation, and nothing was paid.
     session = await store.get_session(app_name=chat.runner.app_name, user_id="alice", session_id=chat.session_id)
     assert session is not None and session.events == []
-    assert await ledger.payouts(ticket_id=ticket_id) == []
+    assert await ledger.payouts.find(ticket_id=ticket_id) == []
 
-    settled, payout = await ledger.settle(ticket_id, approver="carol")
+    settled, payout = await ledger.deliveries.settle(ticket_id, approver="carol")
 
     assert settled.settled_by == "carol" and payout is not None
-    assert [(p.id, p.amount_cents) for p in await ledger.payouts(ticket_id=ticket_id)] == [(payout.id, 25_000)]
+    assert [(p.id, p.amount_cents) for p in await ledger.payouts.find(ticket_id=ticket_id)] == [(payout.id, 25_000)]
 
 
 @pytest.mark.parametrize("store", ["corrupt-file", "refused-database", "unknown-driver"])
@@ -65,7 +65,7 @@ async def test_a_session_store_that_cannot_be_read_is_recorded_and_the_ticket_se
     }[store]
     (tmp_path / "session.db").write_bytes(b"not a database " * 100)
     ledger = ledger_at(sqlite_url)
-    ticket = await ledger.open_ticket(
+    ticket = await ledger.tickets.open(
         app_name=APP, user_id="dave", session_id="elsewhere-store", call_id="adk-1",
         call_name="ask_for_approval", purpose="team lunch", amount_cents=25_000, ttl=timedelta(days=3),
         session_store=locator,
@@ -74,8 +74,8 @@ async def test_a_session_store_that_cannot_be_read_is_recorded_and_the_ticket_se
     delivery = await decide_and_deliver(ticket.id, approver="bob", approve=True)
 
     assert delivery.outcome in (Outcome.FAILED, Outcome.UNREACHABLE) and delivery.detail
-    recorded = await ledger.get(ticket.id)
+    recorded = await ledger.tickets.get(ticket.id)
     assert recorded.delivery_error and recorded.delivered_at is None
-    assert [entry.actor for entry in failures(await ledger.audit(ticket.id))] == ["bob"]
-    _settled, payout = await ledger.settle(ticket.id, approver="carol")
+    assert [entry.actor for entry in failures(await ledger.tickets.audit(ticket.id))] == ["bob"]
+    _settled, payout = await ledger.deliveries.settle(ticket.id, approver="carol")
     assert payout is not None and payout.amount_cents == 25_000

@@ -28,7 +28,7 @@ STALLED_DELIVERY = textwrap.dedent("""
     import asyncio, sys
     from google.adk.models import BaseLlm
     from long_running_agent.agent import build_app
-    from long_running_agent.approval.delivery import deliver
+    from long_running_agent.approval.courier import deliver
 
     class Stalled(BaseLlm):
         model: str = "stalled"
@@ -51,7 +51,7 @@ async def lock_state(url: str, conversation: Conversation):
 def test_resume_right_after_a_killed_delivery_delivers_once(db_url, tmp_path):
     async def prepare():
         chat, _call, ticket_id = await pending_request(db_url)
-        await ledger_at(db_url).decide(ticket_id, approver="bob", approve=True)
+        await ledger_at(db_url).tickets.decide(ticket_id, approver="bob", approve=True)
         await close_services()
         return Conversation("long_running_agent", "alice", chat.session_id), ticket_id
 

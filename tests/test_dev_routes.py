@@ -18,7 +18,7 @@ from support.http import assert_error, run_body, user_text
 from support.servers import APP, in_process
 
 from long_running_agent.settings import settings
-from long_running_agent.web import create_app
+from long_running_agent.web import create_server
 from long_running_agent.web.gate import Gate
 
 PACKAGE = Path(__file__).resolve().parent.parent / "long_running_agent"
@@ -92,7 +92,7 @@ async def test_behind_a_proxy_no_dev_route_shows_mallory_alices_conversation(con
 
 async def test_behind_a_proxy_only_the_listed_dev_routes_are_served(configure):
     configure(trusted_user_header=HEADER)
-    dev_routes = [(route.path, method) for route in create_app(settings()).routes
+    dev_routes = [(route.path, method) for route in create_server(settings()).routes
                   if isinstance(route, APIRoute) and route.path.startswith("/dev/") for method in route.methods]
     assert len(dev_routes) > 30  # ADK 2.13 has 39:'s builder, debug, eval, graph, test and deploy routes
     async with in_process() as client:
@@ -112,7 +112,7 @@ async def test_behind_a_proxy_only_the_listed_dev_routes_are_served(configure):
 
 async def test_every_other_route_with_a_user_id_is_held_to_the_callers_own(configure):
     configure(trusted_user_header=HEADER)
-    user_routes = [(route.path, method) for route in create_app(settings()).routes
+    user_routes = [(route.path, method) for route in create_server(settings()).routes
                    if isinstance(route, APIRoute) and "{user_id}" in route.path and not route.path.startswith("/dev/")
                    for method in route.methods]
     assert len(user_routes) >= 14  # sessions, artifacts, memory

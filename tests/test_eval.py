@@ -37,15 +37,15 @@ async def test_eval_set_passes_offline_and_its_resumes_go_through_the_ledger(con
     await evaluate()
 
     ledger = services().ledger
-    paid = {(p.purpose, p.amount_cents): p for p in await ledger.payouts()}
+    paid = {(p.purpose, p.amount_cents): p for p in await ledger.payouts.find()}
     assert set(paid) == {("taxi", 4_500), ("team lunch", 25_000)}
-    [approved] = await ledger.list_tickets(TicketStatus.APPROVED)
+    [approved] = await ledger.tickets.with_status(TicketStatus.APPROVED)
     assert paid[("team lunch", 25_000)].ticket_id == approved.id
     assert approved.decided_by == "alice (chat, DEV_CHAT_APPROVAL)" and approved.delivered_at
-    [rejected] = await ledger.list_tickets(TicketStatus.REJECTED)
+    [rejected] = await ledger.tickets.with_status(TicketStatus.REJECTED)
     assert (rejected.purpose, rejected.amount_cents) == ("client dinner", 18_000) and rejected.delivered_at
     # The case that stops at the request leaves its ticket waiting.
-    [pending] = await ledger.list_tickets(TicketStatus.PENDING)
+    [pending] = await ledger.tickets.with_status(TicketStatus.PENDING)
     assert (pending.purpose, pending.amount_cents) == ("team lunch", 25_000)
 
 
@@ -72,7 +72,7 @@ async def test_eval_set_fails_when_the_model_pays_without_asking(configure, monk
         await evaluate()
 
     # The ledger refused the large amounts all the same: only the taxi was paid.
-    assert [(p.purpose, p.amount_cents) for p in await services().ledger.payouts()] == [("taxi", 4_500)]
+    assert [(p.purpose, p.amount_cents) for p in await services().ledger.payouts.find()] == [("taxi", 4_500)]
 
 
 def test_eval_refuses_to_run_without_chat_approval_or_on_the_apps_ledger(configure):

@@ -21,7 +21,7 @@ from support.models import ledger_at
 from support.processes import request_ticket, run
 from support.servers import APP, web_server
 
-from long_running_agent.approval.delivery import Outcome, deliver_due
+from long_running_agent.approval.courier import Outcome, deliver_due
 from long_running_agent.ledger import TicketStatus
 from long_running_agent.ledger.schema import TicketRow
 from long_running_agent.services import close_services
@@ -29,7 +29,7 @@ from long_running_agent.services import close_services
 
 async def make_overdue(url: str, ticket_id: str) -> None:
     ledger = ledger_at(url)
-    async with await ledger.db() as db, db.begin():
+    async with await ledger.database.session() as db, db.begin():
         await db.execute(update(TicketRow).where(TicketRow.id == ticket_id)
                          .values(expires_at=ledger.now() - timedelta(minutes=1)))
 
@@ -40,10 +40,10 @@ async def test_the_requesters_next_message_delivers_an_expiry_first(db_url):
 
     reply = await chat.say("any news?")
 
-    ticket = await ledger_at(db_url).get(pending["ticket_id"])
+    ticket = await ledger_at(db_url).tickets.get(pending["ticket_id"])
     assert ticket.status == TicketStatus.EXPIRED and ticket.delivered_at is not None
     assert "expired" in event_texts(reply)[-1]
-    actions = [e.action for e in await ledger_at(db_url).audit(ticket.id)]
+    actions = [e.action for e in await ledger_at(db_url).tickets.audit(ticket.id)]
     assert actions == ["requested", "expired", "delivered"]
 
 
@@ -53,16 +53,16 @@ async def test_the_sweep_delivers_expiries_and_stalled_decisions_but_not_fresh_o
     ledger = ledger_at(sqlite_url)
     await make_overdue(sqlite_url, overdue["ticket_id"])
     # Just decided: its approver's own delivery is presumably under way.
-    await ledger.decide(fresh["ticket_id"], approver="bob", approve=True)
+    await ledger.tickets.decide(fresh["ticket_id"], approver="bob", approve=True)
 
     deliveries = await deliver_due(actor="sweep")
 
     assert [(d.ticket.id, d.outcome) for d in deliveries] == [(overdue["ticket_id"], Outcome.DELIVERED)]
-    assert (await ledger.get(fresh["ticket_id"])).delivered_at is None
+    assert (await ledger.tickets.get(fresh["ticket_id"])).delivered_at is None
     # Later, a decision whose delivery never happened (its process died) is delivered too.
     later = await deliver_due(actor="sweep", grace=timedelta(0))
     assert [(d.ticket.id, d.outcome) for d in later] == [(fresh["ticket_id"], Outcome.DELIVERED)]
-    assert len(await ledger.payouts(ticket_id=fresh["ticket_id"])) == 1
+    assert len(await ledger.payouts.find(ticket_id=fresh["ticket_id"])) == 1
     assert await deliver_due(actor="sweep", grace=timedelta(0)) == []
 
 

@@ -8,8 +8,8 @@ import pytest
 from support.conversation import Conversation, calls, event_texts, pending_calls, request_large, responses
 from support.models import RecordedOfflineModel, ledger_at, make_runner
 
-from long_running_agent.approval.delivery import Outcome, decide_and_deliver
-from long_running_agent.approval.guard import REFUSAL_PREFIX
+from long_running_agent.approval.courier import Outcome, decide_and_deliver
+from long_running_agent.approval.notes import REFUSAL_PREFIX
 from long_running_agent.ledger import TicketExpired, TicketStatus
 
 
@@ -23,9 +23,9 @@ async def test_large_amount_waits_for_approval_then_pays_once(db_url):
     assert pending["status"] == "pending" and pending["ticket_id"].startswith("T-")
     assert calls(events, "reimburse") == []
     assert pending["ticket_id"] in event_texts(events)[-1]
-    assert await ledger.payouts(session_id=chat.session_id) == []
+    assert await ledger.payouts.find(session_id=chat.session_id) == []
 
-    decision = await ledger.decide(pending["ticket_id"], approver="bob", approve=True)
+    decision = await ledger.tickets.decide(pending["ticket_id"], approver="bob", approve=True)
     calls_before = len(model.requests)
     resumed = await chat.answer(call, decision.as_response())
 
@@ -33,7 +33,7 @@ async def test_large_amount_waits_for_approval_then_pays_once(db_url):
     assert reimburse.args == {"purpose": "team lunch", "amount": 250.0}
     [paid] = responses(resumed, "reimburse")
     assert paid["status"] == "paid" and paid["ticket_id"] == pending["ticket_id"]
-    [payout] = await ledger.payouts(session_id=chat.session_id)
+    [payout] = await ledger.payouts.find(session_id=chat.session_id)
     assert (payout.ticket_id, payout.amount_cents) == (pending["ticket_id"], 25000)
     # Request -> call + acknowledgement; resume -> reimburse + confirmation.
     assert calls_before == 2 and len(model.requests) == 4
@@ -48,7 +48,7 @@ async def test_duplicate_approval_pays_once_and_calls_no_model(db_url):
     model = RecordedOfflineModel()
     runner, chat, _events, call, pending = await request_large(db_url, model)
     ledger = ledger_at(db_url)
-    decision = await ledger.decide(pending["ticket_id"], approver="bob", approve=True)
+    decision = await ledger.tickets.decide(pending["ticket_id"], approver="bob", approve=True)
     await chat.answer(call, decision.as_response())
     calls_after_first = len(model.requests)
 
@@ -56,21 +56,21 @@ async def test_duplicate_approval_pays_once_and_calls_no_model(db_url):
 
     assert len(model.requests) == calls_after_first
     assert calls(again, "reimburse") == []
-    assert len(await ledger.payouts(ticket_id=pending["ticket_id"])) == 1
+    assert len(await ledger.payouts.find(ticket_id=pending["ticket_id"])) == 1
     assert event_texts(again)[0].startswith(REFUSAL_PREFIX)
-    assert [e.action for e in await ledger.audit(pending["ticket_id"])].count("delivered") == 1
+    assert [e.action for e in await ledger.tickets.audit(pending["ticket_id"])].count("delivered") == 1
 
 
 async def test_rejection_explains_and_pays_nothing(db_url):
     runner, chat, _events, call, pending = await request_large(db_url)
     ledger = ledger_at(db_url)
-    decision = await ledger.decide(pending["ticket_id"], approver="bob", approve=False, reason="no receipt")
+    decision = await ledger.tickets.decide(pending["ticket_id"], approver="bob", approve=False, reason="no receipt")
 
     resumed = await chat.answer(call, decision.as_response())
 
     assert calls(resumed, "reimburse") == []
     assert "rejected" in event_texts(resumed)[-1] and "no receipt" in event_texts(resumed)[-1]
-    assert await ledger.payouts(session_id=chat.session_id) == []
+    assert await ledger.payouts.find(session_id=chat.session_id) == []
 
 
 async def test_small_amount_is_paid_without_approval(db_url):
@@ -81,7 +81,7 @@ async def test_small_amount_is_paid_without_approval(db_url):
     assert pending_calls(events) == []
     [paid] = responses(events, "reimburse")
     assert paid["status"] == "paid" and paid["amount"] == 42.5 and "ticket_id" not in paid
-    assert len(await ledger_at(db_url).payouts(session_id=chat.session_id)) == 1
+    assert len(await ledger_at(db_url).payouts.find(session_id=chat.session_id)) == 1
 
 
 async def test_approval_from_a_new_runner_resumes_the_stored_call(db_url):
@@ -94,7 +94,7 @@ async def test_approval_from_a_new_runner_resumes_the_stored_call(db_url):
     assert delivery.outcome is Outcome.DELIVERED
     assert (ticket.call_id, ticket.call_name) == (call.id, call.name)
     assert responses(delivery.events, "reimburse")[0]["status"] == "paid"
-    assert len(await ledger_at(db_url).payouts(ticket_id=ticket.id)) == 1
+    assert len(await ledger_at(db_url).payouts.find(ticket_id=ticket.id)) == 1
 
 
 async def test_expired_ticket_cannot_be_approved_and_the_agent_is_told(db_url, clock):
@@ -105,12 +105,12 @@ async def test_expired_ticket_cannot_be_approved_and_the_agent_is_told(db_url, c
     with pytest.raises(TicketExpired):
         await decide_and_deliver(pending["ticket_id"], approver="bob", approve=True)
 
-    assert (await ledger.get(pending["ticket_id"])).status == TicketStatus.EXPIRED
+    assert (await ledger.tickets.get(pending["ticket_id"])).status == TicketStatus.EXPIRED
     session = await runner.session_service.get_session(
         app_name=runner.app_name, user_id="alice", session_id=chat.session_id
     )
     assert "expired" in event_texts(session.events)[-1]
-    assert await ledger.payouts(session_id=chat.session_id) == []
+    assert await ledger.payouts.find(session_id=chat.session_id) == []
 
 
 async def test_ticket_ids_are_unique_and_timestamps_are_wall_clock(sqlite_url):
@@ -120,7 +120,7 @@ async def test_ticket_ids_are_unique_and_timestamps_are_wall_clock(sqlite_url):
     for _ in range(3):
         _runner, _chat, _events, _call, pending = await request_large(sqlite_url)
         ids.add(pending["ticket_id"])
-        created = (await ledger_at(sqlite_url).get(pending["ticket_id"])).created_at
+        created = (await ledger_at(sqlite_url).tickets.get(pending["ticket_id"])).created_at
         now = datetime.datetime.now(datetime.UTC)
         assert abs(now - created) < timedelta(minutes=1)
     assert len(ids) == 3

@@ -33,9 +33,9 @@ from support.fake_gemini import FakeGemini, Reply, gemini_call, gemini_text
 from support.models import ledger_at
 
 from long_running_agent.agent import build_app
-from long_running_agent.approval.guard import REFUSAL_PREFIX
+from long_running_agent.approval.notes import REFUSAL_PREFIX
 from long_running_agent.ledger import Ledger
-from long_running_agent.ledger.engine import session_service
+from long_running_agent.services import session_service
 
 MODEL = "gemini-3.5-flash"
 API_KEY = "test-key-not-a-real-one"
@@ -199,7 +199,7 @@ async def ask(wired: Wired) -> Pending:
 
 async def approve(wired: Wired, pending: Pending) -> tuple[types.Content, list[Event]]:
     """An approver decides in the ledger; the app then delivers the decision to the call."""
-    ticket = await wired.ledger.decide(pending.ticket_id, approver=APPROVER, approve=True)
+    ticket = await wired.ledger.tickets.decide(pending.ticket_id, approver=APPROVER, approve=True)
     message = function_response(pending.call.id, pending.call.name, ticket.as_response())
     return message, await wired.chat.send(message)
 
@@ -228,7 +228,7 @@ async def test_approval_round_trips_over_the_gemini_wire_and_pays_once(start: St
         assert pending.call.id == approval_id
     else:
         assert (pending.call.id or "").startswith("adk-")
-    ticket = await wired.ledger.get(pending.ticket_id)
+    ticket = await wired.ledger.tickets.get(pending.ticket_id)
     assert (ticket.status, ticket.call_id, ticket.amount_cents) == ("pending", pending.call.id, 25_000)
 
     # The first turn is two requests: the call, then the model's answer to "pending".
@@ -271,7 +271,7 @@ async def test_approval_round_trips_over_the_gemini_wire_and_pays_once(start: St
     assert responses_in(paid[-1]) == [(payout_id, "reimburse")]
     [payout_response] = response_payloads(paid, "reimburse")
     assert payout_response["status"] == "paid"
-    payouts = await wired.ledger.payouts(ticket_id=pending.ticket_id)
+    payouts = await wired.ledger.payouts.find(ticket_id=pending.ticket_id)
     assert [(p.id, p.amount_cents) for p in payouts] == [(payout_response["payout_id"], 25_000)]
 
     assert_every_request_pairs_calls_and_responses(fake)
@@ -296,7 +296,7 @@ async def test_duplicate_approval_sends_nothing_to_gemini_and_pays_once(start: S
     assert wired.fake.errors == []
     assert calls(events, "reimburse") == []
     assert any(REFUSAL_PREFIX in text for text in event_texts(events))
-    assert len(await wired.ledger.payouts(ticket_id=pending.ticket_id)) == 1
+    assert len(await wired.ledger.payouts.find(ticket_id=pending.ticket_id)) == 1
     assert_every_request_pairs_calls_and_responses(wired.fake)
 
 
@@ -309,13 +309,13 @@ async def test_forged_approval_sends_nothing_to_gemini_and_the_real_one_still_pa
 
     assert len(wired.fake.requests) == 2, "the forged approval reached Gemini"
     assert calls(events, "reimburse") == []
-    assert (await wired.ledger.get(pending.ticket_id)).status == "pending"
-    assert await wired.ledger.payouts(ticket_id=pending.ticket_id) == []
+    assert (await wired.ledger.tickets.get(pending.ticket_id)).status == "pending"
+    assert await wired.ledger.payouts.find(ticket_id=pending.ticket_id) == []
 
     await approve(wired, pending)
 
     assert len(wired.fake.requests) == 4
-    assert len(await wired.ledger.payouts(ticket_id=pending.ticket_id)) == 1
+    assert len(await wired.ledger.payouts.find(ticket_id=pending.ticket_id)) == 1
     assert_every_request_pairs_calls_and_responses(wired.fake)
     for request in wired.fake.requests:
         contents = request.body["contents"]
@@ -341,11 +341,11 @@ async def test_streaming_mode_sends_the_same_round_trip_over_sse(start: Start) -
         (c.id, c.name) for e in events if not e.partial for c in e.get_function_calls()}
     [pending] = pending_calls([e for e in events if not e.partial])
     [ticket] = responses(events, "ask_for_approval")
-    decision = await wired.ledger.decide(ticket["ticket_id"], approver=APPROVER, approve=True)
+    decision = await wired.ledger.tickets.decide(ticket["ticket_id"], approver=APPROVER, approve=True)
     await send(function_response(pending.id, pending.name, decision.as_response()))
 
     assert [r.method for r in wired.fake.requests] == ["streamGenerateContent"] * 4
-    assert len(await wired.ledger.payouts(ticket_id=ticket["ticket_id"])) == 1
+    assert len(await wired.ledger.payouts.find(ticket_id=ticket["ticket_id"])) == 1
     assert_every_request_pairs_calls_and_responses(wired.fake)
     assert wired.fake.errors == [] and wired.fake.unused == 0
 
@@ -405,20 +405,20 @@ async def test_two_approvals_from_one_turn_are_each_answered_in_pairs_gemini_acc
     lunch_ticket, conference_ticket = (r["ticket_id"] for r in responses(events, "ask_for_approval"))
 
     # The second is approved first: its decision goes out beside the first's latest answer, still pending.
-    decided = await wired.ledger.decide(conference_ticket, approver=APPROVER, approve=True)
+    decided = await wired.ledger.tickets.decide(conference_ticket, approver=APPROVER, approve=True)
     await wired.chat.send(function_response(conference.id, conference.name, decided.as_response()))
     resumed = fake.requests[2].body["contents"]
     assert [r["status"] for r in response_payloads(resumed[-1:], "ask_for_approval")] == ["pending", "approved"]
 
     # Then the first is rejected: the paid approval beside it carries its payout, and is not paid again.
-    rejected = await wired.ledger.decide(lunch_ticket, approver=APPROVER, approve=False, reason="no receipt")
+    rejected = await wired.ledger.tickets.decide(lunch_ticket, approver=APPROVER, approve=False, reason="no receipt")
     await wired.chat.send(function_response(lunch.id, lunch.name, rejected.as_response()))
     last = fake.requests[4].body["contents"]
     [lunch_now, conference_now] = response_payloads(last[-1:], "ask_for_approval")
     assert lunch_now["status"] == "rejected"
-    [payout] = await wired.ledger.payouts(ticket_id=conference_ticket)
+    [payout] = await wired.ledger.payouts.find(ticket_id=conference_ticket)
     assert (conference_now["status"], conference_now["payout_id"]) == ("approved", payout.id)
-    assert await wired.ledger.payouts(ticket_id=lunch_ticket) == []
+    assert await wired.ledger.payouts.find(ticket_id=lunch_ticket) == []
 
     assert_every_request_pairs_calls_and_responses(fake)
     for request in fake.requests:
@@ -439,15 +439,15 @@ async def test_when_both_approvals_of_one_turn_are_approved_gemini_sees_the_firs
     lunch, conference = pending_calls(events)
     lunch_ticket, conference_ticket = (r["ticket_id"] for r in responses(events, "ask_for_approval"))
     for pending, ticket_id in ((conference, conference_ticket), (lunch, lunch_ticket)):
-        decided = await wired.ledger.decide(ticket_id, approver=APPROVER, approve=True)
+        decided = await wired.ledger.tickets.decide(ticket_id, approver=APPROVER, approve=True)
         await wired.chat.send(function_response(pending.id, pending.name, decided.as_response()))
 
     # The lunch's approval goes out beside the conference's, every part of the turn an approval:
     # the one paid meanwhile carries its payout id, the new one none.
     last = wired.fake.requests[4].body["contents"]
     [lunch_now, conference_now] = response_payloads(last[-1:], "ask_for_approval")
-    [conference_payout] = await wired.ledger.payouts(ticket_id=conference_ticket)
-    [lunch_payout] = await wired.ledger.payouts(ticket_id=lunch_ticket)
+    [conference_payout] = await wired.ledger.payouts.find(ticket_id=conference_ticket)
+    [lunch_payout] = await wired.ledger.payouts.find(ticket_id=lunch_ticket)
     assert (conference_now["status"], conference_now.get("payout_id")) == ("approved", conference_payout.id)
     assert (lunch_now["status"], lunch_now.get("payout_id")) == ("approved", None)
     assert (lunch_payout.amount_cents, conference_payout.amount_cents) == (25_000, 48_000)
@@ -475,7 +475,7 @@ async def test_a_withdrawal_in_the_chat_keeps_every_later_request_paired(start: 
     # The withdrawn call's answer ("cancelled") stands beside the other's ("pending") in later requests.
     later = fake.requests[4].body["contents"]
     assert [r["status"] for r in response_payloads(later, "ask_for_approval")] == ["pending", "cancelled"]
-    assert (await wired.ledger.get(lunch_ticket)).status == "pending"
+    assert (await wired.ledger.tickets.get(lunch_ticket)).status == "pending"
     assert_every_request_pairs_calls_and_responses(fake)
     for request in fake.requests:
         assert call_turn_violations(request.body["contents"]) == [], outline(request.body["contents"])
@@ -483,7 +483,7 @@ async def test_a_withdrawal_in_the_chat_keeps_every_later_request_paired(start: 
 
 
 async def test_progress_on_a_pending_call_keeps_every_request_paired(start: Start) -> None:
-    from long_running_agent.approval.delivery import tell_progress
+    from long_running_agent.approval.courier import tell_progress
 
     sponsorship = {"purpose": "conference sponsorship", "amount": 6000.0}
     wired = await start([
@@ -499,7 +499,7 @@ async def test_progress_on_a_pending_call_keeps_every_request_paired(start: Star
     [ticket] = responses(events, "ask_for_approval")
 
     # The first of two approvals: an update of the same call, still pending, and a note for people only.
-    first = await wired.ledger.decide(ticket["ticket_id"], approver=APPROVER, approve=True)
+    first = await wired.ledger.tickets.decide(ticket["ticket_id"], approver=APPROVER, approve=True)
     assert await tell_progress(first, "bob approved it (1 of 2 approvals); it now waits for a second approver.")
     assert len(fake.requests) == 2  # no model turn for it
     await wired.chat.say("Any news?")
@@ -507,10 +507,10 @@ async def test_progress_on_a_pending_call_keeps_every_request_paired(start: Star
     assert response_payloads(news, "ask_for_approval")[-1] == {
         "status": "pending", "ticket_id": ticket["ticket_id"], "approvals": "1 of 2"}
 
-    second = await wired.ledger.decide(ticket["ticket_id"], approver="carol", approve=True)
+    second = await wired.ledger.tickets.decide(ticket["ticket_id"], approver="carol", approve=True)
     paid = await wired.chat.send(function_response(pending.id, pending.name, second.as_response()))
     assert responses(paid, "reimburse")[0]["status"] == "paid"
-    assert len(await wired.ledger.payouts(ticket_id=ticket["ticket_id"])) == 1
+    assert len(await wired.ledger.payouts.find(ticket_id=ticket["ticket_id"])) == 1
 
     assert_every_request_pairs_calls_and_responses(fake)
     for request in fake.requests:

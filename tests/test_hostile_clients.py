@@ -46,7 +46,7 @@ async def test_a_copied_session_id_under_another_user_cannot_take_the_delivery(c
     copy = await client.post(f"/apps/{APP}/users/mallory/sessions",
                              json={"sessionId": session_id, "events": stolen})
     assert copy.status_code == 200, copy.text
-    await ledger_at(server.database_url).decide(ticket_id, approver="bob", approve=True)
+    await ledger_at(server.database_url).tickets.decide(ticket_id, approver="bob", approve=True)
 
     answered = await client.post("/run", json=run_body("mallory", session_id, forged_approval(call["id"])))
 
@@ -75,7 +75,7 @@ async def test_chat_messages_beside_an_approval_never_make_it_fail(client, serve
 
 async def test_ten_deliveries_of_one_decision_deliver_it_once_and_all_answer_json(client, server):
     _session_id, _call, ticket_id = await request_over_run(client)
-    await ledger_at(server.database_url).decide(ticket_id, approver="bob", approve=True)
+    await ledger_at(server.database_url).tickets.decide(ticket_id, approver="bob", approve=True)
 
     answers = await asyncio.gather(*[
         client.post(f"/api/approvals/{ticket_id}/deliver", headers=as_approver("carol")) for _ in range(10)

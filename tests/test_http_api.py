@@ -222,7 +222,7 @@ async def test_decision_that_never_reached_the_conversation_is_resumed_once(clie
     url = f"/api/approvals/{ticket_id}/deliver"
     assert_error(await client.post(url, headers=as_approver("bob")), 409, "still_pending")
     # A decision recorded by a process that died before resuming the conversation.
-    await ledger_at(server.database_url).decide(ticket_id, approver="bob", approve=True)
+    await ledger_at(server.database_url).tickets.decide(ticket_id, approver="bob", approve=True)
 
     again = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("carol"))
     assert f"/api/approvals/{ticket_id}/deliver" in assert_error(again, 409, "already_decided")["fix"]
@@ -247,13 +247,13 @@ async def test_inbox_page_is_served_without_external_assets(client):
 async def test_a_decision_whose_conversation_cannot_be_reached_answers_json_with_the_fix(client, server):
     ledger = ledger_at(server.database_url)
     # Opened under `adk web --session_service_uri memory://` in another process.
-    elsewhere = await ledger.open_ticket(
+    elsewhere = await ledger.tickets.open(
         app_name=APP, user_id="dave", session_id="s-elsewhere", call_id="adk-1", call_name="ask_for_approval",
         purpose="printer", amount_cents=25000, ttl=timedelta(hours=1),
         session_store="memory:otherhost/0/1:4242:7",
     )
     # Opened here, but its conversation was deleted since.
-    gone = await ledger.open_ticket(
+    gone = await ledger.tickets.open(
         app_name=APP, user_id="dave", session_id="s-deleted", call_id="adk-2", call_name="ask_for_approval",
         purpose="monitor", amount_cents=30000, ttl=timedelta(hours=1),
     )
@@ -374,4 +374,4 @@ async def test_adks_own_refusals_and_unreadable_bodies_answer_error_message_fix(
     for code, answer in answers.items():
         body = assert_error(answer, 404 if code == "not_found" else 400, code.strip())
         assert body["fix"] and "detail" not in body
-    assert (await ledger_at(server.database_url).get(ticket_id)).status == "pending"
+    assert (await ledger_at(server.database_url).tickets.get(ticket_id)).status == "pending"

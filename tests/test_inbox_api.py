@@ -26,7 +26,7 @@ async def inbox(client: httpx.AsyncClient, **query: int) -> dict:
 async def test_pending_tickets_come_page_by_page_with_their_total(client, server):
     ledger = ledger_at(server.database_url)
     opened = await open_tickets(ledger, 7, "paged")
-    everything = [t.id for t in await ledger.list_tickets(limit=200)]
+    everything = [t.id for t in await ledger.tickets.with_status(limit=200)]
     assert len(everything) >= 7
 
     pages, offset = [], 0
@@ -79,7 +79,7 @@ async def test_an_old_undelivered_decision_is_listed_with_why_beyond_the_recent_
     undelivered = {t["id"]: t for t in listed["undelivered"]}
     assert undelivered[old.id]["status"] == "approved" and undelivered[old.id]["delivered_at"] is None
     assert undelivered[old.id]["delivery_error"] == "conversation stuck-0 of dave is not in the app's database"
-    assert listed["total_undelivered"] == await ledger.count_undelivered() >= 2
+    assert listed["total_undelivered"] == await ledger.deliveries.count_undelivered() >= 2
     # The undelivered list pages on its own, oldest decision first.
     total = listed["total_undelivered"]
     first = await inbox(client, undelivered_limit=1)
@@ -108,7 +108,7 @@ async def test_a_delivered_decision_leaves_the_undelivered_list(client, server):
 async def test_a_failed_delivery_is_listed_with_when_and_why_and_can_be_settled(client, server):
     ledger = ledger_at(server.database_url)
     # A conversation kept in a session database nobody listens for (port 1 on loopback).
-    ticket = await ledger.open_ticket(
+    ticket = await ledger.tickets.open(
         app_name=APP, user_id="dave", session_id="unreadable-store", call_id="adk-1", call_name="ask_for_approval",
         purpose="team lunch", amount_cents=25_000, ttl=timedelta(days=3),
         session_store="database:postgresql+asyncpg://nobody@127.0.0.1:1/sessions",
@@ -118,7 +118,7 @@ async def test_a_failed_delivery_is_listed_with_when_and_why_and_can_be_settled(
 
     assert approved.status_code == 202, approved.text
     assert approved.json()["delivery_error"]["error"] in ("delivery_failed", "conversation_unreachable")
-    [failure] = [e for e in await ledger.audit(ticket.id) if e.action == "undelivered"]
+    [failure] = [e for e in await ledger.tickets.audit(ticket.id) if e.action == "undelivered"]
     failed_at = failure.at.isoformat(timespec="seconds")
     listed = {t["id"]: t for t in (await inbox(client, undelivered_limit=200))["undelivered"]}
     shown = (await client.get(f"/api/approvals/{ticket.id}", headers=as_approver("bob"))).json()["ticket"]

@@ -38,16 +38,16 @@ async def test_pages_hold_every_pending_ticket_once_in_age_order(db_url):
         clock.now += timedelta(minutes=1)
         later = await open_tickets(ledger, 4, "later")
 
-        pages = [await ledger.list_tickets(limit=3, offset=offset) for offset in (0, 3, 6, 9)]
+        pages = [await ledger.tickets.with_status(limit=3, offset=offset) for offset in (0, 3, 6, 9)]
 
         paged = [t.id for page in pages for t in page]
         assert paged == sorted(t.id for t in same_time) + sorted(t.id for t in later)
         assert [len(page) for page in pages] == [3, 3, 1, 0]
-        assert await ledger.count() == 7
+        assert await ledger.tickets.count() == 7
         # A decision moves the later tickets up; the total says so.
-        await ledger.decide(paged[0], approver="bob", approve=True)
-        assert [t.id for t in await ledger.list_tickets(limit=3, offset=3)] == paged[4:7]
-        assert await ledger.count() == 6
+        await ledger.tickets.decide(paged[0], approver="bob", approve=True)
+        assert [t.id for t in await ledger.tickets.with_status(limit=3, offset=3)] == paged[4:7]
+        assert await ledger.tickets.count() == 6
     finally:
         await ledger.close()
 
@@ -57,23 +57,25 @@ async def test_undelivered_decisions_are_listed_however_old(db_url):
     ledger = Ledger(db_url, clock=clock)
     try:
         oldest, *others = await open_tickets(ledger, 14, "decided")
-        await ledger.decide(oldest.id, approver="bob", approve=True)
-        await ledger.mark_undelivered(oldest.id, actor="bob", error="conversation s-0 of dave is not in the store")
+        await ledger.tickets.decide(oldest.id, approver="bob", approve=True)
+        await ledger.deliveries.mark_undelivered(oldest.id, actor="bob",
+                                                 error="conversation s-0 of dave is not in the store")
         for ticket in others:
             clock.now += timedelta(minutes=1)
-            await ledger.decide(ticket.id, approver="bob", approve=False, reason="no receipt")
+            await ledger.tickets.decide(ticket.id, approver="bob", approve=False, reason="no receipt")
         for ticket in others[:-1]:
-            await ledger.mark_delivered(ticket.id, actor="bob")
+            await ledger.deliveries.mark_delivered(ticket.id, actor="bob")
 
-        recent = await ledger.recent_decisions(limit=10)
-        undelivered = await ledger.undelivered(limit=50)
+        recent = await ledger.tickets.recent_decisions(limit=10)
+        undelivered = await ledger.deliveries.undelivered(limit=50)
 
         assert oldest.id not in [t.id for t in recent] and len(recent) == 10
         assert [t.id for t in undelivered] == [oldest.id, others[-1].id]
         assert undelivered[0].delivery_error == "conversation s-0 of dave is not in the store"
-        assert await ledger.count_undelivered() == 2
-        assert [t.id for t in await ledger.undelivered(limit=1, offset=1)] == [others[-1].id]
-        assert await ledger.undelivered() == undelivered  # no limit: all of them, as the delivery sweep reads
+        assert await ledger.deliveries.count_undelivered() == 2
+        assert [t.id for t in await ledger.deliveries.undelivered(limit=1, offset=1)] == [others[-1].id]
+        # No limit: all of them, as the delivery sweep reads.
+        assert await ledger.deliveries.undelivered() == undelivered
     finally:
         await ledger.close()
 
@@ -87,20 +89,20 @@ async def test_the_inbox_read_expires_overdue_tickets_before_it_lists_them(db_ur
         fresh = await open_tickets(ledger, 1, "fresh")
         clock.now += timedelta(days=1, seconds=1)  # the old ones' three days are over
 
-        inbox = await ledger.read_inbox(limit=10, undelivered_limit=10)
+        inbox = await ledger.inbox.read(limit=10, undelivered_limit=10)
 
         assert [t.id for t in inbox.pending] == [fresh[0].id] and inbox.total_pending == 1
         # An expiry is a decision the requester has not been told of yet.
         assert {t.id for t in inbox.undelivered} == {t.id for t in old} == {t.id for t in inbox.recent_decisions}
         assert {t.status for t in inbox.undelivered} == {TicketStatus.EXPIRED} and inbox.total_undelivered == 2
         assert inbox.now == clock.now
-        assert (await ledger.read_inbox(limit=10, undelivered_limit=10, recent=0)).recent_decisions == []
+        assert (await ledger.inbox.read(limit=10, undelivered_limit=10, recent=0)).recent_decisions == []
     finally:
         await ledger.close()
 
 
 async def add_delivered_decisions(ledger: Ledger, count: int) -> None:
-    async with await ledger.db() as db, db.begin():
+    async with await ledger.database.session() as db, db.begin():
         db.add_all(
             TicketRow(
                 id=f"T-old{n:09d}", app_name=APP, user_id="dave", session_id=f"old-{n}", call_id="adk-1",
@@ -141,9 +143,9 @@ async def test_inbox_queries_read_indexes_and_count_from_them_alone(db_url):
         tickets = await open_tickets(ledger, 60, "busy")
         for ticket in tickets[:30]:
             clock.now += timedelta(seconds=1)
-            await ledger.decide(ticket.id, approver="bob", approve=True)
+            await ledger.tickets.decide(ticket.id, approver="bob", approve=True)
         for ticket in tickets[:25]:
-            await ledger.mark_delivered(ticket.id, actor="bob")
+            await ledger.deliveries.mark_delivered(ticket.id, actor="bob")
 
         sent: list[tuple[str, object]] = []
 
@@ -153,7 +155,7 @@ async def test_inbox_queries_read_indexes_and_count_from_them_alone(db_url):
 
         event.listen(ledger.engine.sync_engine, "before_cursor_execute", capture)
         # The one read GET /api/approvals and `python main.py inbox` make.
-        inbox = await ledger.read_inbox(limit=10, offset=10, undelivered_limit=10)
+        inbox = await ledger.inbox.read(limit=10, offset=10, undelivered_limit=10)
         event.remove(ledger.engine.sync_engine, "before_cursor_execute", capture)
         assert (len(inbox.pending), inbox.total_pending, len(inbox.undelivered), inbox.total_undelivered,
                 len(inbox.recent_decisions)) == (10, 30, 5, 5, 10)

@@ -58,7 +58,7 @@ def test_the_approver_cli_applies_the_same_rules_on_both_backends(db_url):
 def test_the_cli_never_prints_control_characters_from_the_ledger(sqlite_url):
     async def open_raw() -> str:
         # Written straight into the ledger, as an older version or another tool could have.
-        ticket = await ledger_at(sqlite_url).open_ticket(
+        ticket = await ledger_at(sqlite_url).tickets.open(
             app_name="long_running_agent", user_id="alice", session_id="s", call_id="c", call_name="ask_for_approval",
             purpose="lunch\x1b]0;pwned\x07", amount_cents=25000, ttl=timedelta(hours=1),
         )
@@ -78,7 +78,7 @@ async def test_a_requester_with_a_second_spelling_gets_a_note_and_no_ticket(sqli
 
     assert responses(events, "ask_for_approval") == []
     assert "user id 'Alice'" in event_texts(events)[0]
-    assert await ledger_at(sqlite_url).list_tickets() == []
+    assert await ledger_at(sqlite_url).tickets.with_status() == []
 
 
 async def test_an_overlong_message_is_answered_and_not_stored(sqlite_url):
@@ -101,4 +101,4 @@ async def test_purposes_with_control_characters_are_refused_by_the_tools(sqlite_
 
     [answer] = responses(events, tool)
     assert answer["status"] == "error" and "control or invisible characters" in answer["error"]
-    assert await ledger_at(sqlite_url).list_tickets() == [] and await ledger_at(sqlite_url).payouts() == []
+    assert await ledger_at(sqlite_url).tickets.with_status() == [] and await ledger_at(sqlite_url).payouts.find() == []

@@ -86,7 +86,7 @@ async def _closing(work):
 def _paid_tickets(url: str) -> list[str]:
     async def find() -> list[str]:
         try:
-            return [p.ticket_id for p in await ledger_at(url).payouts() if p.ticket_id]
+            return [p.ticket_id for p in await ledger_at(url).payouts.find() if p.ticket_id]
         finally:
             await close_services()
 
@@ -148,7 +148,7 @@ async def test_processes_that_prepare_one_empty_database_at_once_take_turns(db_u
         moved = await asyncio.gather(*(replica.prepare() for replica in replicas))
         # Each sees every table: its ledger reads and ADK's store answers.
         for replica in replicas:
-            assert await replica.ledger.payouts() == []
+            assert await replica.ledger.payouts.find() == []
             assert (await replica.sessions.list_sessions(app_name="long_running_agent", user_id="alice")).sessions == []
     finally:
         for replica in replicas:

@@ -85,7 +85,7 @@ class Money:
     async def request(self, requester: str, purpose: str, cents: int, message: str | None) -> Ticket:
         ledger = self.ledgers[0]
         expected = await self._open_total(requester, purpose, message) + cents > DUAL_ABOVE
-        ticket = await ledger.open_ticket(
+        ticket = await ledger.tickets.open(
             app_name=APP, user_id=requester, session_id=f"chat-{requester}", call_id=f"call-{next(self.calls)}",
             call_name="ask_for_approval", purpose=purpose, amount_cents=cents, ttl=TTL, message_id=message,
             dual_above_cents=DUAL_ABOVE,
@@ -96,7 +96,7 @@ class Money:
     async def _open_total(self, requester: str, purpose: str, message: str | None) -> int:
         """What the requester has open or approved today, for this purpose or this message: from the tickets."""
         day = self.clock().astimezone(UTC).date()
-        async with await self.ledgers[0].db() as db:
+        async with await self.ledgers[0].database.session() as db:
             rows = list(await db.scalars(select(TicketRow).where(
                 TicketRow.user_id == requester,
                 TicketRow.status.in_([TicketStatus.PENDING, TicketStatus.APPROVED]))))
@@ -114,45 +114,45 @@ class Money:
     # --- what can happen to a ticket; each refusal is a LedgerError or an InputError -----------------
 
     async def approve(self, n: int, ticket_id: str, approver: str, share: float | None) -> None:
-        ticket = await self.ledgers[n].get(ticket_id)
+        ticket = await self.ledgers[n].tickets.get(ticket_id)
         cents = None if share is None else max(1, int(ticket.amount_cents * share))
         amount = None if cents is None else f"{cents // 100}.{cents % 100:02d}"
-        decided = await self.ledgers[n].decide(ticket_id, approver=approver, approve=True, amount=amount,
+        decided = await self.ledgers[n].tickets.decide(ticket_id, approver=approver, approve=True, amount=amount,
                                                reason="within budget" if share is not None else None)
         self.approvals.record(ticket_id, approver, ticket.amount_cents if cents is None else cents)
         assert decided.status in (TicketStatus.PENDING, TicketStatus.APPROVED)
 
     async def reject(self, n: int, ticket_id: str, approver: str) -> None:
-        await self.ledgers[n].decide(ticket_id, approver=approver, approve=False, reason="not in the budget")
+        await self.ledgers[n].tickets.decide(ticket_id, approver=approver, approve=False, reason="not in the budget")
 
     async def cancel(self, n: int, ticket_id: str, who: str) -> None:
-        await self.ledgers[n].cancel(ticket_id, requester=who)
+        await self.ledgers[n].tickets.cancel(ticket_id, requester=who)
 
     async def expire_due(self, n: int) -> None:
-        await self.ledgers[n].expire_due()
+        await self.ledgers[n].tickets.expire_due()
 
     async def deliver(self, n: int, ticket_id: str) -> None:
         """What the guard and the agent do with a decision: `reimburse` pays an approval, then it is delivered."""
         ledger = self.ledgers[n]
-        ticket = await ledger.get(ticket_id)
+        ticket = await ledger.tickets.get(ticket_id)
         if ticket.status is TicketStatus.PENDING or ticket.delivered_at or ticket.settled_at:
             return
         if ticket.status is TicketStatus.APPROVED:
-            await ledger.pay_approved(conversation=ticket.conversation, call_id=f"call-{next(self.calls)}",
+            await ledger.payouts.pay_approved(conversation=ticket.conversation, call_id=f"call-{next(self.calls)}",
                                       purpose=ticket.purpose, amount_cents=ticket.payable_cents, prefer=[ticket_id])
-        await ledger.mark_delivered(ticket_id, actor="approval_guard")
+        await ledger.deliveries.mark_delivered(ticket_id, actor="approval_guard")
 
     async def fail_delivery(self, n: int, ticket_id: str) -> None:
-        ticket = await self.ledgers[n].get(ticket_id)
+        ticket = await self.ledgers[n].tickets.get(ticket_id)
         if ticket.status is not TicketStatus.PENDING:
-            await self.ledgers[n].mark_undelivered(ticket_id, actor="test", error="the conversation is gone")
+            await self.ledgers[n].deliveries.mark_undelivered(ticket_id, actor="test", error="the conversation is gone")
 
     async def settle(self, n: int, ticket_id: str, approver: str) -> None:
-        await self.ledgers[n].settle(ticket_id, approver=approver)
+        await self.ledgers[n].deliveries.settle(ticket_id, approver=approver)
 
     async def reimburse(self, n: int, requester: str, purpose: str, cents: int) -> None:
         """The model calls `reimburse` with whatever it likes, in a requester's conversation."""
-        await self.ledgers[n].pay_approved(conversation=Conversation(APP, requester, f"chat-{requester}"),
+        await self.ledgers[n].payouts.pay_approved(conversation=Conversation(APP, requester, f"chat-{requester}"),
                                            call_id=f"call-{next(self.calls)}", purpose=purpose, amount_cents=cents)
 
 
@@ -166,7 +166,7 @@ async def refused(work: Awaitable[Any]) -> None:
 
 async def empty(ledger: Ledger) -> None:
     """Every table emptied (children first), for the next example on the same database."""
-    async with await ledger.db() as db, db.begin():
+    async with await ledger.database.session() as db, db.begin():
         for table in reversed(Base.metadata.sorted_tables):
             await db.execute(table.delete())
 

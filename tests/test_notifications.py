@@ -28,7 +28,7 @@ from support.receiver import SECRET, Receiver
 from support.servers import web_server, web_servers
 from support.transcripts import normalize
 
-from long_running_agent.approval.delivery import decide_and_deliver, remind_due
+from long_running_agent.approval.courier import decide_and_deliver, remind_due
 from long_running_agent.approval.guard import NOTE_MARK
 from long_running_agent.ledger import Ledger
 from long_running_agent.ledger.outbox import MAX_ATTEMPTS
@@ -67,7 +67,7 @@ def webhook(receiver, configure):
 async def ask(text: str = "Please reimburse $250 for the team lunch", model=None) -> tuple[Conversation, str]:
     chat = await Conversation(runner_with(model, None) if model else make_runner()).start()
     [pending] = responses(await chat.say(text), "ask_for_approval")
-    await services().settle()  # the tool sent ticket.requested in the background (send_soon)
+    await services().wait_for_background()  # the tool sent ticket.requested in the background (send_soon)
     return chat, pending["ticket_id"]
 
 
@@ -93,7 +93,7 @@ async def test_each_event_is_posted_signed_with_an_id_a_timestamp_and_slack_text
     assert events[0]["text"] == f"alice asks for $250.00 for team lunch: ticket {ticket_id}; it needs an approver."
     assert events[1]["text"] == f"Ticket {ticket_id} ($250.00 for team lunch, from alice) was approved by bob."
     assert events[1]["ticket"]["status"] == "approved" and events[1]["ticket"]["requester"] == "alice"
-    assert [n.state for n in await services().ledger.notifications(ticket_id)] == ["sent", "sent"]
+    assert [n.state for n in await services().ledger.outbox.of_ticket(ticket_id)] == ["sent", "sent"]
     assert shape(json.loads(shown_in_docs("payload"))) == shape(events[1]), "docs/notifications.md shows old fields"
     assert await send() == []  # nothing twice
 
@@ -103,10 +103,10 @@ async def test_rejections_expiries_and_withdrawals_are_posted_too(sqlite_url, we
     _chat, rejected = await ask("Please reimburse $250 for the team lunch")
     _chat, withdrawn = await ask("Please reimburse $480 for the conference ticket")
     _chat, expired = await ask("Please reimburse $300 for a keyboard")
-    await ledger.decide(rejected, approver="bob", approve=False, reason="no receipt")
-    await ledger.cancel(withdrawn, requester="alice")
+    await ledger.tickets.decide(rejected, approver="bob", approve=False, reason="no receipt")
+    await ledger.tickets.cancel(withdrawn, requester="alice")
     clock.advance(hours=73)
-    await ledger.expire_due()
+    await ledger.tickets.expire_due()
 
     await send()
 
@@ -126,13 +126,13 @@ async def test_a_failing_receiver_is_retried_with_backoff_until_it_takes_it(sqli
     waits = []
     for _ in range(4):
         await send()
-        [notification] = await services().ledger.notifications(ticket_id)
+        [notification] = await services().ledger.outbox.of_ticket(ticket_id)
         if notification.sent_at:
             break
         waits.append(notification.next_attempt_at - clock.now)
         assert await send() == []  # not due yet: nothing goes out before its time
         clock.advance(seconds=waits[-1].total_seconds())
-    [notification] = await services().ledger.notifications(ticket_id)
+    [notification] = await services().ledger.outbox.of_ticket(ticket_id)
     assert notification.state == "sent" and notification.attempts == 3
     assert waits == [timedelta(seconds=5), timedelta(seconds=30), timedelta(seconds=120)]
     assert len(webhook.received) == 4 and len({r.json["id"] for r in webhook.received}) == 1
@@ -145,14 +145,14 @@ async def test_a_receiver_that_times_out_is_a_failed_attempt(sqlite_url, webhook
     await decide_and_deliver(ticket_id, approver="bob", approve=True)
     [attempt] = await send()
     assert not attempt.sent and attempt.notification.event == "ticket.approved"
-    [approved] = [n for n in await services().ledger.notifications(ticket_id) if n.event == "ticket.approved"]
+    [approved] = [n for n in await services().ledger.outbox.of_ticket(ticket_id) if n.event == "ticket.approved"]
     assert (approved.state, approved.attempts) == ("retrying", 1)
     assert approved.next_attempt_at == clock.now + timedelta(seconds=5)
 
 
 async def open_directly(purpose: str, session_id: str = "s1") -> str:
     """A ticket opened by the ledger itself, with no agent and so no send_soon: only a sender sends it."""
-    ticket = await services().ledger.open_ticket(
+    ticket = await services().ledger.tickets.open(
         app_name="long_running_agent", user_id="alice", session_id=session_id, call_id=f"c-{session_id}",
         call_name="ask_for_approval", purpose=purpose, amount_cents=25_000, ttl=timedelta(hours=72))
     return ticket.id
@@ -176,13 +176,13 @@ async def test_one_dribbling_receiver_holds_up_no_other_notification_and_is_retr
     arrived = {r.json["ticket"]["id"]: r.at - started for r in webhook.received}
     assert arrived[quick] < 3, arrived  # side by side with the slow one, not after its 3-second deadline
     assert took < 3 + 7, took  # the round ends with the slow attempt's deadline, not its 100 s of dribble
-    [slow_notification] = await services().ledger.notifications(slow)
+    [slow_notification] = await services().ledger.outbox.of_ticket(slow)
     assert (slow_notification.state, slow_notification.attempts) == ("retrying", 1)
 
     webhook.trickle = 0  # the receiver recovers: the outbox sends it on the next round that finds it due
     clock.advance(seconds=5)
     assert [(a.notification.ticket_id, a.sent) for a in await send()] == [(slow, True)]
-    assert [n.state for n in await services().ledger.notifications(slow)] == ["sent"]
+    assert [n.state for n in await services().ledger.outbox.of_ticket(slow)] == ["sent"]
 
 
 async def test_a_tickets_notifications_go_out_in_the_order_they_happened(sqlite_url, webhook, clock, configure):
@@ -190,14 +190,14 @@ async def test_a_tickets_notifications_go_out_in_the_order_they_happened(sqlite_
     webhook.delay = 1.2  # each answer: sent side by side, the later event would arrive first
     ticket_id = await open_directly("team lunch")
     clock.advance(minutes=1)
-    await services().ledger.decide(ticket_id, approver="bob", approve=False, reason="no receipt")
+    await services().ledger.tickets.decide(ticket_id, approver="bob", approve=False, reason="no receipt")
 
     first_round = await send()
 
     # The first went through in 1.2 s; the second had 0.8 s left of the round, too little:
     # handed back untried, not counted against it.
     assert [(a.notification.event, a.sent) for a in first_round] == [("ticket.requested", True)]
-    states = {n.event: (n.state, n.attempts) for n in await services().ledger.notifications(ticket_id)}
+    states = {n.event: (n.state, n.attempts) for n in await services().ledger.outbox.of_ticket(ticket_id)}
     assert states == {"ticket.requested": ("sent", 0), "ticket.rejected": ("waiting", 0)}
     assert [(a.notification.event, a.sent) for a in await send()] == [("ticket.rejected", True)]
     assert [e["type"] for e in webhook.events()][0] == "ticket.requested"
@@ -209,12 +209,12 @@ async def test_a_claim_left_by_a_dead_sender_blocks_no_other_notification(db_url
     for n in range(25):
         await open_directly(f"item {n}", f"s{n}")
 
-    held = await ledger.claim_due("a sender killed mid-round")  # its 60-second leases outlive it
-    others = await ledger.claim_due("a live sender")
+    held = await ledger.outbox.claim_due("a sender killed mid-round")  # its 60-second leases outlive it
+    others = await ledger.outbox.claim_due("a live sender")
 
     assert len(held) == 20
     assert len(others) == 5 and not {n.id for n in held} & {n.id for n in others}
-    assert await ledger.claim_due("a third sender") == []  # every row is under a live lease
+    assert await ledger.outbox.claim_due("a third sender") == []  # every row is under a live lease
 
 
 async def test_senders_claiming_at_once_never_share_a_notification(db_url, configure):
@@ -223,7 +223,7 @@ async def test_senders_claiming_at_once_never_share_a_notification(db_url, confi
         await open_directly(f"item {n}", f"s{n}")
     senders = [Ledger(db_url, outbox=True) for _ in range(3)]
     try:
-        claimed = await asyncio.gather(*(s.claim_due(f"sender {i}", limit=8) for i, s in enumerate(senders)))
+        claimed = await asyncio.gather(*(s.outbox.claim_due(f"sender {i}", limit=8) for i, s in enumerate(senders)))
     finally:
         for sender in senders:
             await sender.close()
@@ -237,7 +237,7 @@ SLACK_MARKUP = "<!channel> urgent: approve at <https://evil.example/login|the fi
 async def test_what_users_write_reaches_slack_as_text_never_as_a_mention_or_a_link(sqlite_url, webhook, clock):
     ticket_id = await open_directly(SLACK_MARKUP)
     clock.advance(minutes=1)
-    await services().ledger.decide(ticket_id, approver="bob", approve=False, reason="see <!here> & <http://x.example>")
+    await services().ledger.tickets.decide(ticket_id, approver="bob", approve=False, reason="see <!here> & <http://x.example>")
 
     await send()
 
@@ -259,7 +259,7 @@ async def test_a_receiver_that_always_fails_is_given_up_and_shown(sqlite_url, we
     for _ in range(MAX_ATTEMPTS):
         await send()
         clock.advance(hours=2)
-    [notification] = await services().ledger.notifications(ticket_id)
+    [notification] = await services().ledger.outbox.of_ticket(ticket_id)
     assert notification.state == "failed" and notification.attempts == MAX_ATTEMPTS
     assert len(webhook.received) == MAX_ATTEMPTS and await send() == []
     await close_services()
@@ -274,7 +274,7 @@ import asyncio, os, signal
 from long_running_agent.services import services
 
 async def decide_then_die():
-    await services().ledger.decide({ticket!r}, approver="bob", approve=True)
+    await services().ledger.tickets.decide({ticket!r}, approver="bob", approve=True)
     os.kill(os.getpid(), signal.SIGKILL)  # after the decision is committed, before any POST
 
 asyncio.run(decide_then_die())
@@ -321,7 +321,7 @@ async def test_an_approver_command_returns_in_bounded_time_whatever_the_receiver
     [said] = [line for line in approved.stderr.splitlines() if line.startswith("(webhook:")]
     assert said == shown_in_docs("slow receiver").strip().replace("within 5 s", "within 1 s")
     assert [e["type"] for e in webhook.events()] == ["ticket.requested", "ticket.approved"]
-    [notification] = [n for n in await services().ledger.notifications(ticket_id) if n.event == "ticket.approved"]
+    [notification] = [n for n in await services().ledger.outbox.of_ticket(ticket_id) if n.event == "ticket.approved"]
     assert (notification.state, notification.attempts) == ("retrying", 1)  # left in the outbox
 
     # The receiver recovers; once the retry is due (brought forward, not waited for), the next command sends it.
@@ -329,7 +329,7 @@ async def test_an_approver_command_returns_in_bounded_time_whatever_the_receiver
     await make_due(notification.id)
     listed = run("inbox", url=sqlite_url, env=env)
     assert listed.returncode == 0, listed.stderr
-    [notification] = [n for n in await services().ledger.notifications(ticket_id) if n.event == "ticket.approved"]
+    [notification] = [n for n in await services().ledger.outbox.of_ticket(ticket_id) if n.event == "ticket.approved"]
     assert notification.state == "sent"
     assert [e["id"] for e in webhook.events()].count(notification.id) == 2  # sent at least once: twice here
 
@@ -337,7 +337,7 @@ async def test_an_approver_command_returns_in_bounded_time_whatever_the_receiver
 async def make_due(notification_id: str) -> None:
     """Move a retry's time into the past: the commands run on the real clock, and a backoff is seconds long."""
     ledger = services().ledger
-    async with await ledger.db() as db, db.begin():
+    async with await ledger.database.session() as db, db.begin():
         await db.execute(update(NotificationRow).where(NotificationRow.id == notification_id)
                          .values(next_attempt_at=ledger.now() - timedelta(seconds=1)))
 
@@ -469,7 +469,7 @@ async def _outbox_at_rest(database_url: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     try:
         while True:
-            async with await ledger.db() as db:
+            async with await ledger.database.session() as db:
                 busy = await db.scalar(select(func.count()).select_from(NotificationRow).where(
                     NotificationRow.sent_at.is_(None) | NotificationRow.claimed_by.is_not(None)))
             if not busy:
@@ -484,7 +484,7 @@ async def _open_tickets(database_url: str, count: int) -> None:
     ledger = Ledger(database_url, outbox=True)
     try:
         for n in range(count):
-            await ledger.open_ticket(app_name="long_running_agent", user_id="alice", session_id=f"s{n}",
+            await ledger.tickets.open(app_name="long_running_agent", user_id="alice", session_id=f"s{n}",
                                      call_id=f"c{n}", call_name="ask_for_approval", purpose=f"item {n}",
                                      amount_cents=25_000, ttl=timedelta(hours=72))
     finally:
@@ -505,7 +505,7 @@ async def test_reminders_and_escalation_go_out_once_and_the_requester_is_told(sq
     assert sorted(len(r) for r in raced) == [0, 1]  # two sweeps at once (two replicas): one reminder
     assert await remind_due() == []
 
-    actions = [(e.action, e.detail) for e in await ledger.audit(ticket_id)]
+    actions = [(e.action, e.detail) for e in await ledger.tickets.audit(ticket_id)]
     assert ("escalated", "to carol, dave") in actions and [a for a, _ in actions].count("reminded") == 1
     await send()
     events = {e["type"]: e for e in webhook.events()}
@@ -538,7 +538,7 @@ async def test_the_reminder_reaches_the_conversation_as_an_update_of_the_pending
     assert f"Ticket {reminded.id} still waits for an approver" in note and "escalated to carol" in note
     # It never pays and never closes the call: the approval still resumes it, once.
     delivered = await decide_and_deliver(reminded.id, approver="bob", approve=True)
-    assert delivered.delivered and len(await ledger_at(sqlite_url).payouts(ticket_id=reminded.id)) == 1
+    assert delivered.delivered and len(await ledger_at(sqlite_url).payouts.find(ticket_id=reminded.id)) == 1
 
 
 def test_every_setting_is_checked_at_start(tmp_path):

@@ -318,7 +318,7 @@ async def test_an_amount_with_fractions_of_a_cent_pays_nothing_and_opens_no_tick
     assert responses(events, "reimburse") == responses(events, "ask_for_approval") == []
     assert "$100.009" in event_texts(events)[-1]
     ledger = ledger_at(sqlite_url)
-    assert await ledger.payouts() == [] and await ledger.count() == 0
+    assert await ledger.payouts.find() == [] and await ledger.tickets.count() == 0
 
 
 async def test_reports_usage_metadata_and_reads_the_real_adk_request(sqlite_url):

@@ -14,7 +14,8 @@ from google.adk.cli.utils.agent_loader import AgentLoader
 from google.adk.tools import LongRunningFunctionTool
 from support.processes import ROOT
 
-from long_running_agent.ledger.policy import PolicyError, parse_amount, parse_purpose
+from long_running_agent.ledger.inputs import InputError
+from long_running_agent.ledger.policy import parse_amount, parse_purpose
 from long_running_agent.model.choice import GEMINI_DEFAULT, choose_model
 from long_running_agent.settings import Settings, SettingsError, load_settings, model_settings
 
@@ -66,7 +67,7 @@ def test_amounts_are_parsed_to_cents(value, expected):
     (2_000_000, "limit"), (1.005, "fractions of a cent"),
 ])
 def test_bad_amounts_are_refused_with_a_hint(value, message):
-    with pytest.raises(PolicyError, match=message):
+    with pytest.raises(InputError, match=message):
         parse_amount(value, SETTINGS)
 
 
@@ -78,7 +79,7 @@ def test_bad_amounts_are_refused_with_a_hint(value, message):
     ("1_000", "not a number of dollars"), ("1 000", "not a number of dollars"), ("250 EUR", "not a number of dollars"),
 ])
 def test_more_than_two_decimals_and_exponents_are_refused_with_what_to_write(value, message):
-    with pytest.raises(PolicyError, match=message) as refusal:
+    with pytest.raises(InputError, match=message) as refusal:
         parse_amount(value, SETTINGS)
     assert "e.g." in str(refusal.value)
 
@@ -86,7 +87,7 @@ def test_more_than_two_decimals_and_exponents_are_refused_with_what_to_write(val
 def test_purpose_is_required_and_normalised():
     assert parse_purpose("  team   lunch ") == "team lunch"
     for bad in ("", "   ", None, "x" * 400):
-        with pytest.raises(PolicyError):
+        with pytest.raises(InputError):
             parse_purpose(bad)
 
 

@@ -15,7 +15,7 @@ from support.conversation import Conversation, calls, event_texts, pending_calls
 from support.models import RecordedOfflineModel, ledger_at, runner_with
 from support.processes import run
 
-from long_running_agent.approval.delivery import decide_and_deliver, deliver
+from long_running_agent.approval.courier import decide_and_deliver, deliver
 from long_running_agent.ledger import AlreadyDecided, TicketStatus
 from long_running_agent.model.requests import find_expenses
 from long_running_agent.web.views import agent_reply
@@ -40,7 +40,7 @@ async def test_one_message_opens_a_ticket_per_large_expense_and_pays_the_small_o
     [taxi] = responses(events, "reimburse")
     assert taxi["status"] == "paid" and taxi["amount"] == 45.0
 
-    tickets = {t.purpose: t for t in await ledger.list_tickets(TicketStatus.PENDING)}
+    tickets = {t.purpose: t for t in await ledger.tickets.with_status(TicketStatus.PENDING)}
     assert {p: t.amount_cents for p, t in tickets.items()} == {"team lunch": 25_000, "conference ticket": 48_000}
     assert {t.call_id for t in tickets.values()} == {lunch.id, conference.id}
     told = " ".join(event_texts(events))
@@ -51,7 +51,7 @@ async def test_each_ticket_is_decided_on_its_own_in_any_order_and_paid_once(db_u
     model = RecordedOfflineModel()
     chat, _events = await ask_three(db_url, model)
     ledger = ledger_at(db_url)
-    tickets = {t.purpose: t for t in await ledger.list_tickets(TicketStatus.PENDING)}
+    tickets = {t.purpose: t for t in await ledger.tickets.with_status(TicketStatus.PENDING)}
 
     # The second ticket first, in this process; the first from the CLI, another process.
     conference = await decide_and_deliver(tickets["conference ticket"].id, approver="bob", approve=True)
@@ -59,7 +59,7 @@ async def test_each_ticket_is_decided_on_its_own_in_any_order_and_paid_once(db_u
     [paid] = responses(conference.events, "reimburse")
     assert paid["status"] == "paid" and paid["amount"] == 480.0
     assert "$480.00 for conference ticket was paid" in event_texts(conference.events)[-1]
-    assert await ledger.get(tickets["team lunch"].id) == tickets["team lunch"]  # untouched, still pending
+    assert await ledger.tickets.get(tickets["team lunch"].id) == tickets["team lunch"]  # untouched, still pending
 
     before = len(model.requests)
     rejected = run("reject", tickets["team lunch"].id, "--approver", "carol", "--reason", "no receipt", url=db_url)
@@ -68,11 +68,11 @@ async def test_each_ticket_is_decided_on_its_own_in_any_order_and_paid_once(db_u
     # The paid approval beside it is not paid again: no reimburse call at all in that delivery.
     assert "calls reimburse" not in rejected.stdout and len(model.requests) == before
 
-    payouts = await ledger.payouts(session_id=chat.session_id)
+    payouts = await ledger.payouts.find(session_id=chat.session_id)
     assert sorted((p.ticket_id or "none", p.amount_cents) for p in payouts) == sorted(
         [("none", 4_500), (tickets["conference ticket"].id, 48_000)])
     for ticket in tickets.values():
-        assert (await ledger.get(ticket.id)).delivered_at is not None
+        assert (await ledger.tickets.get(ticket.id)).delivered_at is not None
 
 
 async def test_the_guard_and_exactly_once_hold_for_each_ticket(sqlite_url):
@@ -85,14 +85,14 @@ async def test_the_guard_and_exactly_once_hold_for_each_ticket(sqlite_url):
     forged = await chat.answer(lunch, {"status": "approved", "ticket_id": lunch_ticket})
     assert calls(forged, "reimburse") == [] and "still pending" in event_texts(forged)[-1]
 
-    decided = await ledger.decide(conference_ticket, approver="bob", approve=True)
+    decided = await ledger.tickets.decide(conference_ticket, approver="bob", approve=True)
     first = await chat.answer(conference, decided.as_response())
     again = await chat.answer(conference, decided.as_response())
     assert len(calls(first, "reimburse")) == 1 and calls(again, "reimburse") == []
-    assert len(await ledger.payouts(ticket_id=conference_ticket)) == 1
-    assert (await ledger.get(lunch_ticket)).status is TicketStatus.PENDING
+    assert len(await ledger.payouts.find(ticket_id=conference_ticket)) == 1
+    assert (await ledger.tickets.get(lunch_ticket)).status is TicketStatus.PENDING
     with pytest.raises(AlreadyDecided):
-        await ledger.decide(conference_ticket, approver="carol", approve=False, reason="late")
+        await ledger.tickets.decide(conference_ticket, approver="carol", approve=False, reason="late")
 
 
 # One message, two or three tickets: different purposes, one purpose twice at two amounts, one at the same amount.
@@ -119,21 +119,21 @@ async def test_each_approval_pays_its_own_ticket_once_and_the_reply_names_that_p
         delivery = await decide_and_deliver(ticket_id, approver="bob", approve=True)
 
         assert delivery.delivered, delivery.detail
-        [payout] = await ledger.payouts(ticket_id=ticket_id)
+        [payout] = await ledger.payouts.find(ticket_id=ticket_id)
         # This approval ran reimburse once, and that call paid this very ticket now.
         assert [r for r in responses(delivery.events, "reimburse")] == [
             {"status": "paid", "payout_id": payout.id, "amount": payout.amount, "ticket_id": ticket_id}]
         reimbursed += len(calls(delivery.events, "reimburse"))
         # What the approver and the requester are told names this payout and amount, and no other payout.
         reply = agent_reply(delivery.events) or ""
-        others = [p.id for p in await ledger.payouts(session_id=chat.session_id) if p.id != payout.id]
+        others = [p.id for p in await ledger.payouts.find(session_id=chat.session_id) if p.id != payout.id]
         assert payout.id in reply and payout.amount_text in reply, reply
         assert not any(other in reply for other in others), reply
 
     assert reimbursed == len(asked)
     for ticket_id in asked:
-        ticket = await ledger.get(ticket_id)
-        assert len(await ledger.payouts(ticket_id=ticket_id)) == 1 and ticket.delivered_at is not None
+        ticket = await ledger.tickets.get(ticket_id)
+        assert len(await ledger.payouts.find(ticket_id=ticket_id)) == 1 and ticket.delivered_at is not None
 
 
 async def test_an_approval_pays_its_own_ticket_while_an_equal_one_waits_for_its_delivery(sqlite_url):
@@ -142,17 +142,17 @@ async def test_an_approval_pays_its_own_ticket_while_an_equal_one_waits_for_its_
     ledger = ledger_at(sqlite_url)
     first, second = (r["ticket_id"] for r in responses(events, "ask_for_approval"))
     # The first is approved by a process that stopped before delivering it: same purpose, same amount.
-    await ledger.decide(first, approver="carol", approve=True)
+    await ledger.tickets.decide(first, approver="carol", approve=True)
 
     delivery = await decide_and_deliver(second, approver="bob", approve=True)
 
     [paid] = responses(delivery.events, "reimburse")
-    [payout] = await ledger.payouts(ticket_id=second)
+    [payout] = await ledger.payouts.find(ticket_id=second)
     assert (paid["status"], paid["ticket_id"], paid["payout_id"]) == ("paid", second, payout.id)
-    assert await ledger.payouts(ticket_id=first) == []
+    assert await ledger.payouts.find(ticket_id=first) == []
     owed = await deliver(first, actor="carol")
     [paid] = responses(owed.events, "reimburse")
-    [payout] = await ledger.payouts(ticket_id=first)
+    [payout] = await ledger.payouts.find(ticket_id=first)
     assert (paid["status"], paid["ticket_id"], paid["payout_id"]) == ("paid", first, payout.id)
     assert payout.id in (agent_reply(owed.events) or "")
 

@@ -19,7 +19,7 @@ from support.models import RecordedOfflineModel, ledger_at, runner_with
 from support.processes import run
 from support.tickets import open_ticket_for
 
-from long_running_agent.approval.delivery import Outcome, decide_and_deliver
+from long_running_agent.approval.courier import Outcome, decide_and_deliver
 from long_running_agent.ledger import Ledger, TicketStatus
 
 TWICE = "Reimburse $4,500 for the server and $4,500 for the server"
@@ -34,7 +34,7 @@ async def test_one_message_split_in_two_needs_a_second_approver_for_the_part_tha
     _chat, answers = await ask(db_url, TWICE)
     ledger = ledger_at(db_url)
     # The two calls run at once; whichever is added second crosses the line.
-    one, two = sorted([await ledger.get(a["ticket_id"]) for a in answers], key=lambda t: t.approvals_needed)
+    one, two = sorted([await ledger.tickets.get(a["ticket_id"]) for a in answers], key=lambda t: t.approvals_needed)
     why = {a["ticket_id"]: a.get("why") for a in answers}
 
     assert (one.approvals_needed, two.approvals_needed) == (1, 2)
@@ -45,10 +45,10 @@ async def test_one_message_split_in_two_needs_a_second_approver_for_the_part_tha
     assert (await decide_and_deliver(one.id, approver="bob", approve=True)).delivered
     waiting = await decide_and_deliver(two.id, approver="bob", approve=True)
     assert waiting.outcome is Outcome.WAITING
-    assert [p.amount_cents for p in await ledger.payouts(ticket_id=one.id)] == [450_000]
-    assert await ledger.payouts(ticket_id=two.id) == []  # bob alone got $4,500 paid, not $9,000
+    assert [p.amount_cents for p in await ledger.payouts.find(ticket_id=one.id)] == [450_000]
+    assert await ledger.payouts.find(ticket_id=two.id) == []  # bob alone got $4,500 paid, not $9,000
     assert (await decide_and_deliver(two.id, approver="carol", approve=True)).delivered
-    assert [p.amount_cents for p in await ledger.payouts(ticket_id=two.id)] == [450_000]
+    assert [p.amount_cents for p in await ledger.payouts.find(ticket_id=two.id)] == [450_000]
 
 
 async def test_the_same_purpose_in_two_messages_adds_up_the_same_day(sqlite_url):
@@ -57,27 +57,27 @@ async def test_the_same_purpose_in_two_messages_adds_up_the_same_day(sqlite_url)
     _chat, [other] = await ask(sqlite_url, "Reimburse $4,500 for the office chairs", chat)
     ledger = ledger_at(sqlite_url)
 
-    assert [(await ledger.get(r["ticket_id"])).approvals_needed for r in (first, second, other)] == [1, 2, 1]
+    assert [(await ledger.tickets.get(r["ticket_id"])).approvals_needed for r in (first, second, other)] == [1, 2, 1]
 
 
 async def test_one_message_with_different_purposes_adds_up_too(sqlite_url):
     _chat, tickets = await ask(sqlite_url, "Reimburse $3,000 for a laptop and $3,000 for a monitor")
     ledger = ledger_at(sqlite_url)
 
-    assert sorted([(await ledger.get(r["ticket_id"])).approvals_needed for r in tickets]) == [1, 2]
+    assert sorted([(await ledger.tickets.get(r["ticket_id"])).approvals_needed for r in tickets]) == [1, 2]
 
 
 async def test_a_rejected_request_no_longer_counts_and_a_new_day_starts_afresh(sqlite_url, clock: FakeClock):
     ledger = ledger_at(sqlite_url)
     rejected = await open_ticket_for(ledger, 450_000, purpose="server")
-    await ledger.decide(rejected.id, approver="bob", approve=False, reason="wrong quote")
+    await ledger.tickets.decide(rejected.id, approver="bob", approve=False, reason="wrong quote")
     again = await open_ticket_for(ledger, 450_000, purpose="server", session="s-2")
     crossing = await open_ticket_for(ledger, 450_000, purpose="server", session="s-3")
     clock.advance(hours=24)
     tomorrow = await open_ticket_for(ledger, 450_000, purpose="server", session="s-4")
 
     assert [t.approvals_needed for t in (rejected, again, crossing, tomorrow)] == [1, 1, 2, 1]
-    assert [t.id for t in await ledger.requests_combined_with(crossing)] == [again.id]
+    assert [t.id for t in await ledger.tickets.combined_with(crossing)] == [again.id]
 
 
 async def test_requests_racing_in_two_processes_cross_the_line_once(db_url):
@@ -114,8 +114,8 @@ async def test_a_look_alike_purpose_is_the_same_purpose_or_refused(sqlite_url):
     ledger = ledger_at(sqlite_url)
 
     # Full-width letters are the same letters: the second request crosses the line.
-    assert [(await ledger.get(r["ticket_id"])).approvals_needed for r in (plain, wide)] == [1, 2]
-    assert (await ledger.get(wide["ticket_id"])).purpose == "server"
+    assert [(await ledger.tickets.get(r["ticket_id"])).approvals_needed for r in (plain, wide)] == [1, 2]
+    assert (await ledger.tickets.get(wide["ticket_id"])).purpose == "server"
     # A word mixing alphabets opens nothing.
     assert mixed["status"] == "error" and "mixes Cyrillic and Latin letters" in mixed["error"]
-    assert len(await ledger.list_tickets()) == 2
+    assert len(await ledger.tickets.with_status()) == 2

@@ -98,9 +98,9 @@ async def test_deleted_database_file_is_a_json_503_not_a_second_file(tmp_path):
 
 @pytest.mark.parametrize("how", ["deleted", "replaced"])
 async def test_ledger_and_sessions_stop_on_a_file_that_is_not_the_one_they_opened(sqlite_url, tmp_path, how):
-    app = services()
-    await app.sessions.create_session(app_name=APP, user_id="alice")
-    assert await app.ledger.count() == 0
+    parts = services()
+    await parts.sessions.create_session(app_name=APP, user_id="alice")
+    assert await parts.ledger.tickets.count() == 0
     db = database_file(sqlite_url)
     if how == "deleted":
         db.unlink()
@@ -110,15 +110,15 @@ async def test_ledger_and_sessions_stop_on_a_file_that_is_not_the_one_they_opene
         os.replace(other, db)
 
     with pytest.raises(DatabaseFileGone):
-        await app.ledger.count()
+        await parts.ledger.tickets.count()
     with pytest.raises(DatabaseFileGone):
-        await app.sessions.list_sessions(app_name=APP, user_id="alice")
+        await parts.sessions.list_sessions(app_name=APP, user_id="alice")
     assert db.exists() == (how == "replaced")
 
 
 def test_cli_says_in_one_line_that_the_database_file_is_gone(sqlite_url, capsys):
     async def inbox_after_the_file_is_deleted(args: argparse.Namespace, out) -> int:
-        await services().ledger.count()
+        await services().ledger.tickets.count()
         database_file(sqlite_url).unlink()
         return await cli.inbox(args, out)
 
@@ -131,10 +131,10 @@ def test_cli_says_in_one_line_that_the_database_file_is_gone(sqlite_url, capsys)
 
 async def test_ledger_and_sessions_share_one_engine_per_database(sqlite_url, tmp_path, monkeypatch):
     other = f"sqlite+aiosqlite:///{tmp_path}/other.db"
-    app = services()
-    assert app.sessions.db_engine is app.ledger.engine  # type: ignore[attr-defined]
-    assert app.sessions_at(other).db_engine is app.ledger_at(other).engine  # type: ignore[attr-defined]
-    assert app.ledger.engine is not app.ledger_at(other).engine
+    parts = services()
+    assert parts.sessions.db_engine is parts.ledger.engine  # type: ignore[attr-defined]
+    assert parts.sessions_at(other).db_engine is parts.ledger_at(other).engine  # type: ignore[attr-defined]
+    assert parts.ledger.engine is not parts.ledger_at(other).engine
 
     disposed: list[AsyncEngine] = []
     real_dispose = AsyncEngine.dispose
@@ -144,16 +144,16 @@ async def test_ledger_and_sessions_share_one_engine_per_database(sqlite_url, tmp
         await real_dispose(engine, close)
 
     monkeypatch.setattr(AsyncEngine, "dispose", counting_dispose)
-    await app.close()
-    assert sorted(map(id, disposed)) == sorted({id(app.ledger.engine), id(app.ledger_at(other).engine)})
+    await parts.close()
+    assert sorted(map(id, disposed)) == sorted({id(parts.ledger.engine), id(parts.ledger_at(other).engine)})
 
 
 async def test_a_servers_session_store_brings_its_engine_to_the_ledger(sqlite_url):
     # What the web server does: ADK's routes need their session store before the event loop runs.
     served = DatabaseSessionService(db_engine=create_engine(sqlite_url))
-    app = services()
-    app.use_sessions(served)
-    assert app.ledger.engine is served.db_engine and app.sessions is served
+    parts = services()
+    parts.use_sessions(served)
+    assert parts.ledger.engine is served.db_engine and parts.sessions is served
 
 
 def wal_mode_file(db: Path) -> sqlite3.Connection:
@@ -170,7 +170,7 @@ async def test_a_file_left_in_wal_mode_is_switched_to_a_rollback_journal(sqlite_
     db = database_file(sqlite_url)
     wal_mode_file(db).close()
 
-    assert await services().ledger.count() == 0
+    assert await services().ledger.tickets.count() == 0
 
     assert not [path.name for path in tmp_path.iterdir() if path.name.endswith(("-shm", "-wal"))]
     check = sqlite3.connect(db)
@@ -184,7 +184,7 @@ async def test_a_wal_file_another_connection_holds_stays_usable_and_the_log_says
     holder = wal_mode_file(db)  # still open, as a server of an older version would hold it
     try:
         with caplog.at_level(logging.WARNING, logger="long_running_agent.ledger.engine"):
-            assert await services().ledger.count() == 0
+            assert await services().ledger.tickets.count() == 0
     finally:
         holder.close()
 

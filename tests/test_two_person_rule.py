@@ -17,7 +17,7 @@ from support.models import RecordedOfflineModel, ledger_at, runner_with
 from support.processes import request_ticket, run
 from support.tickets import open_ticket_for
 
-from long_running_agent.approval.delivery import Outcome, decide_and_deliver, deliver
+from long_running_agent.approval.courier import Outcome, decide_and_deliver, deliver
 from long_running_agent.approval.guard import NOTE_MARK
 from long_running_agent.cli import report
 from long_running_agent.ledger import (
@@ -48,14 +48,14 @@ async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_ur
     model = RecordedOfflineModel()
     runner, chat, call, ticket_id = await ask_for_sponsorship(db_url, model)
     ledger = ledger_at(db_url)
-    assert (await ledger.get(ticket_id)).approvals_needed == 2
+    assert (await ledger.tickets.get(ticket_id)).approvals_needed == 2
     calls_before = len(model.requests)
 
     first = await decide_and_deliver(ticket_id, approver="bob", approve=True)
 
     assert first.outcome is Outcome.WAITING and first.ticket.status is TicketStatus.PENDING
-    assert (first.ticket.approvals, first.ticket.approvers) == ("1 of 2", ["bob"])
-    assert await ledger.payouts(ticket_id=ticket_id) == []
+    assert (first.ticket.approvals_so_far, first.ticket.approvers) == ("1 of 2", ["bob"])
+    assert await ledger.payouts.find(ticket_id=ticket_id) == []
     # The requester's conversation is told, with no model turn: an update of the same call, still pending.
     assert len(model.requests) == calls_before
     session = await runner.session_service.get_session(app_name=runner.app_name, user_id="alice",
@@ -80,8 +80,8 @@ async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_ur
     assert second.ticket.approvers == ["bob", "carol"]
     [paid] = responses(second.events, "reimburse")
     assert (paid["status"], paid["amount"]) == ("paid", 6000.0)
-    assert len(await ledger.payouts(ticket_id=ticket_id)) == 1
-    assert [(e.action, e.actor) for e in await ledger.audit(ticket_id)] == [
+    assert len(await ledger.payouts.find(ticket_id=ticket_id)) == 1
+    assert [(e.action, e.actor) for e in await ledger.tickets.audit(ticket_id)] == [
         ("requested", "alice"), ("approval", "bob"), ("approved", "carol"), ("paid", "reimburse"),
         ("delivered", "approval_guard")]
     # The model never saw the progress note (only the updated call, and its own answer about it).
@@ -101,7 +101,7 @@ async def test_a_rejection_by_either_approver_ends_the_ticket(sqlite_url, capsys
     assert "rejected by carol (not budgeted)" in event_texts(rejected.events)[-1]
     with pytest.raises(AlreadyDecided):
         await decide_and_deliver(ticket_id, approver="dave", approve=True)
-    assert await ledger_at(sqlite_url).payouts(ticket_id=ticket_id) == []
+    assert await ledger_at(sqlite_url).payouts.find(ticket_id=ticket_id) == []
 
 
 async def test_the_requester_is_neither_approver(sqlite_url):
@@ -111,13 +111,13 @@ async def test_the_requester_is_neither_approver(sqlite_url):
     await decide_and_deliver(ticket_id, approver="bob", approve=True)
     with pytest.raises(NotAllowed):
         await decide_and_deliver(ticket_id, approver="Alice", approve=True)
-    assert (await ledger_at(sqlite_url).get(ticket_id)).status is TicketStatus.PENDING
+    assert (await ledger_at(sqlite_url).tickets.get(ticket_id)).status is TicketStatus.PENDING
 
 
 async def _race(db_url: str, ticket_id: str, approvers: tuple[str, str]) -> list[object]:
     ledgers = [Ledger(db_url) for _ in approvers]  # one connection each, as two processes have
     try:
-        return await asyncio.gather(*(ledger.decide(ticket_id, approver=name, approve=True)
+        return await asyncio.gather(*(ledger.tickets.decide(ticket_id, approver=name, approve=True)
                                       for ledger, name in zip(ledgers, approvers, strict=True)),
                                     return_exceptions=True)
     finally:
@@ -127,16 +127,16 @@ async def _race(db_url: str, ticket_id: str, approvers: tuple[str, str]) -> list
 
 async def test_two_approvers_racing_on_the_last_approval_decide_it_once(db_url):
     _runner, _chat, _call, ticket_id = await ask_for_sponsorship(db_url)
-    await ledger_at(db_url).decide(ticket_id, approver="bob", approve=True)
+    await ledger_at(db_url).tickets.decide(ticket_id, approver="bob", approve=True)
 
     results = await _race(db_url, ticket_id, ("carol", "dave"))
 
     assert sorted(type(r).__name__ for r in results) == ["AlreadyDecided", "Ticket"]
-    ticket = await ledger_at(db_url).get(ticket_id)
+    ticket = await ledger_at(db_url).tickets.get(ticket_id)
     assert ticket.status is TicketStatus.APPROVED and ticket.approvers[0] == "bob"
-    assert [e.action for e in await ledger_at(db_url).audit(ticket_id)].count("approved") == 1
+    assert [e.action for e in await ledger_at(db_url).tickets.audit(ticket_id)].count("approved") == 1
     delivered = await deliver_now(ticket_id)
-    assert delivered and len(await ledger_at(db_url).payouts(ticket_id=ticket_id)) == 1
+    assert delivered and len(await ledger_at(db_url).payouts.find(ticket_id=ticket_id)) == 1
 
 
 async def deliver_now(ticket_id: str) -> bool:
@@ -149,7 +149,7 @@ async def test_both_approvals_at_once_or_one_approver_twice_end_in_one_decision(
 
     results = await _race(db_url, ticket_id, approvers)
 
-    ticket = await ledger_at(db_url).get(ticket_id)
+    ticket = await ledger_at(db_url).tickets.get(ticket_id)
     if approved:
         # Two different approvers clicking together: one gave the first approval, the other the second.
         assert ticket.status is TicketStatus.APPROVED and sorted(ticket.approvers) == ["bob", "carol"]
@@ -157,7 +157,7 @@ async def test_both_approvals_at_once_or_one_approver_twice_end_in_one_decision(
     else:
         assert ticket.status is TicketStatus.PENDING and ticket.approvers == ["bob"]
         assert sorted(type(r).__name__ for r in results) == ["AlreadyApprovedByYou", "Ticket"]
-    actions = [e.action for e in await ledger_at(db_url).audit(ticket_id)]
+    actions = [e.action for e in await ledger_at(db_url).tickets.audit(ticket_id)]
     assert actions.count("approval") == 1 and actions.count("approved") == (1 if approved else 0)
 
 
@@ -166,7 +166,7 @@ async def _race_amounts(db_url: str, ticket_id: str, approvals: list[tuple[str, 
     ledgers = [Ledger(db_url) for _ in approvals]
     try:
         return await asyncio.gather(*(
-            ledger.decide(ticket_id, approver=name, approve=True, amount=amount,
+            ledger.tickets.decide(ticket_id, approver=name, approve=True, amount=amount,
                           reason="within budget" if amount else None)
             for ledger, (name, amount) in zip(ledgers, approvals, strict=True)), return_exceptions=True)
     finally:
@@ -180,7 +180,7 @@ async def test_racing_approvers_never_pay_more_than_the_smaller_amount_approved(
         ticket = await open_ticket_for(ledger, 600_000)
         results = await _race_amounts(db_url, ticket.id, [("bob", "4000"), ("carol", "5500")])
 
-        ticket = await ledger.get(ticket.id)
+        ticket = await ledger.tickets.get(ticket.id)
         outcomes = sorted(type(r).__name__ for r in results)
         if ticket.status is TicketStatus.APPROVED:
             # carol's went first; bob's, second, lowered it: $4,000 is what both agreed to.
@@ -195,11 +195,11 @@ async def test_racing_approvers_never_pay_more_than_the_smaller_amount_approved(
 async def test_an_approval_without_an_amount_keeps_the_smaller_amount_the_other_approved(sqlite_url):
     ledger = ledger_at(sqlite_url)
     ticket = await open_ticket_for(ledger, 600_000)
-    await ledger.decide(ticket.id, approver="bob", approve=True, amount="4000", reason="within budget")
+    await ledger.tickets.decide(ticket.id, approver="bob", approve=True, amount="4000", reason="within budget")
 
     with pytest.raises(InputError):
-        await ledger.decide(ticket.id, approver="carol", approve=True, amount="6000")
-    approved = await ledger.decide(ticket.id, approver="carol", approve=True)
+        await ledger.tickets.decide(ticket.id, approver="carol", approve=True, amount="6000")
+    approved = await ledger.tickets.decide(ticket.id, approver="carol", approve=True)
 
     assert approved.status is TicketStatus.APPROVED and approved.payable_cents == 400_000
 
@@ -246,13 +246,13 @@ async def test_an_approver_outside_approvers_decides_and_settles_nothing(sqlite_
     try:
         ticket = await open_ticket_for(ledger, 900_000)
         with pytest.raises(NotAnApprover):
-            await ledger.decide(ticket.id, approver="mallory", approve=True)
-        await ledger.decide(ticket.id, approver="bob", approve=True)
-        await ledger.decide(ticket.id, approver="carol", approve=True)
-        await ledger.mark_undelivered(ticket.id, actor="test", error="the conversation is gone")
+            await ledger.tickets.decide(ticket.id, approver="mallory", approve=True)
+        await ledger.tickets.decide(ticket.id, approver="bob", approve=True)
+        await ledger.tickets.decide(ticket.id, approver="carol", approve=True)
+        await ledger.deliveries.mark_undelivered(ticket.id, actor="test", error="the conversation is gone")
         with pytest.raises(NotAnApprover):
-            await ledger.settle(ticket.id, approver="mallory")
-        assert await ledger.payouts(ticket_id=ticket.id) == []
+            await ledger.deliveries.settle(ticket.id, approver="mallory")
+        assert await ledger.payouts.find(ticket_id=ticket.id) == []
     finally:
         await ledger.close()
 
@@ -261,8 +261,8 @@ async def test_the_requester_cannot_be_one_of_two_approvers_even_from_the_dev_ch
     ledger = ledger_at(sqlite_url)
     ticket = await open_ticket_for(ledger, 900_000)
     with pytest.raises(NotAllowed):
-        await ledger.decide(ticket.id, approver="alice", approve=True, from_chat=True)
-    assert (await ledger.get(ticket.id)).approvers == []
+        await ledger.tickets.decide(ticket.id, approver="alice", approve=True, from_chat=True)
+    assert (await ledger.tickets.get(ticket.id)).approvers == []
 
 
 def test_one_configured_approver_cannot_keep_the_two_person_rule(monkeypatch):

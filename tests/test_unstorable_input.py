@@ -5,7 +5,7 @@ PostgreSQL refuses NUL characters and ids longer than their columns; SQLite
 stores them. Either way they are refused before they reach the database, as
 a 4xx with a fix. Where the database itself refuses a value, that is a 4xx
 too, not "database unavailable". No answer carries the SQL statement or its
-parameters (SQLAlchemy's error message has both), on `make web`'s app and in
+parameters (SQLAlchemy's error message has both), on `make web`'s server and in
 its SSE error events.
 """
 
@@ -149,7 +149,7 @@ async def test_a_failed_delivery_is_shown_without_the_sql_of_its_error(db_url, c
     configure(approvers={"bob-token": "bob"})
     async with in_process() as client:
         ledger = ledger_at()
-        ticket = await ledger.open_ticket(app_name=APP, user_id="alice", session_id="s", call_id="c",
+        ticket = await ledger.tickets.open(app_name=APP, user_id="alice", session_id="s", call_id="c",
                                           call_name="ask_for_approval", purpose="team lunch", amount_cents=25000,
                                           ttl=timedelta(hours=1))
         try:
@@ -158,7 +158,7 @@ async def test_a_failed_delivery_is_shown_without_the_sql_of_its_error(db_url, c
         except DBAPIError as error:
             failure = error
         # What the guard records when a run that delivers a decision fails.
-        await ledger.mark_undelivered(ticket.id, actor="approval_guard", error=f"the run failed: {failure}")
+        await ledger.deliveries.mark_undelivered(ticket.id, actor="approval_guard", error=f"the run failed: {failure}")
 
         shown = await client.get(f"/api/approvals/{ticket.id}", headers={"Authorization": "Bearer bob-token"})
 

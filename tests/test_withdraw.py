@@ -15,7 +15,7 @@ from support.conversation import Conversation, calls, event_texts, pending_calls
 from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
 from support.processes import request_ticket, run, start
 
-from long_running_agent.approval.delivery import decide_and_deliver
+from long_running_agent.approval.courier import decide_and_deliver
 from long_running_agent.ledger import AlreadyDecided, Ledger, NotRequester, TicketStatus
 
 TWO = "Reimburse $250 for the team lunch and $480 for the conference ticket"
@@ -41,11 +41,11 @@ async def test_the_requester_withdraws_in_the_chat_and_the_pending_call_is_answe
                for r in e.get_function_responses()]
     assert answers == [(conference.id, "ask_for_approval", "cancelled")]
     ledger = ledger_at(db_url)
-    ticket = await ledger.get(conference_ticket)
+    ticket = await ledger.tickets.get(conference_ticket)
     assert (ticket.status, ticket.decided_by, ticket.delivered_at is not None) == (TicketStatus.CANCELLED, "alice",
                                                                                    True)
     # The other one still waits, and the conversation goes on knowing both.
-    assert (await ledger.get(lunch_ticket)).status is TicketStatus.PENDING
+    assert (await ledger.tickets.get(lunch_ticket)).status is TicketStatus.PENDING
     news = await chat.say("any news?")
     assert lunch_ticket in event_texts(news)[-1] and conference_ticket not in event_texts(news)[-1]
     assert lunch.id != conference.id
@@ -53,7 +53,7 @@ async def test_the_requester_withdraws_in_the_chat_and_the_pending_call_is_answe
     # An approver cannot decide it any more, and nothing is paid.
     with pytest.raises(AlreadyDecided, match="withdrawn by its requester, alice"):
         await decide_and_deliver(conference_ticket, approver="bob", approve=True)
-    assert await ledger.payouts(ticket_id=conference_ticket) == []
+    assert await ledger.payouts.find(ticket_id=conference_ticket) == []
 
 
 async def test_only_the_requester_can_withdraw(sqlite_url):
@@ -68,9 +68,9 @@ async def test_only_the_requester_can_withdraw(sqlite_url):
 
     [refused] = responses(tried, "cancel_request")
     assert refused["status"] == "error" and f"bob did not request ticket {ticket_id}" in refused["error"]
-    assert (await ledger_at(sqlite_url).get(ticket_id)).status is TicketStatus.PENDING
+    assert (await ledger_at(sqlite_url).tickets.get(ticket_id)).status is TicketStatus.PENDING
     with pytest.raises(NotRequester):
-        await ledger_at(sqlite_url).cancel(ticket_id, requester="carol")
+        await ledger_at(sqlite_url).tickets.cancel(ticket_id, requester="carol")
 
 
 def test_the_cli_withdraws_for_the_requester_and_tells_the_conversation(sqlite_url):
@@ -99,8 +99,8 @@ async def test_a_withdrawal_racing_an_approval_ends_in_exactly_one(db_url):
         ledgers = [Ledger(db_url) for _ in range(2)]  # two connections, as two processes have
         try:
             results = await asyncio.gather(
-                ledgers[0].cancel(ticket["ticket_id"], requester="alice"),
-                ledgers[1].decide(ticket["ticket_id"], approver="bob", approve=True),
+                ledgers[0].tickets.cancel(ticket["ticket_id"], requester="alice"),
+                ledgers[1].tickets.decide(ticket["ticket_id"], approver="bob", approve=True),
                 return_exceptions=True,
             )
         finally:
@@ -108,9 +108,9 @@ async def test_a_withdrawal_racing_an_approval_ends_in_exactly_one(db_url):
                 await ledger.close()
         [won] = [r for r in results if not isinstance(r, BaseException)]
         assert [type(r) for r in results if isinstance(r, BaseException)] == [AlreadyDecided]
-        stored = await ledger_at(db_url).get(ticket["ticket_id"])
+        stored = await ledger_at(db_url).tickets.get(ticket["ticket_id"])
         assert stored.status == won.status
-        actions = [e.action for e in await ledger_at(db_url).audit(stored.id)]
+        actions = [e.action for e in await ledger_at(db_url).tickets.audit(stored.id)]
         assert actions == ["requested", str(won.status)]
         outcomes.append(won.status)
     assert set(outcomes) <= {TicketStatus.CANCELLED, TicketStatus.APPROVED}

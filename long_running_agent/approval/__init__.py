@@ -1,7 +1,9 @@
 """The approval's hardening around ADK: what makes a long-running approval safe to rely on.
 
     guard.py          checks every approval FunctionResponse against the ledger (an ADK plugin)
-    delivery.py       delivers a decision to its conversation, once, and says what happened
+    courier.py        takes a decision to its conversation, once, and says what happened
+                      (the ledger records it: ledger/deliveries.py)
     conversations.py  where each conversation lives, so any process can reach it
+    notes.py          the chat's form of a refusal: a tool's error, or the guard's note
     turn_order.py     what the model is shown, in the order Gemini accepts
 """

@@ -24,10 +24,12 @@ from dataclasses import dataclass
 from google.adk.cli.utils.local_storage import PerAgentDatabaseSessionService
 from google.adk.sessions import BaseSessionService, DatabaseSessionService, InMemorySessionService
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
+from google.adk.tools import ToolContext
 from sqlalchemy.engine import URL, make_url
 
-from ..ledger import Conversation
+from ..ledger import Conversation, ToolCall
 from ..ledger.locks import new_holder
+from ..refusals import ConversationInUse
 from ..services import services
 
 APP_STORE = "app"
@@ -56,22 +58,23 @@ def same_database(a: str | URL, b: str | URL) -> bool:
     return _without_password(make_url(a)) == _without_password(make_url(b))
 
 
-class ConversationInUse(Exception):
-    """A conversation with an open ticket cannot be deleted: its decision must reach it."""
-
-    def __init__(self, ticket_ids: list[str]) -> None:
-        self.ticket_ids = ticket_ids
-        super().__init__(f"the conversation still waits for {', '.join(ticket_ids)}")
-
-
 class GuardedSessionService(DatabaseSessionService):
     """ADK's session store that refuses to delete a conversation an approval still needs."""
 
     async def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
-        waiting = await services().ledger.open_in(Conversation(app_name, user_id, session_id))
+        waiting = await services().ledger.deliveries.open_in(Conversation(app_name, user_id, session_id))
         if waiting:
             raise ConversationInUse([t.id for t in waiting])
         await super().delete_session(app_name=app_name, user_id=user_id, session_id=session_id)
+
+
+async def tool_call(context: ToolContext) -> ToolCall:
+    """The tool call `context` runs: its conversation, call id, message, and the store that keeps it."""
+    session = context.session
+    store = await locate(context.get_invocation_context().session_service,
+                         app_name=session.app_name, app_database_url=services().settings.database_url)
+    return ToolCall(Conversation(session.app_name, session.user_id, session.id),
+                    call_id=context.function_call_id or "", message_id=context.invocation_id, session_store=store)
 
 
 async def locate(service: BaseSessionService, *, app_name: str, app_database_url: str) -> str:
@@ -95,7 +98,7 @@ async def locate(service: BaseSessionService, *, app_name: str, app_database_url
     return f"unknown:{type(service).__name__}"
 
 
-def describe(locator: str) -> str:
+def store_in_words(locator: str) -> str:
     """The store, in words for people."""
     kind, _, where = locator.partition(":")
     return {
@@ -110,9 +113,9 @@ def describe(locator: str) -> str:
 def open_store(locator: str) -> BaseSessionService:
     """A session service for the store named by `locator`; raises Unreachable."""
     kind, _, where = locator.partition(":")
-    app = services()
+    parts = services()
     if kind == APP_STORE:
-        return app.sessions
+        return parts.sessions
     if kind == "sqlite":
         if not os.path.exists(where):
             raise Unreachable(where, "the session file no longer exists")
@@ -120,16 +123,16 @@ def open_store(locator: str) -> BaseSessionService:
     if kind == "database":
         # The password is not stored with the ticket; it is the app's own
         # database under another name, or a database that needs none.
-        url = app.settings.database_url if same_database(where, app.settings.database_url) else where
-        return app.sessions_at(url)
+        url = parts.settings.database_url if same_database(where, parts.settings.database_url) else where
+        return parts.sessions_at(url)
     if kind == "memory":
         process, _, key = where.rpartition(":")
         service = _in_memory.get(int(key)) if key.isdigit() else None
         if service is not None and process == new_holder().rsplit(":", 1)[0]:
             return service  # this very process keeps it
         raise Unreachable(
-            describe(locator),
+            store_in_words(locator),
             "the conversation is kept in the memory of the process that started it; "
             "no other process can reach it",
         )
-    raise Unreachable(describe(locator), "this process does not know that kind of session store")
+    raise Unreachable(store_in_words(locator), "this process does not know that kind of session store")

@@ -6,7 +6,8 @@ carried by the `App` to the CLI, `adk web`, `adk api_server` and `adk run`
 alike, makes the ledger the authority instead of the message:
 
 - a response whose ticket the ledger has decided (and not yet delivered) goes
-  through, with its payload replaced by the ledger's own record;
+  through as `ledger_answer(ticket)`: the ledger's own record, under the
+  stored call's id and name, whatever payload the message carried;
 - anything else - a claim of a decision the ledger does not hold, a second
   delivery, a call without a ticket - is refused: the message is replaced by
   a record of what was sent (a thought, which ADK never sends to the model),
@@ -38,13 +39,22 @@ from google.genai import types
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..ledger import Conversation, DatabaseFileGone, Ledger, LedgerError, Ticket, TicketStatus
-from ..ledger.errors import without_sql
 from ..ledger.inputs import InputError
 from ..ledger.locks import HeldLock
-from ..ledger.migrate import SchemaError
+from ..names import APPROVAL_TOOL, ERROR
+from ..refusals import (
+    AlreadyDelivered,
+    LedgerUnusable,
+    NoSuchCall,
+    NotAcceptedAnswer,
+    NotAnApproval,
+    NoTicketForCall,
+    SchemaError,
+    StillPending,
+    without_sql,
+)
 from ..services import services
-from ..tools import APPROVAL_TOOL
-from .notes import REFUSAL_PREFIX, already_delivered, as_sent, claimed_status, unacceptable
+from .notes import CHAT, already_delivered, as_sent, claimed_status, refused_answer, unacceptable
 
 logger = logging.getLogger(__name__)
 
@@ -76,22 +86,28 @@ def delivering_now() -> list[str]:
     return list(run.delivering) if run is not None else []
 
 
-class Refused(Exception):
-    """The response cannot resume the agent; the message says why."""
-
-
 def conversation_of(context: InvocationContext) -> Conversation:
     return Conversation(context.session.app_name, context.session.user_id, context.session.id)
 
 
+def ledger_answer(ticket: Ticket) -> types.FunctionResponse:
+    """What the agent receives for an approval call: the ledger's record of `ticket`, with the call's id and name.
+
+    The one answer the guard lets through, whatever the message said; the
+    app's own deliveries send the same (`decision_message`), as main.py does.
+    """
+    return types.FunctionResponse(id=ticket.call_id, name=ticket.call_name, response=ticket.as_response())
+
+
 def decision_message(ticket: Ticket) -> types.Content:
-    """The updated FunctionResponse for `ticket`: same id and name as the original call."""
-    return types.Content(
-        role="user",
-        parts=[types.Part(function_response=types.FunctionResponse(
-            id=ticket.call_id, name=ticket.call_name, response=ticket.as_response()
-        ))],
-    )
+    """The updated FunctionResponse for `ticket`, as a message: same id and name as the original call."""
+    return types.Content(role="user", parts=[types.Part(function_response=ledger_answer(ticket))])
+
+
+def running_app(context: InvocationContext) -> App:
+    """The app this run is: the same agent, model and plugins, to deliver with from inside it."""
+    return App(name=context.session.app_name, root_agent=context.agent,
+               plugins=list(context.plugin_manager.plugins))
 
 
 def holds_call(session: Session, call_id: str) -> bool:
@@ -120,10 +136,9 @@ UNUSABLE = (SQLAlchemyError, OSError, DatabaseFileGone, SchemaError)
 
 def unusable_note(error: BaseException) -> str:
     """What the chat is told when the ledger's database cannot be used (no SQL, no traceback)."""
-    why = str(error) if isinstance(error, (SchemaError, DatabaseFileGone)) else \
+    why = error.sentence(CHAT) if isinstance(error, (SchemaError, DatabaseFileGone)) else \
         without_sql(f"{type(error).__name__}: {error}")
-    return (f"The expense records cannot be used right now ({(why or 'unknown').rstrip('.')}). Nothing was "
-            "decided or paid for this message; please try again later.")
+    return LedgerUnusable(why or "unknown").sentence(CHAT)
 
 
 class ApprovalGuard(BasePlugin):
@@ -158,7 +173,7 @@ class ApprovalGuard(BasePlugin):
         if not isinstance(error, UNUSABLE):
             return None
         logger.warning("%s could not use the ledger: %s", tool.name, without_sql(str(error)))
-        return {"status": "error", "error": unusable_note(error)}
+        return {"status": ERROR, "error": unusable_note(error)}
 
     async def _check(
         self, invocation_context: InvocationContext, user_message: types.Content
@@ -182,9 +197,9 @@ class ApprovalGuard(BasePlugin):
             return None
         try:
             parts = [await self._authoritative(invocation_context, ledger, run, r) for r in responses]
-        except Refused as refusal:
+        except (NotAcceptedAnswer, StillPending, AlreadyDelivered) as refusal:
             run.delivering.clear()
-            run.note = REFUSAL_PREFIX + str(refusal)
+            run.note = refused_answer(refusal)
             return types.Content(role="user", parts=[types.Part(text=as_sent(responses), thought=True)])
         return types.Content(role="user", parts=parts)
 
@@ -218,7 +233,7 @@ class ApprovalGuard(BasePlugin):
         try:
             ledger = services().ledger
             for ticket_id in run.delivering:
-                await ledger.mark_delivered(ticket_id, actor="approval_guard")
+                await ledger.deliveries.mark_delivered(ticket_id, actor="approval_guard")
         finally:
             await self._release(run)
 
@@ -231,7 +246,7 @@ class ApprovalGuard(BasePlugin):
         try:
             ledger = services().ledger
             for ticket_id in run.delivering:
-                await ledger.mark_undelivered(
+                await ledger.deliveries.mark_undelivered(
                     ticket_id, actor="approval_guard", error=f"the run failed: {type(error).__name__}: {error}"
                 )
         except Exception:
@@ -268,14 +283,12 @@ class ApprovalGuard(BasePlugin):
         self, context: InvocationContext, ledger: Ledger, conversation: Conversation
     ) -> None:
         """Deliver what this conversation is owed before answering its new message."""
-        await ledger.expire_due(conversation=conversation)
-        owed = await ledger.undelivered(conversation)
+        await ledger.tickets.expire_due(conversation=conversation)
+        owed = await ledger.deliveries.undelivered(conversation)
         if not owed:
             return
         # The same agent, model and plugins as this run, on the same store.
-        app = App(name=conversation.app_name, root_agent=context.agent,
-                  plugins=list(context.plugin_manager.plugins))
-        runner = Runner(app=app, session_service=context.session_service)
+        runner = Runner(app=running_app(context), session_service=context.session_service)
         saved = _current_run.get()
         try:
             for ticket in owed:
@@ -284,7 +297,7 @@ class ApprovalGuard(BasePlugin):
                     # and this message with it. Recorded once, so an approver can settle the ticket.
                     why = call_gone(ticket)
                     if ticket.delivery_error != why:
-                        await ledger.mark_undelivered(ticket.id, actor="approval_guard", error=why)
+                        await ledger.deliveries.mark_undelivered(ticket.id, actor="approval_guard", error=why)
                     continue
                 try:
                     async for _event in runner.run_async(
@@ -296,8 +309,8 @@ class ApprovalGuard(BasePlugin):
                     logger.warning("Delivering %s before a message failed: %s: %s", ticket.id,
                                    type(error).__name__, error)
                     # A failure inside the run is recorded by that run's guard; one before it, here.
-                    if (await ledger.get(ticket.id)).delivery_error == ticket.delivery_error:
-                        await ledger.mark_undelivered(ticket.id, actor="approval_guard",
+                    if (await ledger.tickets.get(ticket.id)).delivery_error == ticket.delivery_error:
+                        await ledger.deliveries.mark_undelivered(ticket.id, actor="approval_guard",
                                                       error=f"{type(error).__name__}: {error}")
         finally:
             _current_run.set(saved)
@@ -311,31 +324,26 @@ class ApprovalGuard(BasePlugin):
         # name comes from the stored call and the decision from the ledger.
         call = _stored_call(context, response.id)
         if call is None:
-            raise Refused(f"no function call with id {response.id!r} in this conversation.")
+            raise NoSuchCall(response.id)
         if call.name != APPROVAL_TOOL:
-            raise Refused(f"{call.name} is not answered by the application; only approvals are.")
-        ticket = await ledger.find_by_call(run.conversation, call.id or "")
+            raise NotAnApproval(call.name)
+        ticket = await ledger.tickets.find_by_call(run.conversation, call.id or "")
         if ticket is None:
-            raise Refused("this approval call has no ticket (the request was invalid).")
-        ticket = await self._settle(ledger, ticket, response, context)
+            raise NoTicketForCall()
+        ticket = await self._bring_up_to_date(ledger, ticket, response, context)
         if ticket.status is TicketStatus.PENDING:
-            await ledger.record_refusal(
+            await ledger.tickets.record_refusal(
                 ticket.id, actor=context.session.user_id,
                 detail=f"response claiming {claimed_status(response)!r} while pending",
             )
-            raise Refused(
-                f"ticket {ticket.id} is still pending, and only an approver can decide it "
-                f"(python main.py approve {ticket.id} --approver NAME, or the inbox page of make web). "
-                "The decision then reaches this conversation by itself; ask me for news any time."
-            )
+            raise StillPending(ticket.id)
         if ticket.delivered_at or ticket.settled_at:
-            raise Refused(await already_delivered(ledger, ticket))
+            raise await already_delivered(ledger, ticket)
         run.delivering.append(ticket.id)
-        return types.Part(function_response=types.FunctionResponse(
-            id=call.id, name=call.name, response=ticket.as_response()
-        ))
+        # The ticket was opened by this very call (find_by_call): its id and name are the stored call's.
+        return types.Part(function_response=ledger_answer(ticket))
 
-    async def _settle(
+    async def _bring_up_to_date(
         self, ledger: Ledger, ticket: Ticket, response: types.FunctionResponse,
         context: InvocationContext,
     ) -> Ticket:
@@ -344,15 +352,15 @@ class ApprovalGuard(BasePlugin):
             return ticket
         if ticket.expires_at <= ledger.now():
             try:
-                return await ledger.expire(ticket.id)
+                return await ledger.tickets.expire(ticket.id)
             except LedgerError:
-                return await ledger.get(ticket.id)
+                return await ledger.tickets.get(ticket.id)
         claimed = claimed_status(response)
         if services().settings.dev_chat_approval and claimed in (TicketStatus.APPROVED, TicketStatus.REJECTED):
             # DEV_CHAT_APPROVAL: the chat answer box acts as an approver, and
             # the ledger records it as such. Never enable this in production.
             try:
-                return await ledger.decide(
+                return await ledger.tickets.decide(
                     ticket.id,
                     approver=context.session.user_id,
                     approve=claimed == TicketStatus.APPROVED,
@@ -360,7 +368,7 @@ class ApprovalGuard(BasePlugin):
                     from_chat=True,
                 )
             except (LedgerError, InputError):
-                return await ledger.get(ticket.id)
+                return await ledger.tickets.get(ticket.id)
         return ticket
 
 

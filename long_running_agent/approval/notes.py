@@ -1,8 +1,9 @@
-"""What the approval guard refuses and how it tells people: its notes, in the agent's voice.
+"""The chat's form of a refusal: a tool's error response, or the approval guard's note in the agent's voice.
 
-A note replaces what the agent would have said; what the person sent is kept
-as a thought (shown in the dev UI, never read by the model), so the pending
-call stays open for the real decision.
+Every refusal is defined once (refusals.py); this module only words it for
+the chat. A note replaces what the agent would have said; what the person
+sent is kept as a thought (shown in the dev UI, never read by the model), so
+the pending call stays open for the real decision.
 """
 
 from __future__ import annotations
@@ -14,9 +15,45 @@ from google.adk.agents.invocation_context import InvocationContext
 from google.genai import types
 
 from ..ledger import Ledger, Ticket
-from ..ledger.inputs import MAX_MESSAGE, is_canonical_name, printable, unstorable
+from ..ledger.inputs import MAX_MESSAGE, is_canonical_name, unstorable
+from ..names import ERROR, PayoutStatus
+from ..refusals import (
+    Actions,
+    AlreadyDelivered,
+    MessageTooLong,
+    NeedsApproval,
+    Refusal,
+    UnstorableMessage,
+    UnusableUserId,
+)
 
 REFUSAL_PREFIX = "Approval response not accepted: "
+
+# The actions a next step names, as people in a chat can take them.
+CHAT = Actions(
+    inbox="the inbox (python main.py inbox, or the inbox page of make web)",
+    show="python main.py show {ticket}",
+    deliver="python main.py deliver {ticket}",
+    decide="python main.py approve {ticket} --approver NAME, or the inbox page of make web",
+    approve="python main.py approve {ticket} --approver NAME, or the inbox page of make web",
+    settle="python main.py settle {ticket} --approver NAME",
+    approve_less="an amount and a reason",
+    restart="start the app again",
+)
+
+
+def tool_error(refusal: Refusal) -> dict[str, Any]:
+    """A tool's answer when the ledger refuses: what the model acts on and tells the user."""
+    if isinstance(refusal, NeedsApproval):
+        return {"status": PayoutStatus.NEEDS_APPROVAL.value, "reason": refusal.reason,
+                "message": refusal.message, "next": refusal.next_for(CHAT)}
+    return {"status": ERROR, "error": refusal.sentence(CHAT)}
+
+
+def refused_answer(refusal: Refusal) -> str:
+    """The agent's note for an approval response it does not accept."""
+    said = refusal.sentence(CHAT)
+    return REFUSAL_PREFIX + said[:1].lower() + said[1:]
 
 
 def claimed_status(response: types.FunctionResponse) -> str | None:
@@ -31,26 +68,17 @@ def unacceptable(context: InvocationContext, message: types.Content) -> tuple[st
     """A message this app does not take, as (the agent's note, what is stored instead)."""
     user_id = context.session.user_id
     if not is_canonical_name(user_id):
-        note = (
-            f"I can't take requests from the user id {printable(user_id)!r}: user ids here are plain lower-case "
-            "names (letters a-z, digits and . _ @ + -), so that nobody can look like somebody else. "
-            "Start a session with such an id, e.g. alice."
-        )
-        return note, record_of(message)
+        return UnusableUserId(user_id).sentence(CHAT), record_of(message)
     size = sum(len(p.text or "") for p in message.parts or []) + sum(
         len(json.dumps(p.function_response.response, default=str)) for p in message.parts or [] if p.function_response
     )
     if unstorable([p.text for p in message.parts or []]) or unstorable(
             [p.function_response.response for p in message.parts or [] if p.function_response]):
         # PostgreSQL refuses NUL in text; under plain `adk` commands nothing stops it before the store.
-        note = ("Your message has a NUL character (\\u0000) or text that is not Unicode, so I did not store it. "
-                "Please send it again without it.")
-        return note, types.Content(role="user", parts=[types.Part(text="(a message that cannot be stored)",
-                                                                   thought=True)])
+        return UnstorableMessage().sentence(CHAT), types.Content(role="user", parts=[types.Part(
+            text="(a message that cannot be stored)", thought=True)])
     if size > MAX_MESSAGE:
-        note = (f"Your message has {size:,} characters; I take at most {MAX_MESSAGE:,}. "
-                "Please send a shorter one: the purpose and the amount are enough.")
-        return note, types.Content(role="user", parts=[types.Part(
+        return MessageTooLong(size, MAX_MESSAGE).sentence(CHAT), types.Content(role="user", parts=[types.Part(
             text=f"(a message of {size:,} characters, not stored)", thought=True)])
     return None
 
@@ -68,20 +96,8 @@ def as_sent(responses: list[types.FunctionResponse]) -> str:
     return f"Answered {sent[:300]}"
 
 
-
-
-async def already_delivered(ledger: Ledger, ticket: Ticket) -> str:
-    """What became of a delivered decision, for a repeated answer."""
-    by = f" by {ticket.decided_by}" if ticket.decided_by else ""
-    payouts = await ledger.payouts(ticket_id=ticket.id)
-    if payouts:
-        outcome = f"{payouts[0].amount_text} was paid (payout {payouts[0].id})"
-    else:
-        outcome = "nothing was paid"
-    if ticket.settled_at:
-        return (f"ticket {ticket.id} was {ticket.status}{by} and then settled by {ticket.settled_by} "
-                f"without this conversation: {outcome}. This response was ignored.")
-    return (
-        f"ticket {ticket.id} was already {ticket.status}{by}, and that decision reached this "
-        f"conversation: {outcome}. This repeated response was ignored."
-    )
+async def already_delivered(ledger: Ledger, ticket: Ticket) -> AlreadyDelivered:
+    """A repeated answer to a decision that reached its conversation, with what the decision led to."""
+    payouts = await ledger.payouts.find(ticket_id=ticket.id)
+    outcome = f"{payouts[0].amount_text} was paid (payout {payouts[0].id})" if payouts else "nothing was paid"
+    return AlreadyDelivered(ticket, f"{outcome}; this response was ignored")

@@ -24,8 +24,8 @@ from google.adk.agents.callback_context import CallbackContext
 from google.adk.models import LlmRequest, LlmResponse
 from google.genai import types
 
+from ..names import APPROVAL_TOOL
 from ..services import services
-from ..tools import APPROVAL_TOOL
 from .guard import NOTE_MARK
 
 
@@ -73,7 +73,7 @@ async def _with_payouts(content: types.Content) -> types.Content:
     for part in parts:
         response = part.function_response
         if response in approved and response is not None:
-            paid = await ledger.payouts(ticket_id=str((response.response or {}).get("ticket_id")))
+            paid = await ledger.payouts.find(ticket_id=str((response.response or {}).get("ticket_id")))
             if paid:
                 part = types.Part(function_response=response.model_copy(
                     update={"response": {**(response.response or {}), "payout_id": paid[0].id}}))

@@ -14,12 +14,11 @@ from sqlalchemy import Select, func, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 
-from . import inputs
-from .base import new_id
-from .errors import NotAnApprover, NotSettleable, without_sql
+from ..refusals import NotSettleable, without_sql
+from .database import Database, new_id
 from .records import Conversation, Payout, Ticket, TicketStatus
 from .schema import AuditRow, PayoutRow, TicketRow, in_conversation, undelivered
-from .tickets import Tickets
+from .tickets import Tickets, approver_name, row_of
 
 
 def undelivered_in(
@@ -38,22 +37,28 @@ def count_undelivered_in() -> Select[int]:
     return select(func.count()).select_from(TicketRow).where(undelivered())
 
 
-class Deliveries(Tickets):
+class Deliveries:
+    """Whether each decision reached its conversation; settling the ones that never can."""
+
+    def __init__(self, database: Database, tickets: Tickets) -> None:
+        self.database = database
+        self.tickets = tickets
+
     async def undelivered(
         self, conversation: Conversation | None = None, *, limit: int | None = None, offset: int = 0
     ) -> list[Ticket]:
         """Decided tickets whose decision has not reached their conversation, oldest decision first."""
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             return [Ticket.of(row) for row in await db.scalars(undelivered_in(conversation, limit, offset))]
 
     async def count_undelivered(self) -> int:
         """How many decisions have not reached their conversation (counted in their partial index)."""
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             return int(await db.scalar(count_undelivered_in()) or 0)
 
     async def open_in(self, conversation: Conversation) -> list[Ticket]:
         """Tickets that still need this conversation: pending, or decided and not yet delivered."""
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             rows = await db.scalars(select(TicketRow).where(
                 in_conversation(conversation),
                 (TicketRow.status == TicketStatus.PENDING)
@@ -67,17 +72,15 @@ class Deliveries(Tickets):
         Only after a delivery failed (`delivery_error` is set): while the
         conversation can be reached, the requester is told there.
         """
-        approver = inputs.name(approver, "approver name")
-        if self.approvers is not None and approver not in self.approvers:
-            raise NotAnApprover(approver, sorted(self.approvers))
-        ticket = await self.get(ticket_id)
+        approver = approver_name(approver, self.tickets.approvers)
+        ticket = await self.tickets.get(ticket_id)
         undeliverable = ticket.delivery_error and not (ticket.delivered_at or ticket.settled_at)
         if ticket.status is TicketStatus.PENDING or not undeliverable:
             raise NotSettleable(ticket)
-        now = self._clock()
+        now = self.database.now()
         payout_row = None
         try:
-            async with await self.db() as db, db.begin():
+            async with await self.database.session() as db, db.begin():
                 changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                     update(TicketRow)
                     .where(TicketRow.id == ticket_id, TicketRow.settled_at.is_(None),
@@ -86,7 +89,7 @@ class Deliveries(Tickets):
                 )
                 if changed.rowcount != 1:
                     # Read in this transaction: on SQLite the engine's one connection is this one.
-                    raise NotSettleable(Ticket.of(await self._row(db, ticket_id)))
+                    raise NotSettleable(Ticket.of(await row_of(db, ticket_id)))
                 if ticket.status is TicketStatus.APPROVED:
                     # The approval is the authority; the payout is still one per ticket.
                     payout_row = PayoutRow(
@@ -100,14 +103,14 @@ class Deliveries(Tickets):
                 db.add(AuditRow(ticket_id=ticket.id, at=now, actor=approver, action="settled",
                                 detail=f"the conversation could not be told: {ticket.delivery_error}"[:500]))
         except IntegrityError:
-            raise NotSettleable(await self.get(ticket_id)) from None  # paid meanwhile
-        return await self.get(ticket_id), Payout.of(payout_row) if payout_row else None
+            raise NotSettleable(await self.tickets.get(ticket_id)) from None  # paid meanwhile
+        return await self.tickets.get(ticket_id), Payout.of(payout_row) if payout_row else None
 
-    async def delivery_failures(self, ticket_ids: list[str]) -> dict[str, datetime]:
+    async def failures(self, ticket_ids: list[str]) -> dict[str, datetime]:
         """When the latest failed delivery of each of these tickets was recorded (tickets with none are left out)."""
         if not ticket_ids:
             return {}
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             rows = await db.execute(
                 select(AuditRow.ticket_id, func.max(AuditRow.at))
                 .where(AuditRow.ticket_id.in_(ticket_ids), AuditRow.action == "undelivered")
@@ -117,8 +120,8 @@ class Deliveries(Tickets):
 
     async def mark_delivered(self, ticket_id: str, *, actor: str) -> bool:
         """Record that the decision reached the conversation; False if it already had."""
-        now = self._clock()
-        async with await self.db() as db, db.begin():
+        now = self.database.now()
+        async with await self.database.session() as db, db.begin():
             changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(TicketRow)
                 .where(TicketRow.id == ticket_id, TicketRow.delivered_at.is_(None))
@@ -133,11 +136,11 @@ class Deliveries(Tickets):
     async def mark_undelivered(self, ticket_id: str, *, actor: str, error: str) -> None:
         """Record why a delivery did not happen, so people can see it and act (never the SQL of a database error)."""
         error = without_sql(error) or "unknown"
-        async with await self.db() as db, db.begin():
+        async with await self.database.session() as db, db.begin():
             await db.execute(
                 update(TicketRow)
                 .where(TicketRow.id == ticket_id, TicketRow.delivered_at.is_(None))
                 .values(delivery_error=error[:500])
             )
-            db.add(AuditRow(ticket_id=ticket_id, at=self._clock(), actor=actor,
+            db.add(AuditRow(ticket_id=ticket_id, at=self.database.now(), actor=actor,
                             action="undelivered", detail=error[:500]))

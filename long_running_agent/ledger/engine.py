@@ -15,12 +15,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from google.adk.sessions import DatabaseSessionService
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from .errors import DatabaseFileGone
+from ..refusals import DatabaseFileGone
 
 logger = logging.getLogger(__name__)
 
@@ -153,12 +152,3 @@ def _ensure_sqlite_dir(url: str) -> bool:
         return True
     return False
 
-
-def session_service(url: str) -> DatabaseSessionService:
-    """ADK's session store on an engine of its own for `url`, tuned as the ledger's.
-
-    A process shares one engine per database between the ledger and its
-    session store (services.py); an engine of its own is for something that
-    stands in for another process (tests, benchmark replicas).
-    """
-    return DatabaseSessionService(db_engine=create_engine(url))

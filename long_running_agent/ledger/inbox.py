@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from .deliveries import Deliveries, count_undelivered_in, undelivered_in
+from .database import Database
+from .deliveries import count_undelivered_in, undelivered_in
 from .records import Ticket, TicketStatus
-from .tickets import count_in, latest_decisions, tickets_in
+from .tickets import Tickets, count_in, latest_decisions, tickets_in
 
 RECENT_DECISIONS = 10
 
@@ -32,23 +33,29 @@ class Inbox:
     recent_decisions: list[Ticket]
 
 
-class InboxQueries(Deliveries):
-    async def read_inbox(
+class InboxQueries:
+    """The inbox's read, on the tickets' database."""
+
+    def __init__(self, database: Database, tickets: Tickets) -> None:
+        self.database = database
+        self.tickets = tickets
+
+    async def read(
         self, *, limit: int, offset: int = 0, undelivered_limit: int, undelivered_offset: int = 0,
         recent: int = RECENT_DECISIONS,
     ) -> Inbox:
         """Expire what is overdue, then read the pages, their totals and the `recent` latest decisions."""
-        await self.expire_due()
+        await self.tickets.expire_due()
         # One session for the five reads: on PostgreSQL each session of its own
         # would add a pool check-out (a ping), a BEGIN and a ROLLBACK.
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             pending = await db.scalars(tickets_in(TicketStatus.PENDING, limit, offset))
             total_pending = await db.scalar(count_in(TicketStatus.PENDING))
             undelivered = await db.scalars(undelivered_in(limit=undelivered_limit, offset=undelivered_offset))
             total_undelivered = await db.scalar(count_undelivered_in())
             recent_rows = list(await db.scalars(latest_decisions(recent))) if recent else []
             return Inbox(
-                now=self.now(),
+                now=self.database.now(),
                 pending=[Ticket.of(row) for row in pending],
                 total_pending=int(total_pending or 0),
                 undelivered=[Ticket.of(row) for row in undelivered],

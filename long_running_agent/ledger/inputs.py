@@ -23,6 +23,11 @@ import re
 import unicodedata
 from decimal import Decimal
 
+from ..refusals import AmountError, InputError
+
+__all__ = ["AmountError", "InputError", "amount", "is_canonical_name", "name", "printable", "purpose", "reason",
+           "unstorable"]
+
 MAX_NAME = 64
 # Session ids, app names and call ids: ADK's session tables hold 128 characters.
 MAX_ID = 128
@@ -35,32 +40,11 @@ _NAME = re.compile(r"[a-z0-9](?:[a-z0-9._@+-]*[a-z0-9])?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")
 
 
-class InputError(ValueError):
-    """An input the app refuses; the message says what is wrong and what to write instead."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
 # What is wrong with a refused amount (AmountError.problem).
 NOT_A_NUMBER = "not_a_number"
 NOT_POSITIVE = "not_positive"
 ABOVE_MAXIMUM = "above_maximum"
 FRACTION_OF_A_CENT = "fraction_of_a_cent"
-
-
-class AmountError(InputError):
-    """An amount the rule refuses.
-
-    `problem` says which part of the rule; `shown` is the amount as a person
-    reads it ("$300.00"), or None when it is no readable number or too long to
-    repeat; `most` is the maximum that was applied.
-    """
-
-    def __init__(self, problem: str, message: str, *, shown: str | None, most: Decimal) -> None:
-        super().__init__("amount", message)
-        self.problem, self.shown, self.most = problem, shown, most
 
 
 def name(raw: object, field: str = "name") -> str:
@@ -93,7 +77,7 @@ def reason(raw: object, *, required: bool, needed_by: str = "A rejection") -> st
         raise InputError("reason", "The reason must be text.")
     if not text:
         if required:
-            raise InputError("reason", f"{needed_by} needs a reason; the requester is told it.")
+            raise InputError("reason", f"{needed_by} needs a reason; the requester is told it.", missing=True)
         return None
     if _CONTROL.search(text):
         raise InputError("reason", "The reason contains control or invisible characters; write plain text.")

@@ -23,17 +23,15 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 
+from .database import Database
 from .records import Conversation, _utc
 from .schema import ConversationLockRow
-
-if TYPE_CHECKING:
-    from .base import LedgerBase
 
 logger = logging.getLogger(__name__)
 
@@ -146,8 +144,8 @@ class HeldLock:
 class ConversationLocks:
     """Leases on conversations, kept in the ledger's database."""
 
-    def __init__(self, ledger: LedgerBase) -> None:
-        self.ledger = ledger
+    def __init__(self, database: Database) -> None:
+        self.database = database
 
     async def acquire(
         self, conversation: Conversation, *, purpose: str, wait: timedelta = DEFAULT_WAIT
@@ -180,20 +178,20 @@ class ConversationLocks:
             await held.release()
 
     async def state(self, conversation: Conversation) -> LockState | None:
-        async with await self.ledger.db() as db:
+        async with await self.database.session() as db:
             row = await db.scalar(select(ConversationLockRow).where(_locked(conversation)))
         if row is None:
             return None
         return LockState(
             holder=row.holder, purpose=row.purpose,
             acquired_at=_utc(row.acquired_at), expires_at=_utc(row.expires_at),  # type: ignore[arg-type]
-            dead=holder_is_dead(row.holder) or _utc(row.expires_at) <= self.ledger.now(),  # type: ignore[operator]
+            dead=holder_is_dead(row.holder) or _utc(row.expires_at) <= self.database.now(),  # type: ignore[operator]
         )
 
     async def _try(self, conversation: Conversation, holder: str, purpose: str) -> bool:
-        now = self.ledger.now()
+        now = self.database.now()
         try:
-            async with await self.ledger.db() as db, db.begin():
+            async with await self.database.session() as db, db.begin():
                 db.add(ConversationLockRow(
                     app_name=conversation.app_name, user_id=conversation.user_id,
                     session_id=conversation.session_id, holder=holder, purpose=purpose,
@@ -203,7 +201,7 @@ class ConversationLocks:
         except IntegrityError:
             pass
         # Taken: take it over only if its lease has lapsed.
-        async with await self.ledger.db() as db, db.begin():
+        async with await self.database.session() as db, db.begin():
             changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(ConversationLockRow)
                 .where(_locked(conversation), ConversationLockRow.expires_at <= now)
@@ -212,8 +210,8 @@ class ConversationLocks:
         return changed.rowcount == 1
 
     async def _take_from(self, conversation: Conversation, dead: str, holder: str, purpose: str) -> bool:
-        now = self.ledger.now()
-        async with await self.ledger.db() as db, db.begin():
+        now = self.database.now()
+        async with await self.database.session() as db, db.begin():
             changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(ConversationLockRow)
                 .where(_locked(conversation), ConversationLockRow.holder == dead)
@@ -222,16 +220,16 @@ class ConversationLocks:
         return changed.rowcount == 1
 
     async def _renew(self, conversation: Conversation, holder: str) -> bool:
-        async with await self.ledger.db() as db, db.begin():
+        async with await self.database.session() as db, db.begin():
             changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(ConversationLockRow)
                 .where(_locked(conversation), ConversationLockRow.holder == holder)
-                .values(expires_at=self.ledger.now() + LEASE)
+                .values(expires_at=self.database.now() + LEASE)
             )
         return changed.rowcount == 1
 
     async def _release(self, conversation: Conversation, holder: str) -> None:
-        async with await self.ledger.db() as db, db.begin():
+        async with await self.database.session() as db, db.begin():
             await db.execute(
                 delete(ConversationLockRow).where(_locked(conversation), ConversationLockRow.holder == holder)
             )

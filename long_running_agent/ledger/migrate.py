@@ -38,59 +38,13 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from ..refusals import SchemaAhead, SchemaError, SchemaMismatch
 from .engine import tune_sqlite
 from .schema import Base
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 # Any fixed number: the key of this app's advisory lock on PostgreSQL.
 ADVISORY_LOCK_KEY = 2_024_113_001
-
-
-class SchemaError(Exception):
-    """The database's schema is not one this version can use or upgrade; the message says what to run."""
-
-    def __init__(self, current: str | None, head: str, message: str) -> None:
-        self.current, self.head = current, head
-        super().__init__(message)
-
-
-class SchemaBehind(SchemaError):
-    """The database is at an older schema, and this process may not upgrade it."""
-
-    def __init__(self, current: str | None, head: str) -> None:
-        super().__init__(current, head, (
-            f"The database is at schema revision {current or 'none'}; this version needs {head}. "
-            "Upgrade it with: python main.py migrate (or set AUTO_MIGRATE=true)."
-        ))
-
-
-class SchemaAhead(SchemaError):
-    """The database is stamped with a revision this version does not know: a newer version upgraded it."""
-
-    def __init__(self, current: str, head: str) -> None:
-        super().__init__(current, head, (
-            f"The database is at schema revision {current}, which this version does not know; it needs {head}. "
-            "A newer version of the app has upgraded it: run that version, or restore a backup made before "
-            "the upgrade (python main.py migrate never goes back)."
-        ))
-
-
-class SchemaMismatch(SchemaError):
-    """Upgrading failed because the tables are not what their revision says; nothing was changed."""
-
-    def __init__(self, current: str | None, head: str, detail: str) -> None:
-        self.detail = detail
-        if current == head:
-            super().__init__(current, head, (
-                f"The database is at schema revision {head}, as this version needs, but its tables do not match "
-                f"it ({detail}): they were changed by hand. Restore a backup, or put back what was removed "
-                "(ledger/migrations/versions/ says what each revision makes)."))
-            return
-        super().__init__(current, head, (
-            f"The database says schema revision {current}, but its tables do not match it, so the upgrade "
-            f"to {head} stopped and changed nothing ({detail}). Restore a backup, or undo the partial change "
-            f"by hand (ledger/migrations/versions/ says what each revision adds), then run: python main.py migrate"
-        ))
 
 
 def config() -> Config:
@@ -115,8 +69,9 @@ def _current(connection: Connection) -> str | None:
     if len(heads) > 1:
         raise SchemaError(None, head(), (
             f"The database's alembic_version table names several schema revisions ({', '.join(sorted(heads))}); "
-            f"this version needs one, {head()}. It was changed by hand: restore a backup, or keep the one row "
-            "that names the revision the tables are at, then run: python main.py migrate"))
+            f"this version needs one, {head()}. It was changed by hand."),
+            next_step="Restore a backup, or keep the one row that names the revision the tables are at, then run: "
+                      "python main.py migrate")
     revision = heads[0] if heads else None
     if revision is None and inspect(connection).has_table("approval_tickets"):
         return "0001"  # made by release 0.1, which created its tables itself

@@ -1,7 +1,7 @@
 """The notifications outbox: a webhook for each ticket event, never lost, sent by whoever is running.
 
 A change to a ticket and the notification that reports it are written in one
-transaction (`_notify`), so a process that dies right after a decision still
+transaction (`Outbox.add`), so a process that dies right after a decision still
 leaves its notification behind, and one that rolls back leaves none. Senders
 (`notifications.py`: the server's background work, and each approver command) take
 turns on each row through a lease: a conditional UPDATE claims it, so of
@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from .base import LedgerBase, new_id
+from .database import Database, new_id
 from .records import Notification, Ticket, TicketStatus, _utc
 from .schema import NotificationRow
 
@@ -63,15 +63,15 @@ def slack_text(text: str | None) -> str:
     return (text or "").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def describe(event: str, ticket: Ticket) -> str:
+def notification_text(event: str, ticket: Ticket) -> str:
     """The human `text` of a notification (Slack shows it as the message); what users wrote, escaped."""
     amount = ticket.payable_text if ticket.changed else ticket.amount_text
     waiting = ticket.status is TicketStatus.PENDING
     needs = ""
-    if waiting and ticket.approvals_needed > 1:
-        needs = f"; it needs two approvers ({ticket.approvals} so far)"
+    if waiting and ticket.needs_two_approvers:
+        needs = f"; it needs two approvers ({ticket.approvals_so_far} so far)"
     if event == "ticket.requested":
-        needs = "; it needs two approvers" if ticket.approvals_needed > 1 else "; it needs an approver"
+        needs = "; it needs two approvers" if ticket.needs_two_approvers else "; it needs an approver"
         if ticket.combined_text:
             needs += f" ({ticket.combined_text} with the same purpose or message today)"
     if ticket.changed and event == "ticket.approved":
@@ -90,7 +90,7 @@ def payload(event_id: str, event: str, ticket: Ticket, at: datetime) -> dict[str
         "id": event_id,
         "type": event,
         "created_at": at.isoformat(timespec="seconds"),
-        "text": describe(event, ticket),
+        "text": notification_text(event, ticket),
         "ticket": {
             "id": ticket.id,
             "status": ticket.status.value,
@@ -98,7 +98,7 @@ def payload(event_id: str, event: str, ticket: Ticket, at: datetime) -> dict[str
             "purpose": ticket.purpose,
             "amount": ticket.amount,
             "approved_amount": float(ticket.payable_cents) / 100 if ticket.changed else None,
-            "approvals": ticket.approvals,
+            "approvals": ticket.approvals_shown,
             "approved_by": ticket.approvers,
             "decided_by": ticket.decided_by,
             "reason": ticket.reason,
@@ -117,10 +117,17 @@ def _notification(row: NotificationRow) -> Notification:
     )
 
 
-class Outbox(LedgerBase):
-    def _notify(self, db: AsyncSession, event: str, ticket: Ticket, at: datetime) -> None:
+class Outbox:
+    """The notifications to send, one row per ticket event, and who is sending each."""
+
+    def __init__(self, database: Database, *, enabled: bool = False) -> None:
+        """`enabled`: write a notification for each ticket event (on when a webhook is configured)."""
+        self.database = database
+        self.enabled = enabled
+
+    def add(self, db: AsyncSession, event: str, ticket: Ticket, at: datetime) -> None:
         """Add the notification of `event` to the transaction that makes the change (if webhooks are on)."""
-        if not self.outbox:
+        if not self.enabled:
             return
         event_id = new_id("N")
         db.add(NotificationRow(
@@ -138,7 +145,7 @@ class Outbox(LedgerBase):
         one UPDATE runs alone. The WHERE is repeated on the UPDATE so that a
         row another sender took meanwhile is never taken twice.
         """
-        now = self._clock()
+        now = self.database.now()
         claimable = (NotificationRow.sent_at.is_(None), NotificationRow.failed_at.is_(None),
                      NotificationRow.next_attempt_at <= now,
                      or_(NotificationRow.claimed_until.is_(None), NotificationRow.claimed_until <= now))
@@ -147,7 +154,7 @@ class Outbox(LedgerBase):
         due = (select(NotificationRow.id).where(*claimable).order_by(NotificationRow.next_attempt_at)
                .limit(limit).with_for_update(skip_locked=True)
                .cte("due").prefix_with("MATERIALIZED", dialect="postgresql"))
-        async with await self.db() as db, db.begin():
+        async with await self.database.session() as db, db.begin():
             taken = list(await db.scalars(
                 update(NotificationRow)
                 .where(NotificationRow.id.in_(select(due.c.id)), *claimable)
@@ -160,7 +167,7 @@ class Outbox(LedgerBase):
             return [_notification(row) for row in rows]
 
     async def mark_sent(self, notification_id: str, holder: str) -> None:
-        await self._release(notification_id, holder, sent_at=self._clock(), last_error=None)
+        await self._release(notification_id, holder, sent_at=self.database.now(), last_error=None)
 
     async def release_claim(self, notification_id: str, holder: str) -> None:
         """Hand a claimed row back unsent and untried: the next sender takes it, when it is due."""
@@ -169,28 +176,28 @@ class Outbox(LedgerBase):
     async def mark_failed_attempt(self, notification: Notification, holder: str, error: str) -> Notification:
         """Record a failed POST: retry later, or give up after the last attempt."""
         attempts = notification.attempts + 1
-        now = self._clock()
+        now = self.database.now()
         given_up = attempts >= MAX_ATTEMPTS
         await self._release(
             notification.id, holder, attempts=attempts, last_error=error[:500],
             failed_at=now if given_up else None, next_attempt_at=now if given_up else now + backoff(attempts),
         )
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             row = await db.get(NotificationRow, notification.id)
             assert row is not None
             return _notification(row)
 
     async def _release(self, notification_id: str, holder: str, **values: Any) -> None:
-        async with await self.db() as db, db.begin():
+        async with await self.database.session() as db, db.begin():
             await db.execute(
                 update(NotificationRow)
                 .where(NotificationRow.id == notification_id, NotificationRow.claimed_by == holder)
                 .values(claimed_by=None, claimed_until=None, **values)
             )
 
-    async def notifications(self, ticket_id: str) -> list[Notification]:
+    async def of_ticket(self, ticket_id: str) -> list[Notification]:
         """A ticket's notifications, oldest first."""
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             rows = await db.scalars(select(NotificationRow).where(NotificationRow.ticket_id == ticket_id)
                                     .order_by(NotificationRow.created_at, NotificationRow.id))
             return [_notification(row) for row in rows]

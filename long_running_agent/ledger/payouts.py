@@ -19,8 +19,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 
-from .base import LedgerBase, new_id
-from .errors import DAILY_LIMIT, SAME_PURPOSE, NeedsApproval, NotApproved
+from ..refusals import DAILY_LIMIT, SAME_PURPOSE, NeedsApproval, NotApproved
+from .database import Database, new_id
 from .records import Conversation, Payout, TicketStatus
 from .schema import AuditRow, AutoApprovedPayoutRow, DailyAutoApprovalRow, PayoutRow, TicketRow, in_conversation
 
@@ -32,7 +32,12 @@ class _OverDailyLimit(Exception):
     """Raised inside the payout transaction to roll it back."""
 
 
-class Payouts(LedgerBase):
+class Payouts:
+    """Money paid out: through an approved ticket, or within the threshold under the daily rules."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
     async def pay_approved(
         self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int,
         prefer: Collection[str] = (),
@@ -64,7 +69,7 @@ class Payouts(LedgerBase):
         self, conversation: Conversation, purpose: str, amount_cents: int
     ) -> list[tuple[TicketRow, bool]]:
         """Approved tickets of this conversation for purpose and amount (asked or approved), oldest first."""
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             candidates = (await db.execute(
                 select(TicketRow, PayoutRow.id)
                 .outerjoin(PayoutRow, PayoutRow.ticket_id == TicketRow.id)
@@ -110,11 +115,11 @@ class Payouts(LedgerBase):
 
     def day(self) -> date:
         """The day the daily rules count in: the UTC calendar day of the ledger's clock."""
-        return self._clock().astimezone(UTC).date()
+        return self.database.now().astimezone(UTC).date()
 
     async def paid_without_approval(self, requester: str, day: date | None = None) -> int:
         """Cents paid to `requester` without approval on `day` (default: today, UTC)."""
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             total = await db.scalar(
                 select(DailyAutoApprovalRow.total_cents).where(
                     DailyAutoApprovalRow.requester == requester,
@@ -153,7 +158,7 @@ class Payouts(LedgerBase):
         self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int,
         requester: str, purpose_key: str, limit_cents: int,
     ) -> tuple[Payout, bool]:
-        now = self._clock()
+        now = self.database.now()
         day = now.astimezone(UTC).date()
         limit_cents = min(limit_cents, _MAX_CENTS)
         row = PayoutRow(
@@ -167,7 +172,7 @@ class Payouts(LedgerBase):
         try:
             if amount_cents > limit_cents:
                 raise _OverDailyLimit
-            async with await self.db() as db, db.begin():
+            async with await self.database.session() as db, db.begin():
                 added: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                     self._add_to_daily_total(requester, day, amount_cents, limit_cents)
                 )
@@ -202,7 +207,7 @@ class Payouts(LedgerBase):
         PostgreSQL: it creates the day's row or raises it, or changes nothing
         (rowcount 0) when the total would pass the limit.
         """
-        insert = postgresql_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        insert = postgresql_insert if self.database.is_postgresql else sqlite_insert
         statement = insert(DailyAutoApprovalRow).values(requester=requester, day=day, total_cents=amount_cents)
         raised = DailyAutoApprovalRow.total_cents + statement.excluded.total_cents
         return statement.on_conflict_do_update(
@@ -212,7 +217,7 @@ class Payouts(LedgerBase):
         )
 
     async def _auto_payout_for(self, requester: str, day: date, purpose_key: str) -> Payout | None:
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             row = await db.scalar(
                 select(PayoutRow)
                 .join(AutoApprovedPayoutRow, AutoApprovedPayoutRow.payout_id == PayoutRow.id)
@@ -225,7 +230,7 @@ class Payouts(LedgerBase):
         return Payout.of(row) if row else None
 
     async def _payout_of_call(self, conversation: Conversation, call_id: str) -> Payout | None:
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             row = await db.scalar(select(PayoutRow).where(
                 PayoutRow.app_name == conversation.app_name, PayoutRow.user_id == conversation.user_id,
                 PayoutRow.session_id == conversation.session_id, PayoutRow.call_id == call_id,
@@ -233,9 +238,9 @@ class Payouts(LedgerBase):
         return Payout.of(row) if row else None
 
     async def _insert_payout(self, **fields: Any) -> tuple[Payout, bool]:
-        row = PayoutRow(id=new_id("P"), paid_at=self._clock(), **fields)
+        row = PayoutRow(id=new_id("P"), paid_at=self.database.now(), **fields)
         try:
-            async with await self.db() as db, db.begin():
+            async with await self.database.session() as db, db.begin():
                 db.add(row)
                 if fields["ticket_id"]:
                     db.add(AuditRow(ticket_id=fields["ticket_id"], at=row.paid_at,
@@ -244,7 +249,7 @@ class Payouts(LedgerBase):
         except IntegrityError:
             # Someone paid this ticket (or ran this call) first: report that
             # payout instead of making a second one.
-            async with await self.db() as db:
+            async with await self.database.session() as db:
                 key = (
                     PayoutRow.ticket_id == fields["ticket_id"]
                     if fields["ticket_id"]
@@ -256,11 +261,12 @@ class Payouts(LedgerBase):
                 raise
             return Payout.of(existing), True
 
-    async def payouts(self, *, session_id: str | None = None, ticket_id: str | None = None) -> list[Payout]:
+    async def find(self, *, session_id: str | None = None, ticket_id: str | None = None) -> list[Payout]:
+        """The payouts of a conversation's session, or of a ticket (or every payout), oldest first."""
         query = select(PayoutRow).order_by(PayoutRow.paid_at)
         if session_id is not None:
             query = query.where(PayoutRow.session_id == session_id)
         if ticket_id is not None:
             query = query.where(PayoutRow.ticket_id == ticket_id)
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             return [Payout.of(row) for row in await db.scalars(query)]

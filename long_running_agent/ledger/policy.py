@@ -8,25 +8,48 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
+from typing import Protocol
 
-from ..settings import Settings
 from . import inputs
 
 
-class PolicyError(ValueError):
-    """A request the policy refuses; the message tells the user what to do."""
+@dataclass(frozen=True)
+class Policy:
+    """The numbers the rules apply; services.py fills them from the settings of the same names."""
+
+    # Up to this, paid at once (APPROVAL_THRESHOLD); above it, an approver decides.
+    approval_threshold: Decimal = Decimal("100")
+    # The most one request may ask (MAX_REIMBURSEMENT).
+    max_amount: Decimal = Decimal("1000000")
+    # Paid without approval per requester and UTC day (DAILY_AUTO_APPROVAL_LIMIT).
+    daily_auto_approval_limit: Decimal = Decimal("250")
+    # Above this, alone or added up, two approvers (DUAL_APPROVAL_ABOVE).
+    dual_approval_above: Decimal = Decimal("5000")
+    # How long a ticket waits for a decision (APPROVAL_TTL_HOURS).
+    approval_ttl: timedelta = timedelta(hours=72)
 
 
-def parse_amount(amount: object, settings: Settings) -> Decimal:
-    """Return `amount` as a Decimal with two places, or raise PolicyError.
+class Limits(Protocol):
+    """Anything that names the maximum of one request: a Policy, or the settings themselves."""
+
+    @property
+    def max_amount(self) -> Decimal: ...
+
+
+class Threshold(Protocol):
+    @property
+    def approval_threshold(self) -> Decimal: ...
+
+
+def parse_amount(amount: object, settings: Limits) -> Decimal:
+    """Return `amount` as a Decimal with two places, or raise AmountError.
 
     The one amount rule (inputs.amount), with MAX_REIMBURSEMENT as the maximum.
     """
-    try:
-        return inputs.amount(amount, most=settings.max_amount)
-    except inputs.InputError as error:
-        raise PolicyError(str(error)) from None
+    return inputs.amount(amount, most=settings.max_amount)
 
 
 def approved_cents(amount: object, asked_cents: int) -> int:
@@ -41,30 +64,26 @@ def approved_cents(amount: object, asked_cents: int) -> int:
         return to_cents(inputs.amount(amount, most=asked))
     except inputs.AmountError as error:
         got = f"; got {error.shown.lstrip('$')}" if error.shown else ""
+        message = str(error)
         if error.problem == inputs.NOT_POSITIVE:
-            raise inputs.AmountError(error.problem, f"The approved amount must be more than zero{got}. To pay "
-                                     "nothing, reject the ticket.", shown=error.shown, most=asked) from None
+            message = f"The approved amount must be more than zero{got}. To pay nothing, reject the ticket."
         if error.problem == inputs.ABOVE_MAXIMUM:
-            raise inputs.AmountError(error.problem, f"{error.shown or 'That amount'} is more than the ${asked:,} "
-                                     "asked; an approver may approve the amount asked or less.",
-                                     shown=error.shown, most=asked) from None
-        raise
+            message = (f"{error.shown or 'That amount'} is more than the ${asked:,} asked; an approver may "
+                       "approve the amount asked or less.")
+        raise inputs.AmountError(error.problem, message, shown=error.shown, most=asked, approving=True) from None
 
 
 def parse_purpose(purpose: object) -> str:
-    """Return the purpose with spacing normalised, or raise PolicyError."""
-    try:
-        return inputs.purpose(purpose)
-    except inputs.InputError as error:
-        raise PolicyError(str(error)) from None
+    """Return the purpose with spacing normalised, or raise InputError."""
+    return inputs.purpose(purpose)
 
 
-def parse_request(purpose: object, amount: object, settings: Settings) -> tuple[str, Decimal]:
-    """The purpose and amount of a request, checked; raises PolicyError."""
+def parse_request(purpose: object, amount: object, settings: Limits) -> tuple[str, Decimal]:
+    """The purpose and amount of a request, checked; raises InputError."""
     return parse_purpose(purpose), parse_amount(amount, settings)
 
 
-def needs_approval(amount: Decimal, settings: Settings) -> bool:
+def needs_approval(amount: Decimal, settings: Threshold) -> bool:
     return amount > settings.approval_threshold
 
 

@@ -4,26 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from ..names import DECIDED, PayoutStatus, TicketStatus
 from .policy import from_cents
 
 if TYPE_CHECKING:
     from .schema import PayoutRow, TicketRow
 
 
-class TicketStatus(StrEnum):
-    """A ticket moves from PENDING to one of the others, once, and nowhere else."""
-
-    PENDING = "pending"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    EXPIRED = "expired"
-    CANCELLED = "cancelled"
-
-
-DECIDED = (TicketStatus.APPROVED, TicketStatus.REJECTED, TicketStatus.EXPIRED, TicketStatus.CANCELLED)
+__all__ = ["DECIDED", "AuditEntry", "Conversation", "Notification", "Payout", "Requested", "Ticket", "TicketStatus",
+           "ToolCall", "utc_now"]
 
 
 def utc_now() -> datetime:
@@ -44,6 +36,18 @@ class Conversation:
     app_name: str
     user_id: str
     session_id: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call of a tool, as ADK names it: its conversation, its id, its message, and where the conversation lives."""
+
+    conversation: Conversation
+    call_id: str
+    # ADK's invocation id: the requests of one message add up under the two-person rule.
+    message_id: str | None = None
+    # Which session store holds the conversation (approval/conversations.py), so a decision reaches it.
+    session_store: str = "app"
 
 
 @dataclass(frozen=True)
@@ -124,9 +128,19 @@ class Ticket:
         return 1 if self.first_approved_by else 0
 
     @property
-    def approvals(self) -> str | None:
-        """"1 of 2" on a ticket under the two-person rule; None when one approval decides it."""
-        return f"{self.approvals_given} of {self.approvals_needed}" if self.approvals_needed > 1 else None
+    def needs_two_approvers(self) -> bool:
+        """Under the two-person rule (DUAL_APPROVAL_ABOVE): two approvals from two approvers decide it."""
+        return self.approvals_needed > 1
+
+    @property
+    def approvals_so_far(self) -> str:
+        """"1 of 2": the approvals given, of those needed."""
+        return f"{self.approvals_given} of {self.approvals_needed}"
+
+    @property
+    def approvals_shown(self) -> str | None:
+        """`approvals_so_far` where the JSON shows it (the API, the webhook): only under the two-person rule."""
+        return self.approvals_so_far if self.needs_two_approvers else None
 
     @property
     def combined_text(self) -> str | None:
@@ -149,7 +163,7 @@ class Ticket:
         """
         response: dict[str, Any] = {"status": self.status.value, "ticket_id": self.id}
         if self.status is TicketStatus.PENDING and self.first_approved_by:
-            response["approvals"] = self.approvals  # progress: "1 of 2", still waiting
+            response["approvals"] = self.approvals_so_far  # progress: "1 of 2", still waiting
         if self.status is not TicketStatus.PENDING and self.decided_by:
             response["by"] = " and ".join(self.approvers) if self.status is TicketStatus.APPROVED else self.decided_by
         if self.changed:
@@ -167,7 +181,7 @@ class Ticket:
             "purpose": self.purpose,
             "amount": self.amount,
             **({"approved_amount": float(from_cents(self.payable_cents))} if self.changed else {}),
-            **({"approvals": self.approvals, "approved_by": self.approvers} if self.approvals else {}),
+            **({"approvals": self.approvals_so_far, "approved_by": self.approvers} if self.needs_two_approvers else {}),
             # Two approvers because this request and others of the same purpose or message add up.
             **({"combined_amount": float(from_cents(self.combined_cents))} if self.combined_cents else {}),
             **({"escalated_to": self.escalated_to} if self.escalated_to else {}),
@@ -179,6 +193,28 @@ class Ticket:
                 "reason": self.reason,
             } if self.status is not TicketStatus.PENDING else {}),
         }
+
+
+@dataclass(frozen=True)
+class Requested:
+    """A ticket `ask_for_approval` opened, and why it needs an approver (or two) when its amount alone would not."""
+
+    ticket: Ticket
+    # Why a small amount needs an approver (the daily rules), in words for the requester.
+    daily_rules: str | None = None
+    # The requester's other open or approved tickets that the two-person rule added this one to.
+    combined_with: tuple[Ticket, ...] = ()
+    dual_approval_above: Decimal = Decimal("5000")  # DUAL_APPROVAL_ABOVE, in dollars
+
+    def as_response(self) -> dict[str, Any]:
+        """The ticket as the approval tool's response, with `why` when the model has to tell why."""
+        why = self.daily_rules
+        if self.ticket.combined_text is not None:
+            listed = ", ".join(f"{t.id} ({t.amount_text} for {t.purpose})" for t in self.combined_with)
+            why = (f"Together with {listed or 'your other requests'}, asked today or in the same message, this "
+                   f"comes to {self.ticket.combined_text}, above the ${self.dual_approval_above:,} one "
+                   "approver may approve, so two approvers must approve it.")
+        return self.ticket.as_response() | ({"why": why} if why else {})
 
 
 @dataclass(frozen=True)
@@ -210,7 +246,8 @@ class Payout:
 
     def as_response(self, *, already_paid: bool = False) -> dict[str, Any]:
         """The payout as `reimburse`'s response: what was paid (the model has the purpose in its call)."""
-        response = {"status": "already_paid" if already_paid else "paid", "payout_id": self.id, "amount": self.amount}
+        status = PayoutStatus.ALREADY_PAID if already_paid else PayoutStatus.PAID
+        response = {"status": status.value, "payout_id": self.id, "amount": self.amount}
         return response | ({"ticket_id": self.ticket_id} if self.ticket_id else {})
 
     def as_record(self) -> dict[str, Any]:

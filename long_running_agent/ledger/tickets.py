@@ -21,21 +21,39 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult
 
-from . import inputs
-from .base import new_id
-from .errors import (
+from ..refusals import (
+    APPROVE_LESS,
     AlreadyApprovedByYou,
     AlreadyDecided,
+    InputError,
     NotAllowed,
     NotAnApprover,
     NotRequester,
     TicketExpired,
     TicketNotFound,
 )
+from . import inputs
+from .database import Database, new_id
 from .outbox import Outbox
 from .policy import approved_cents, from_cents, purpose_key, requester_of
 from .records import AuditEntry, Conversation, Ticket, TicketStatus, _utc
 from .schema import AuditRow, RequestTotalRow, TicketRow, in_conversation
+
+
+def approver_name(raw: object, approvers: frozenset[str] | None) -> str:
+    """`raw` as a canonical name that may decide: one of `approvers` (APPROVERS), when they are set."""
+    name = inputs.name(raw, "approver name")
+    if approvers is not None and name not in approvers:
+        raise NotAnApprover(name, sorted(approvers))
+    return name
+
+
+async def row_of(db: Any, ticket_id: str) -> TicketRow:
+    """The ticket's row as this transaction sees it now."""
+    row = await db.get(TicketRow, ticket_id, populate_existing=True)
+    if row is None:
+        raise TicketNotFound(ticket_id)
+    return row
 
 
 def _same_person(user_id: str, name: str) -> bool:
@@ -69,8 +87,17 @@ EVENT_OF = {
 }
 
 
-class Tickets(Outbox):
-    async def open_ticket(
+class Tickets:
+    """Every ticket's life: opened, decided once (by one or two approvers), withdrawn, expired, reminded."""
+
+    def __init__(self, database: Database, outbox: Outbox, *, approvers: frozenset[str] | None = None) -> None:
+        """`approvers`: the only names that may decide a ticket (APPROVERS), in their canonical form;
+        None lets any name but the requester's decide."""
+        self.database = database
+        self.outbox = outbox
+        self.approvers = approvers
+
+    async def open(
         self,
         *,
         app_name: str,
@@ -96,11 +123,11 @@ class Tickets(Outbox):
         several requests racing, the one that crosses the line is the one
         that needs two approvers.
         """
-        now = self._clock()
+        now = self.database.now()
         requester = requester_of(user_id)
         day = now.astimezone(UTC).date()
         groups = [f"purpose:{purpose_key(purpose)}"] + ([f"message:{message_id}"] if message_id else [])
-        async with await self.db() as db, db.begin():
+        async with await self.database.session() as db, db.begin():
             totals = [int(await db.scalar(self._add_to_total(requester, day, group, amount_cents)))
                       for group in groups]
             combined = max(totals)
@@ -133,12 +160,12 @@ class Tickets(Outbox):
                             detail=detail[:500]))
             await db.flush()
             ticket = Ticket.of(row)
-            self._notify(db, "ticket.requested", ticket, now)
+            self.outbox.add(db, "ticket.requested", ticket, now)
         return ticket
 
     def _add_to_total(self, requester: str, day: date, group: str, cents: int) -> Any:
         """`total += cents` for (requester, day, group), returning the new total: one upsert."""
-        insert = postgresql_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        insert = postgresql_insert if self.database.is_postgresql else sqlite_insert
         statement = insert(RequestTotalRow).values(requester=requester, day=day, request_group=group,
                                                    total_cents=cents)
         return statement.on_conflict_do_update(
@@ -146,12 +173,12 @@ class Tickets(Outbox):
             set_={"total_cents": RequestTotalRow.total_cents + statement.excluded.total_cents},
         ).returning(RequestTotalRow.total_cents)
 
-    async def requests_combined_with(self, ticket: Ticket) -> list[Ticket]:
+    async def combined_with(self, ticket: Ticket) -> list[Ticket]:
         """The other open or approved tickets that count toward `ticket`'s totals (same groups, same day)."""
         if ticket.combined_cents is None:
             return []
-        async with await self.db() as db:
-            row = await self._row(db, ticket.id)
+        async with await self.database.session() as db:
+            row = await row_of(db, ticket.id)
             groups = set((row.request_groups or "").splitlines())
             day = ticket.created_at.astimezone(UTC).date()
             start = datetime.combine(day, time(), tzinfo=UTC)
@@ -165,7 +192,7 @@ class Tickets(Outbox):
             return [Ticket.of(r) for r in rows if groups & set((r.request_groups or "").splitlines())]
 
     async def get(self, ticket_id: str) -> Ticket:
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             row = await db.get(TicketRow, ticket_id)
         if row is None:
             raise TicketNotFound(ticket_id)
@@ -173,27 +200,27 @@ class Tickets(Outbox):
 
     async def find_by_call(self, conversation: Conversation, call_id: str) -> Ticket | None:
         """The ticket opened by call `call_id` in this very conversation (app, user and session)."""
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             row = await db.scalar(
                 select(TicketRow).where(in_conversation(conversation), TicketRow.call_id == call_id)
             )
         return Ticket.of(row) if row else None
 
-    async def list_tickets(
+    async def with_status(
         self, status: TicketStatus = TicketStatus.PENDING, limit: int = 50, offset: int = 0
     ) -> list[Ticket]:
         """One page of the tickets in `status`, oldest first, in index order (`id` breaks ties)."""
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             return [Ticket.of(row) for row in await db.scalars(tickets_in(status, limit, offset))]
 
     async def recent_decisions(self, limit: int = 20) -> list[Ticket]:
         """The latest decisions, newest first."""
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             return [Ticket.of(row) for row in await db.scalars(latest_decisions(limit))]
 
     async def count(self, status: TicketStatus = TicketStatus.PENDING) -> int:
         """How many tickets are in `status` (counted in the status index)."""
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             return int(await db.scalar(count_in(status)) or 0)
 
     async def decide(
@@ -217,29 +244,29 @@ class Tickets(Outbox):
         every surface). `from_chat` is DEV_CHAT_APPROVAL: the requester
         decides in the chat, and the trail says so.
         """
-        approver = inputs.name(approver, "approver name")
-        if self.approvers is not None and approver not in self.approvers and not from_chat:
-            raise NotAnApprover(approver, sorted(self.approvers))
+        # DEV_CHAT_APPROVAL: whoever chats decides, named as such in the trail.
+        approver = inputs.name(approver, "approver name") if from_chat else approver_name(approver, self.approvers)
         ticket = await self.get(ticket_id)
         if ticket.status is not TicketStatus.PENDING:
             raise AlreadyDecided(ticket)
         cents = None
         if amount is not None:
             if not approve:
-                raise inputs.InputError("amount", "An amount goes with an approval; a rejection pays nothing.")
+                raise InputError("amount", "An amount goes with an approval; a rejection pays nothing.",
+                                 next_step=APPROVE_LESS)
             cents = approved_cents(amount, ticket.amount_cents)
         lowered = cents is not None and cents < ticket.amount_cents
         reason = inputs.reason(reason, required=not approve or lowered,
                                needed_by="Approving less than was asked" if approve else "A rejection")
         # One spelling per person: Alice, alice and " alice" are the same requester.
-        if _same_person(ticket.user_id, approver) and not (from_chat and ticket.approvals_needed == 1):
+        if _same_person(ticket.user_id, approver) and not (from_chat and not ticket.needs_two_approvers):
             raise NotAllowed(ticket_id, approver)
         if from_chat:
             approver = f"{approver} (chat, DEV_CHAT_APPROVAL)"
         detail = reason
         if lowered:
             detail = f"${from_cents(cents or 0):,} of the {ticket.amount_text} asked: {reason}"
-        if approve and ticket.approvals_needed > 1:
+        if approve and ticket.needs_two_approvers:
             return await self._approve_as_one_of_two(ticket, approver, reason, cents, detail)
         status = TicketStatus.APPROVED if approve else TicketStatus.REJECTED
         return await self._transition(ticket_id, status, actor=approver, reason=reason,
@@ -255,34 +282,34 @@ class Tickets(Outbox):
         amount`), and sets it, so `approved_cents` is always the smallest
         amount approved; an approval without one keeps what the other set.
         """
-        now = self._clock()
+        now = self.database.now()
         within = [TicketRow.id == ticket.id, TicketRow.status == TicketStatus.PENDING, TicketRow.expires_at > now]
         if cents is not None:
             within.append(func.coalesce(TicketRow.approved_cents, TicketRow.amount_cents) >= cents)
         amount = {"approved_cents": cents} if cents is not None and cents < ticket.amount_cents else {}
-        async with await self.db() as db, db.begin():
+        async with await self.database.session() as db, db.begin():
             first: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(TicketRow).where(*within, TicketRow.first_approved_by.is_(None))
                 .values(first_approved_by=approver, first_approved_at=now, **amount)
             )
             if first.rowcount == 1:
-                waiting = Ticket.of(await self._row(db, ticket.id))
+                waiting = Ticket.of(await row_of(db, ticket.id))
                 db.add(AuditRow(ticket_id=ticket.id, at=now, actor=approver, action="approval",
                                 detail=(f"1 of 2: {detail}" if detail else "1 of 2")[:500]))
-                self._notify(db, "ticket.first_approval", waiting, now)
+                self.outbox.add(db, "ticket.first_approval", waiting, now)
                 return waiting
         # The first approval is in (given just now by someone else, maybe): this is the second.
-        async with await self.db() as db, db.begin():
+        async with await self.database.session() as db, db.begin():
             second: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(TicketRow)
                 .where(*within, TicketRow.first_approved_by.is_not(None), TicketRow.first_approved_by != approver)
                 .values(status=TicketStatus.APPROVED, decided_by=approver, decided_at=now, reason=reason, **amount)
             )
-            current = Ticket.of(await self._row(db, ticket.id))
+            current = Ticket.of(await row_of(db, ticket.id))
             if second.rowcount == 1:
                 db.add(AuditRow(ticket_id=ticket.id, at=now, actor=approver, action=TicketStatus.APPROVED,
                                 detail=(f"2 of 2: {detail}" if detail else "2 of 2")[:500]))
-                self._notify(db, EVENT_OF[TicketStatus.APPROVED], current, now)
+                self.outbox.add(db, EVENT_OF[TicketStatus.APPROVED], current, now)
                 return current
         await self._why_not_decided(current, approver, cents, now)
         raise AssertionError("unreachable")  # _why_not_decided always raises
@@ -296,18 +323,12 @@ class Tickets(Outbox):
         if current.first_approved_by == approver:
             raise AlreadyApprovedByYou(current)
         if cents is not None and cents > current.payable_cents:
-            raise inputs.InputError(
+            raise InputError(
                 "amount",
                 f"${from_cents(cents):,} is more than the {current.payable_text} {current.first_approved_by} "
-                "approved; approve that amount or less, or reject the ticket.",
+                "approved; approve that amount or less, or reject the ticket.", next_step=APPROVE_LESS,
             )
         raise AlreadyDecided(current)
-
-    async def _row(self, db: Any, ticket_id: str) -> TicketRow:
-        row = await db.get(TicketRow, ticket_id, populate_existing=True)
-        if row is None:
-            raise TicketNotFound(ticket_id)
-        return row
 
     async def expire(self, ticket_id: str) -> Ticket:
         return await self._transition(ticket_id, TicketStatus.EXPIRED, actor="system", reason="approval window ended")
@@ -325,11 +346,11 @@ class Tickets(Outbox):
 
     async def expire_due(self, conversation: Conversation | None = None) -> list[str]:
         """Expire every pending ticket whose window has ended; returns their ids."""
-        now = self._clock()
+        now = self.database.now()
         query = select(TicketRow.id).where(TicketRow.status == TicketStatus.PENDING, TicketRow.expires_at <= now)
         if conversation is not None:
             query = query.where(in_conversation(conversation))
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             due = list(await db.scalars(query))
         expired = []
         for ticket_id in due:
@@ -344,24 +365,24 @@ class Tickets(Outbox):
         self, ticket_id: str, status: TicketStatus, *, actor: str, reason: str | None,
         approved_cents: int | None = None, detail: str | None = None,
     ) -> Ticket:
-        now = self._clock()
+        now = self.database.now()
         within = [TicketRow.id == ticket_id, TicketRow.status == TicketStatus.PENDING]
         if status is not TicketStatus.EXPIRED:
             within.append(TicketRow.expires_at > now)
-        async with await self.db() as db, db.begin():
+        async with await self.database.session() as db, db.begin():
             changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(TicketRow).where(*within)
                 .values(status=status, decided_by=actor, decided_at=now, reason=reason,
                         approved_cents=approved_cents)
             )
-            row = await self._row(db, ticket_id)
+            row = await row_of(db, ticket_id)
             ticket = Ticket.of(row)
             if changed.rowcount == 1:
                 if status is not TicketStatus.APPROVED:
                     await self._take_back(db, row)
                 db.add(AuditRow(ticket_id=ticket_id, at=now, actor=actor, action=status,
                                 detail=(detail or reason or '')[:500] or None))
-                self._notify(db, EVENT_OF[status], ticket, now)
+                self.outbox.add(db, EVENT_OF[status], ticket, now)
                 return ticket
         await self._why_not_decided(ticket, actor, None, now)
         raise AssertionError("unreachable")
@@ -383,8 +404,8 @@ class Tickets(Outbox):
         A conditional UPDATE marks each reminded, so of several replicas
         sweeping at once one sends each reminder, and a restart sends none twice.
         """
-        now = self._clock()
-        async with await self.db() as db:
+        now = self.database.now()
+        async with await self.database.session() as db:
             due = list(await db.scalars(
                 select(TicketRow.id).where(TicketRow.status == TicketStatus.PENDING,
                                            TicketRow.expires_at > now, TicketRow.expires_at <= now + remind_before,
@@ -392,7 +413,7 @@ class Tickets(Outbox):
             ))
         reminded = []
         for ticket_id in due:
-            async with await self.db() as db, db.begin():
+            async with await self.database.session() as db, db.begin():
                 changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                     update(TicketRow)
                     .where(TicketRow.id == ticket_id, TicketRow.status == TicketStatus.PENDING,
@@ -401,24 +422,24 @@ class Tickets(Outbox):
                 )
                 if changed.rowcount != 1:
                     continue
-                ticket = Ticket.of(await self._row(db, ticket_id))
+                ticket = Ticket.of(await row_of(db, ticket_id))
                 db.add(AuditRow(ticket_id=ticket_id, at=now, actor="system", action="reminded",
                                 detail=f"it expires at {ticket.expires_at:%Y-%m-%d %H:%M} UTC"))
-                self._notify(db, "ticket.reminder", ticket, now)
+                self.outbox.add(db, "ticket.reminder", ticket, now)
                 if escalate_to:
                     db.add(AuditRow(ticket_id=ticket_id, at=now, actor="system", action="escalated",
                                     detail=f"to {', '.join(escalate_to)}"))
-                    self._notify(db, "ticket.escalated", ticket, now)
+                    self.outbox.add(db, "ticket.escalated", ticket, now)
             reminded.append(ticket)
         return reminded
 
     async def record_refusal(self, ticket_id: str, *, actor: str, detail: str) -> None:
-        async with await self.db() as db, db.begin():
-            db.add(AuditRow(ticket_id=ticket_id, at=self._clock(), actor=actor,
+        async with await self.database.session() as db, db.begin():
+            db.add(AuditRow(ticket_id=ticket_id, at=self.database.now(), actor=actor,
                             action="refused", detail=detail[:500]))
 
     async def audit(self, ticket_id: str) -> list[AuditEntry]:
-        async with await self.db() as db:
+        async with await self.database.session() as db:
             rows = await db.scalars(
                 select(AuditRow).where(AuditRow.ticket_id == ticket_id).order_by(AuditRow.id)
             )

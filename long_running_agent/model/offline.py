@@ -31,8 +31,8 @@ from google.adk.models.registry import LLMRegistry
 from google.genai import types
 
 from ..ledger import inputs
+from ..names import APPROVAL_TOOL, CANCEL_TOOL, REIMBURSE_TOOL
 from ..settings import settings
-from ..tools import APPROVAL_TOOL, CANCEL_TOOL, REIMBURSE_TOOL
 from .amounts import find_amount, find_money
 from .requests import Expense, find_expenses, find_purpose
 

@@ -5,7 +5,7 @@ Run with:
     python -m long_running_agent.web --port 8080
     python -m long_running_agent.web --host 0.0.0.0   # other machines too (docs/deployment.md)
 
-    app.py               the server: ADK's app plus what follows, and `main()`
+    server.py            the server: ADK's FastAPI server plus what follows, and `main()`
     routes.py            the inbox page and the approvals API (an APIRouter)
     errors.py            every refusal as JSON {error, message, fix}
     gate.py              user ids, the trusted identity header, production mode, body size
@@ -13,6 +13,6 @@ Run with:
     views.py             tickets, payouts and audit entries as JSON
 """
 
-from .app import create_app, main
+from .server import create_server, main
 
-__all__ = ["create_app", "main"]
+__all__ = ["create_server", "main"]

@@ -1,8 +1,9 @@
 """Every answer of the server that is not a success: JSON `{error, message, fix}`, never a plain 500.
 
-The domain raises structured errors (the ledger's, a delivery's outcome, an
-input rule); this module words them for HTTP clients: a status code, a
-stable error code, what is wrong and what to do.
+The domain's refusals are defined once, with their codes, messages and next
+steps (refusals.py); this module gives each its status code and words its
+next step as this API's routes. The rest are the server's own failures: the
+database, ADK's resume errors, a body that is not JSON.
 """
 
 from __future__ import annotations
@@ -21,23 +22,9 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..approval.conversations import ConversationInUse
-from ..approval.delivery import Delivery, Outcome
-from ..ledger import (
-    AlreadyApprovedByYou,
-    AlreadyDecided,
-    DatabaseFileGone,
-    LedgerError,
-    NotAllowed,
-    NotRequester,
-    NotSettleable,
-    TicketExpired,
-    TicketNotFound,
-    TicketStatus,
-)
-from ..ledger.errors import without_sql
-from ..ledger.inputs import MAX_ID, InputError, printable
+from ..ledger.inputs import MAX_ID, printable
 from ..paging import DEFAULT_LIMIT, MAX_LIMIT
+from ..refusals import Actions, DatabaseFileGone, Refusal, without_sql
 
 logger = logging.getLogger(__name__)
 
@@ -195,36 +182,33 @@ def request_database_error(request: Request, error: BaseException) -> ApiError:
     return database_error(error, request.method, request.url.path, request.path_params.get("ticket_id"))
 
 
-# (status, error code, fix) for what the ledger refuses.
-_LEDGER_ERRORS: dict[type[LedgerError], tuple[int, str, str]] = {
-    TicketNotFound: (404, "ticket_not_found", "Check the id; GET /api/approvals lists the pending tickets."),
-    AlreadyDecided: (409, "already_decided", "Nothing to do: the first decision stands. "
-                     "GET /api/approvals/{id} shows its history."),
-    TicketExpired: (409, "ticket_expired", "Nothing to do: the requester was told it expired and has to ask again."),
-    NotAllowed: (403, "not_allowed", "Another approver has to decide it."),
-    AlreadyApprovedByYou: (409, "already_approved_by_you", "A second, different approver approves it: "
-                           "POST /api/approvals/{id}/approve with their token."),
-    NotRequester: (403, "not_requester", "Only the requester can withdraw a request; an approver rejects it."),
-    NotSettleable: (409, "not_settleable", "GET /api/approvals/{id} shows its state; deliver it with "
-                    "POST /api/approvals/{id}/deliver while its conversation can be reached."),
-    DatabaseFileGone: (503, "database_file_gone", "Restart the server: it then uses the file at that path, or a "
-                       "new, empty one if there is none. Put the file back from a backup first if you have one."),
-}
-UNDELIVERED_FIX = (
-    "The decision is recorded but has not reached the conversation yet; deliver it with "
-    "POST /api/approvals/{id}/deliver."
+# The actions a next step names, as this API's routes.
+API = Actions(
+    inbox="GET /api/approvals",
+    show="GET /api/approvals/{ticket}",
+    deliver="POST /api/approvals/{ticket}/deliver",
+    decide="POST /api/approvals/{ticket}/approve or /reject",
+    approve="POST /api/approvals/{ticket}/approve with their token",
+    settle="POST /api/approvals/{ticket}/settle",
+    approve_less='{"amount": 200, "reason": "over the per diem"}',
+    restart="restart the server",
 )
 
+# The status code of each refusal (refusals.py); any other is a 409.
+STATUS = {
+    "ticket_not_found": 404, "not_allowed": 403, "not_requester": 403, "not_an_approver": 403,
+    "database_file_gone": 503, "schema_behind": 503, "schema_ahead": 503, "schema_mismatch": 503,
+    "invalid_input": 422, "invalid_body": 422, "reason_required": 422, "invalid_amount": 422,
+    "conversation_unreachable": 502, "delivery_failed": 502, "conversation_missing": 410,
+}
 
-def ledger_error(error: LedgerError, ticket_id: str) -> ApiError:
-    status, code, fix = _LEDGER_ERRORS.get(type(error), (409, "refused", "See the message."))
-    withdrawn = isinstance(error, AlreadyDecided) and error.ticket.status is TicketStatus.CANCELLED
-    if withdrawn:
-        # Whether or not the withdrawal has reached the chat yet: the requester made it there.
-        code, fix = "withdrawn", "Nothing to do: the requester withdrew it, and nothing will be paid for it."
-    elif isinstance(error, AlreadyDecided) and not (error.ticket.delivered_at or error.ticket.settled_at):
-        fix = UNDELIVERED_FIX
-    return ApiError(status, code, str(error), fix.replace("{id}", ticket_id))
+
+def refusal_error(refusal: Refusal) -> ApiError:
+    """A refusal as this API answers it: its status code, and the catalogue's code, message and next step."""
+    code = refusal.code
+    retry_after = getattr(refusal, "retry_after", None)
+    headers = {"Retry-After": str(int(retry_after.total_seconds()))} if retry_after else None
+    return ApiError(STATUS.get(code, 409), code, refusal.message, refusal.next_for(API), headers=headers)
 
 
 def file_gone(error: BaseException) -> DatabaseFileGone | None:
@@ -235,40 +219,7 @@ def file_gone(error: BaseException) -> DatabaseFileGone | None:
 def database_file_gone(error: DatabaseFileGone) -> ApiError:
     """The SQLite file was deleted or replaced: nothing here works again until a restart."""
     logger.error("%s Restart the server (docs/deployment.md, \"The SQLite file\").", error)
-    return ledger_error(error, "")
-
-
-# What a delivery that did not happen means for a client: (status, error code, fix).
-_DELIVERY_ERRORS: dict[Outcome, tuple[int, str, str]] = {
-    Outcome.STILL_PENDING: (409, "still_pending",
-                            "Approve or reject it first: POST /api/approvals/{id}/approve or /reject."),
-    Outcome.ALREADY_DELIVERED: (409, "already_delivered",
-                                "Nothing to do. GET /api/approvals/{id} shows its history."),
-    Outcome.BUSY: (409, "conversation_busy",
-                   "Another run is using the conversation; retry POST /api/approvals/{id}/deliver shortly."),
-    Outcome.UNREACHABLE: (502, "conversation_unreachable",
-                          "It reaches the conversation when the requester next writes there. If that can never "
-                          "happen, POST /api/approvals/{id}/settle pays an approved ticket without it."),
-    Outcome.CONVERSATION_MISSING: (410, "conversation_missing",
-                                   "The conversation was deleted; POST /api/approvals/{id}/settle pays an approved "
-                                   "ticket without it (or closes a rejected one)."),
-    Outcome.SETTLED: (409, "already_settled", "Nothing to do. GET /api/approvals/{id} shows its history."),
-    Outcome.FAILED: (502, "delivery_failed",
-                     "Fix the cause (see the server log), then POST /api/approvals/{id}/deliver."),
-}
-
-
-def delivery_error(delivery: Delivery) -> ApiError:
-    status, code, fix = _DELIVERY_ERRORS[delivery.outcome]
-    ticket = delivery.ticket
-    message = {
-        Outcome.STILL_PENDING: f"Ticket {ticket.id} is still pending; there is nothing to deliver.",
-        Outcome.ALREADY_DELIVERED: f"Ticket {ticket.id} was already {ticket.status}, and the decision "
-                                   "reached its conversation.",
-    }.get(delivery.outcome, f"Ticket {ticket.id} is {ticket.status} in the ledger, but the decision has not "
-                            f"reached its conversation: {without_sql(delivery.detail)}. Looked in {delivery.where}.")
-    headers = {"Retry-After": str(int(delivery.retry_after.total_seconds()))} if delivery.retry_after else None
-    return ApiError(status, code, message, fix.replace("{id}", ticket.id), headers=headers)
+    return refusal_error(error)
 
 
 # ADK raises these ValueErrors while matching an incoming message to a pending
@@ -300,20 +251,21 @@ def refused_by_adk(error: HTTPException) -> ApiError:
     return ApiError(error.status_code, code, detail.rstrip(".") + ".", fix, headers=dict(error.headers or {}))
 
 
-def install(app: FastAPI) -> None:
-    """Answer every error of `app` (ADK's routes and ours) as JSON."""
+def install(server: FastAPI) -> None:
+    """Answer every error of `server` (ADK's routes and ours) as JSON."""
 
-    @app.exception_handler(ApiError)
+    @server.exception_handler(ApiError)
     async def _api_error(_request: Request, error: ApiError) -> JSONResponse:
         return error.response()
 
-    @app.exception_handler(LedgerError)
-    async def _refused(request: Request, error: LedgerError) -> JSONResponse:
+    @server.exception_handler(Refusal)
+    async def _refused(_request: Request, error: Refusal) -> JSONResponse:
+        # What the ledger, an input rule or the session store refuses: the catalogue's words.
         if isinstance(error, DatabaseFileGone):
             return database_file_gone(error).response()
-        return ledger_error(error, request.path_params.get("ticket_id", "")).response()
+        return refusal_error(error).response()
 
-    @app.exception_handler(HTTPException)
+    @server.exception_handler(HTTPException)
     async def _wrapped(request: Request, error: HTTPException) -> Response:
         # ADK's create-session route (and a few others) answer any error of
         # their store as a 500 whose detail is str(error): for SQLAlchemy, the
@@ -325,34 +277,15 @@ def install(app: FastAPI) -> None:
             return unexpected_error(error.__cause__ or error).response()
         return refused_by_adk(error).response()
 
-    @app.exception_handler(InputError)
-    async def _bad_input(_request: Request, error: InputError) -> JSONResponse:
-        code = "invalid_body" if error.field == "reason" else "invalid_input"
-        fix = f"Correct the {error.field} and send it again."
-        if error.field == "reason" and "needs a reason" in str(error):
-            code = "reason_required"
-        if error.field == "amount":
-            code, fix = "invalid_amount", ('Send the amount to pay, more than zero and at most the amount asked, '
-                                           'with a reason: {"amount": 200, "reason": "over the per diem"}.')
-        return ApiError(422, code, str(error), fix).response()
-
-    @app.exception_handler(ConversationInUse)
-    async def _in_use(_request: Request, error: ConversationInUse) -> JSONResponse:
-        return ApiError(
-            409, "conversation_in_use",
-            f"This conversation cannot be deleted: {error}. Its decision has to reach it first.",
-            "Wait until the tickets are decided and delivered (GET /api/approvals/{id}), then delete it.",
-        ).response()
-
-    @app.exception_handler(DBAPIError)
+    @server.exception_handler(DBAPIError)
     async def _database_failed(request: Request, error: DBAPIError) -> JSONResponse:
         return request_database_error(request, error).response()
 
-    @app.exception_handler(OSError)
+    @server.exception_handler(OSError)
     async def _database_unreachable(request: Request, error: OSError) -> JSONResponse:
         return request_database_error(request, error).response()
 
-    @app.exception_handler(RequestValidationError)
+    @server.exception_handler(RequestValidationError)
     async def _invalid_body(request: Request, error: RequestValidationError) -> JSONResponse:
         if not request.url.path.startswith("/api/approvals"):
             return await request_validation_exception_handler(request, error)
@@ -376,7 +309,7 @@ def install(app: FastAPI) -> None:
             '{"amount": 200, "reason": "..."}.',
         ).response()
 
-    @app.exception_handler(ValueError)
+    @server.exception_handler(ValueError)
     async def _bad_resume(request: Request, error: ValueError) -> JSONResponse:
         # ADK's /run lets these escape as a plain-text 500; they are the
         # caller's mistake, so say which and how to answer a pending call.

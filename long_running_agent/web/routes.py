@@ -25,11 +25,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..approval.delivery import Delivery, Outcome, decide_and_deliver, deliver
+from ..approval.courier import Delivery, Outcome, decide_and_deliver, deliver
 from ..ledger import Ledger
 from ..paging import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, Page
 from ..services import services
-from .errors import ApiError, delivery_error
+from .errors import ApiError, refusal_error
 from .views import agent_reply, audit_json, notification_json, payout_json, ticket_json
 
 
@@ -109,9 +109,9 @@ approvals = APIRouter(prefix="/api/approvals")
 async def list_approvals(approver: Approver, ledger: TheLedger, page: Annotated[InboxQuery, Query()]) -> dict[str, Any]:
     # The read `python main.py inbox` makes too (ledger/inbox.py). Every decision that has not
     # reached its conversation is listed, however old, so the page can offer its Deliver action.
-    inbox = await ledger.read_inbox(**page.model_dump())
+    inbox = await ledger.inbox.read(**page.model_dump())
     now = inbox.now
-    failed_at = await ledger.delivery_failures([t.id for t in inbox.undelivered if t.delivery_error])
+    failed_at = await ledger.deliveries.failures([t.id for t in inbox.undelivered if t.delivery_error])
     return {
         "approver": approver,
         "pending": [ticket_json(t, now) for t in inbox.pending],
@@ -128,23 +128,23 @@ async def list_approvals(approver: Approver, ledger: TheLedger, page: Annotated[
 
 @approvals.get("/{ticket_id}")
 async def show_approval(ticket_id: str, _approver: Approver, ledger: TheLedger) -> dict[str, Any]:
-    ticket = await ledger.get(ticket_id)
+    ticket = await ledger.tickets.get(ticket_id)
     return {
-        "ticket": ticket_json(ticket, ledger.now(), await ledger.delivery_failures([ticket.id])),
-        "audit": [audit_json(e) for e in await ledger.audit(ticket_id)],
-        "payouts": [payout_json(p) for p in await ledger.payouts(ticket_id=ticket_id)],
+        "ticket": ticket_json(ticket, ledger.now(), await ledger.deliveries.failures([ticket.id])),
+        "audit": [audit_json(e) for e in await ledger.tickets.audit(ticket_id)],
+        "payouts": [payout_json(p) for p in await ledger.payouts.find(ticket_id=ticket_id)],
         # Webhooks about it (APPROVAL_WEBHOOK_URL): sent, retrying, or failed for good.
-        "notifications": [notification_json(n) for n in await ledger.notifications(ticket_id)],
+        "notifications": [notification_json(n) for n in await ledger.outbox.of_ticket(ticket_id)],
     }
 
 
 async def delivery_json(ledger: Ledger, delivery: Delivery) -> dict[str, Any]:
     ticket_id = delivery.ticket.id
-    ticket = await ledger.get(ticket_id)
-    failed_at = await ledger.delivery_failures([ticket_id]) if ticket.delivery_error else {}
+    ticket = await ledger.tickets.get(ticket_id)
+    failed_at = await ledger.deliveries.failures([ticket_id]) if ticket.delivery_error else {}
     return {
         "ticket": ticket_json(ticket, ledger.now(), failed_at),
-        "payouts": [payout_json(p) for p in await ledger.payouts(ticket_id=ticket_id)],
+        "payouts": [payout_json(p) for p in await ledger.payouts.find(ticket_id=ticket_id)],
         "agent_reply": agent_reply(delivery.events),
         "delivery": delivery.outcome.value,
     }
@@ -163,7 +163,7 @@ async def record_decision(
         # WAITING: the first of two approvals is recorded; a second approver decides.
         return JSONResponse(body)
     # Recorded, not delivered: 202, with what stands in the way and the fix.
-    return JSONResponse(body | {"delivery_error": delivery_error(delivery).body()}, status_code=202)
+    return JSONResponse(body | {"delivery_error": refusal_error(delivery.refusal).body()}, status_code=202)
 
 
 @approvals.post("/{ticket_id}/approve")
@@ -179,17 +179,17 @@ async def reject(ticket_id: str, approver: Approver, ledger: TheLedger, body: De
 @approvals.post("/{ticket_id}/deliver")
 async def deliver_decision(ticket_id: str, approver: Approver, ledger: TheLedger) -> dict[str, Any]:
     """Deliver a recorded decision whose delivery failed or whose process died."""
-    await ledger.get(ticket_id)
+    await ledger.tickets.get(ticket_id)
     delivery = await deliver(ticket_id, actor=approver)
     if not delivery.delivered:
-        raise delivery_error(delivery)
+        raise refusal_error(delivery.refusal)
     return await delivery_json(ledger, delivery)
 
 
 @approvals.post("/{ticket_id}/settle")
 async def settle(ticket_id: str, approver: Approver, ledger: TheLedger) -> dict[str, Any]:
     """Finish a decision that cannot reach its conversation: pay it (approved) or close it."""
-    ticket, payout = await ledger.settle(ticket_id, approver=approver)
+    ticket, payout = await ledger.deliveries.settle(ticket_id, approver=approver)
     return {"ticket": ticket_json(ticket, ledger.now()), "payouts": [payout_json(payout)] if payout else []}
 
 

@@ -8,8 +8,8 @@ from typing import Any
 from google.adk.events import Event
 
 from ..ledger import AuditEntry, Notification, Payout, Ticket
-from ..ledger.errors import without_sql
 from ..ledger.policy import from_cents
+from ..refusals import without_sql
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -17,7 +17,7 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def ticket_json(ticket: Ticket, now: datetime, failed_at: dict[str, datetime] | None = None) -> dict[str, Any]:
-    """`failed_at`: when the latest failed delivery of each ticket was recorded (Ledger.delivery_failures)."""
+    """`failed_at`: when the latest failed delivery of each ticket was recorded (ledger.deliveries.failures)."""
     return {
         "id": ticket.id,
         "status": ticket.status.value,
@@ -28,7 +28,7 @@ def ticket_json(ticket: Ticket, now: datetime, failed_at: dict[str, datetime] | 
         "approved_amount": float(from_cents(ticket.payable_cents)) if ticket.changed else None,
         # The two-person rule: "1 of 2" while the second approval is awaited.
         "approvals_needed": ticket.approvals_needed,
-        "approvals": ticket.approvals,
+        "approvals": ticket.approvals_shown,
         # Set when this request, added to others of the same purpose or message that day, needs two approvers.
         "combined_amount": float(from_cents(ticket.combined_cents)) if ticket.combined_cents else None,
         "approved_by": ticket.approvers,

@@ -49,15 +49,15 @@ async def test_live_gemini_waits_for_approval_then_pays_once(live_gemini: str) -
         [pending] = responses(events, "ask_for_approval")
         assert pending["status"] == "pending"
         assert calls(events, "reimburse") == []
-        assert await ledger.payouts(session_id=chat.session_id) == []
+        assert await ledger.payouts.find(session_id=chat.session_id) == []
 
-        decision = await ledger.decide(pending["ticket_id"], approver="bob", approve=True)
+        decision = await ledger.tickets.decide(pending["ticket_id"], approver="bob", approve=True)
         resumed = await chat.answer(call, decision.as_response())
 
         assert [c.name for c in calls(resumed, "ask_for_approval")] == []
         assert calls(resumed, "reimburse"), "Gemini did not call reimburse after the approval"
-        [payout] = await ledger.payouts(ticket_id=pending["ticket_id"])
+        [payout] = await ledger.payouts.find(ticket_id=pending["ticket_id"])
         assert payout.amount_cents == 25_000
-        assert await ledger.payouts(session_id=chat.session_id) == [payout]
+        assert await ledger.payouts.find(session_id=chat.session_id) == [payout]
     finally:
         await runner.close()

@@ -18,7 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from long_running_agent.services import close_services, use_app, use_clock
+from long_running_agent.agent import build_app
+from long_running_agent.services import close_services, use_app, use_app_factory, use_clock
 from long_running_agent.settings import ModelSettings, Settings, load_settings, settings, use_settings
 
 from .clock import FakeClock
@@ -28,6 +29,8 @@ from .servers import WebServer, web_server
 
 # Read once the environment is cleared (tests/conftest.py does that before loading this plugin).
 BASE = load_settings().model_copy(update={"model": ModelSettings(OFFLINE, None)})
+# What main.py and `make web` hand the wiring: the shipped agent's app.
+use_app_factory(build_app)
 
 
 @pytest.fixture(autouse=True)

@@ -89,7 +89,7 @@ async def request_over_run(client: httpx.AsyncClient, user: str = "alice") -> tu
 
 
 async def payouts(server: WebServer, ticket_id: str) -> list[Any]:
-    return await ledger_at(server.database_url).payouts(ticket_id=ticket_id)
+    return await ledger_at(server.database_url).payouts.find(ticket_id=ticket_id)
 
 
 def assert_error(response: httpx.Response, status: int, error: str) -> dict[str, Any]:

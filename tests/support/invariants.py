@@ -42,7 +42,7 @@ class Approvals:
 async def check_money_invariants(
     ledger: Ledger, *, approvals: Approvals, approvers: frozenset[str], dual_above_cents: int
 ) -> None:
-    async with await ledger.db() as db:
+    async with await ledger.database.session() as db:
         tickets = {row.id: row for row in await db.scalars(select(TicketRow))}
         payouts = list(await db.scalars(select(PayoutRow).where(PayoutRow.ticket_id.is_not(None))))
     paid: dict[str, list[PayoutRow]] = defaultdict(list)

@@ -12,9 +12,8 @@ from pydantic import Field
 
 from long_running_agent.agent import build_app
 from long_running_agent.ledger import Ledger
-from long_running_agent.ledger.engine import session_service
 from long_running_agent.model.offline import OFFLINE_MODEL_NAME, OfflineExpenseModel
-from long_running_agent.services import services
+from long_running_agent.services import services, session_service
 
 OFFLINE = OFFLINE_MODEL_NAME
 # Engines a test opened for itself (a runner "in another process"); conftest disposes them.
@@ -77,8 +76,8 @@ def make_runner(database_url: str | None = None) -> Runner:
 
 def ledger_at(database_url: str | None = None) -> Ledger:
     """The ledger of the test's database (or of another one, such as a server's)."""
-    app = services()
-    return app.ledger if database_url is None else app.ledger_at(database_url)
+    parts = services()
+    return parts.ledger if database_url is None else parts.ledger_at(database_url)
 
 
 async def close_opened() -> None:

@@ -1,4 +1,4 @@
-"""Real servers for tests: `python -m long_running_agent.web` (make web) on 127.0.0.1, or its app in-process.
+"""Real servers for tests: `python -m long_running_agent.web` (make web) on 127.0.0.1, or its server in-process.
 
 Each server runs in a subprocess with its own SQLite file and HOME, the way a
 user starts it; tests talk to it over HTTP as any client would.
@@ -130,16 +130,16 @@ def _serves(process: subprocess.Popen[bytes], base_url: str, log: Path) -> bool:
 
 @asynccontextmanager
 async def in_process(config: Settings | None = None) -> AsyncIterator[httpx.AsyncClient]:
-    """`make web`'s app (`create_app`) served in this process, on the test's settings and database.
+    """`make web`'s server (`create_server`) served in this process, on the test's settings and database.
 
     Fast (no process to start), and the test can reach into its files; the
     requests come from 127.0.0.1, as through an SSH tunnel or a proxy on the
     same machine. Checks that need a real socket use `web_server`.
     """
-    from long_running_agent.web import create_app
+    from long_running_agent.web import create_server
 
-    app = create_app(config or settings())
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
+    server = create_server(config or settings())
+    async with server.router.lifespan_context(server):
+        transport = httpx.ASGITransport(app=server)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as client:
             yield client

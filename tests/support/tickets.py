@@ -17,7 +17,7 @@ APP = "long_running_agent"
 async def open_tickets(ledger: Ledger, count: int, prefix: str = "listed", user: str = "dave") -> list[Ticket]:
     """`count` pending tickets, oldest first, each in its own (absent) conversation."""
     return [
-        await ledger.open_ticket(
+        await ledger.tickets.open(
             app_name=APP, user_id=user, session_id=f"{prefix}-{n}", call_id="adk-1",
             call_name="ask_for_approval", purpose=f"{prefix} {n}", amount_cents=20000 + n, ttl=timedelta(days=3),
         )
@@ -30,7 +30,7 @@ async def open_ticket_for(
     session: str = "s-1", message: str | None = None, dual_above_cents: int = 500_000,
 ) -> Ticket:
     """One pending ticket under the two-person rule's default line ($5,000), as `ask_for_approval` opens it."""
-    return await ledger.open_ticket(
+    return await ledger.tickets.open(
         app_name=APP, user_id=user, session_id=session, call_id=f"adk-{uuid.uuid4().hex[:8]}",
         call_name="ask_for_approval", purpose=purpose, amount_cents=amount_cents, ttl=timedelta(days=3),
         message_id=message, dual_above_cents=dual_above_cents,
@@ -41,13 +41,13 @@ async def decide_and_mark_delivered(ledger: Ledger, count: int, prefix: str = "r
     """`count` decisions that reached their conversations: they fill "recent decisions"."""
     decided = []
     for ticket in await open_tickets(ledger, count, prefix):
-        decided.append(await ledger.decide(ticket.id, approver="carol", approve=True))
-        await ledger.mark_delivered(ticket.id, actor="carol")
+        decided.append(await ledger.tickets.decide(ticket.id, approver="carol", approve=True))
+        await ledger.deliveries.mark_delivered(ticket.id, actor="carol")
     return decided
 
 
 async def decided_not_delivered(ledger: Ledger, ticket_id: str, why: str) -> Ticket:
     """Approve `ticket_id` in the ledger only, as a process would that failed before delivering."""
-    await ledger.decide(ticket_id, approver="bob", approve=True)
-    await ledger.mark_undelivered(ticket_id, actor="bob", error=why)
-    return await ledger.get(ticket_id)
+    await ledger.tickets.decide(ticket_id, approver="bob", approve=True)
+    await ledger.deliveries.mark_undelivered(ticket_id, actor="bob", error=why)
+    return await ledger.tickets.get(ticket_id)

@@ -1,7 +1,7 @@
 """One server for every surface: ADK's dev UI and API, plus the approver inbox.
 
-ADK's own FastAPI app (what `adk web` serves: the dev UI, /run, /run_sse,
-/apps/...) serves the agent; this module adds the routes approvers use
+ADK's own FastAPI server (what `adk web` serves: the dev UI, /run, /run_sse,
+/apps/...) serves the agent app; this module adds the routes approvers use
 (routes.py), the gate in front of ADK's routes (gate.py), JSON for every error
 (errors.py), a /health that asks the database, and a sweep that delivers
 expiries. A decision made here reaches the conversation the requester started
@@ -30,15 +30,16 @@ from google.adk.cli.service_registry import get_service_registry
 from google.adk.cli.utils.agent_loader import AgentLoader
 from google.adk.sessions import DatabaseSessionService
 
-from ..agent import APP_NAME
+from ..agent import build_app
 from ..approval.conversations import GuardedSessionService
-from ..approval.delivery import deliver_due, remind_due
+from ..approval.courier import deliver_due, remind_due
 from ..ledger.engine import create_engine
-from ..ledger.migrate import SchemaError
 from ..model.choice import choose_model
+from ..names import APP_NAME
 from ..notifications import send_due
-from ..services import close_services, services
-from ..settings import Settings, SettingsError, settings
+from ..refusals import SchemaError, SettingsError
+from ..services import close_services, services, use_app_factory
+from ..settings import Settings, settings
 from . import errors
 from .errors import JsonErrors
 from .gate import Gate
@@ -80,9 +81,10 @@ async def every(interval: float, work: Callable[[], Awaitable[None]], what: str)
             logger.warning("The %s failed; it runs again in %s s", what, interval, exc_info=True)
 
 
-def create_app(config: Settings | None = None, *, host: str = "127.0.0.1", port: int = 8000) -> FastAPI:
-    """ADK's dev UI and API for this package, plus the approver inbox and its API."""
+def create_server(config: Settings | None = None, *, host: str = "127.0.0.1", port: int = 8000) -> FastAPI:
+    """The server: ADK's dev UI and API for this package, plus the approver inbox and its API."""
     config = config or settings()
+    use_app_factory(build_app)  # the app the server's deliveries run: this package's agent
     # One tuned session service (a rollback journal and a busy timeout on
     # SQLite) for ADK's routes and for delivering decisions; the ledger shares
     # its engine (services.py). ADK looks the URL's scheme up in its service
@@ -96,7 +98,7 @@ def create_app(config: Settings | None = None, *, host: str = "127.0.0.1", port:
     get_service_registry().register_session_service(urlparse(config.database_url).scheme, shared_sessions)
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(_server: FastAPI) -> AsyncIterator[None]:
         services().use_sessions(sessions)  # first: the ledger takes its engine
         # The schema before the first request, under the database's start-up
         # lock: replicas that start together take turns. For `make web`,
@@ -112,7 +114,7 @@ def create_app(config: Settings | None = None, *, host: str = "127.0.0.1", port:
         await asyncio.gather(*background, return_exceptions=True)
         await close_services()
 
-    app = get_fast_api_app(
+    server = get_fast_api_app(
         agents_dir=str(PACKAGE_DIR.parent),
         # A loader for this one package: the app list shows long_running_agent
         # only, whatever else (tests, benchmarks, docs) sits in the repo root.
@@ -128,27 +130,27 @@ def create_app(config: Settings | None = None, *, host: str = "127.0.0.1", port:
         bind_host=host,
         lifespan=lifespan,
     )
-    replace_health(app)
-    app.include_router(approvals)
-    app.include_router(inbox)
-    errors.install(app)
-    app.add_middleware(Gate, settings=config, apps=[APP_NAME])
-    app.add_middleware(JsonErrors)  # even the gate answers JSON if it fails
+    replace_health(server)
+    server.include_router(approvals)
+    server.include_router(inbox)
+    errors.install(server)
+    server.add_middleware(Gate, settings=config, apps=[APP_NAME])
+    server.add_middleware(JsonErrors)  # even the gate answers JSON if it fails
     # The page's CSP, X-Frame-Options and friends, on every answer of /inbox and /api/approvals.
-    app.add_middleware(SecurityHeaders)
-    return app
+    server.add_middleware(SecurityHeaders)
+    return server
 
 
-def replace_health(app: FastAPI) -> None:
+def replace_health(server: FastAPI) -> None:
     """ADK's /health always says ok; this one asks the database to write."""
-    app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) != "/health"]
+    server.router.routes[:] = [r for r in server.router.routes if getattr(r, "path", None) != "/health"]
 
-    @app.get("/health")
+    @server.get("/health")
     async def health() -> JSONResponse:
         ledger = services().ledger
         # Reads alone would pass while every write fails (a full disk, an
         # unwritable journal), so a row is written and rolled back as well.
-        for step, check in (("unreachable", ledger.ping), ("unwritable", ledger.try_write)):
+        for step, check in (("unreachable", ledger.database.ping), ("unwritable", ledger.database.try_write)):
             try:
                 await asyncio.wait_for(check(), timeout=5)
             except Exception as error:
@@ -184,12 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = settings()
     except SettingsError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {error.sentence(errors.API)}", file=sys.stderr)
         return 2
     try:
         asyncio.run(prepare_database())
     except SchemaError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {error.sentence(errors.API)}", file=sys.stderr)
         return 1
     choice = choose_model(config.model)
     # A wildcard bind is reached through this machine's name, not "0.0.0.0".
@@ -203,5 +205,5 @@ def main(argv: list[str] | None = None) -> int:
     names = sorted(set(config.approvers.values()))
     print(f"Approvers: {', '.join(names)}" if names else
           "Approvers: none - set APPROVERS=name:token,... in .env so someone can sign in to the inbox")
-    uvicorn.run(create_app(config, host=args.host, port=args.port), host=args.host, port=args.port)
+    uvicorn.run(create_server(config, host=args.host, port=args.port), host=args.host, port=args.port)
     return 0

@@ -1,4 +1,4 @@
-"""Deciding a ticket and delivering the decision to its conversation.
+"""The courier: deciding a ticket, then taking the decision to its conversation.
 
 Used by the approver CLI (`python main.py approve|reject|deliver`) and the
 inbox server. The ledger is written first; then the decision is delivered:
@@ -6,8 +6,9 @@ the FunctionResponse is rebuilt from the ledger's stored call id and name and
 sent to the conversation in the store where it lives (conversations.py), so a
 decision made days later, in another process, resumes the right call.
 
-Delivering returns a `Delivery` that says what happened, so each surface can
-tell its own reader.
+Delivering returns a `Delivery` that says what happened, and when the
+decision did not arrive, the refusal that says why and what to do
+(refusals.py), so each surface can tell its own reader.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
-from enum import StrEnum
 
 from google.adk.agents.invocation_context import InvocationContext, new_invocation_context_id
 from google.adk.apps import App
@@ -25,24 +25,21 @@ from google.genai import types
 
 from ..ledger import Ticket, TicketExpired, TicketStatus
 from ..ledger.locks import DEFAULT_WAIT, ConversationBusy
+from ..names import AGENT_NAME, Outcome
+from ..refusals import AlreadyDelivered, NotDelivered, Refusal, StillPending
 from ..services import services
-from .conversations import Unreachable, describe, open_store
-from .guard import NOTE_MARK, call_gone, conversation_of, decision_message, held_conversations, holds_call
+from .conversations import Unreachable, open_store, store_in_words
+from .guard import (
+    NOTE_MARK,
+    call_gone,
+    conversation_of,
+    decision_message,
+    held_conversations,
+    holds_call,
+    running_app,
+)
 
 logger = logging.getLogger(__name__)
-
-
-class Outcome(StrEnum):
-    DELIVERED = "delivered"
-    ALREADY_DELIVERED = "already_delivered"
-    STILL_PENDING = "still_pending"
-    UNREACHABLE = "unreachable"
-    CONVERSATION_MISSING = "conversation_missing"
-    BUSY = "busy"
-    FAILED = "failed"
-    SETTLED = "settled"
-    # The first of two approvals: nothing to deliver yet; the conversation is told of the progress.
-    WAITING = "waiting_for_second_approval"
 
 
 @dataclass(frozen=True)
@@ -60,6 +57,15 @@ class Delivery:
     def delivered(self) -> bool:
         return self.outcome is Outcome.DELIVERED
 
+    @property
+    def refusal(self) -> Refusal:
+        """Why the decision is not in the conversation now, and what to do (refusals.py)."""
+        if self.outcome is Outcome.STILL_PENDING:
+            return StillPending(self.ticket.id)
+        if self.outcome in (Outcome.ALREADY_DELIVERED, Outcome.SETTLED):
+            return AlreadyDelivered(self.ticket)
+        return NotDelivered(self.outcome, self.ticket, self.detail, self.where, self.retry_after)
+
 
 async def deliver(
     ticket_id: str, *, actor: str, wait: timedelta = DEFAULT_WAIT, app: App | None = None
@@ -72,14 +78,14 @@ async def deliver(
     ticket; only a conversation busy with another run is left to a retry.
     """
     ledger = services().ledger
-    ticket = await ledger.get(ticket_id)
+    ticket = await ledger.tickets.get(ticket_id)
     if ticket.status is TicketStatus.PENDING:
         return Delivery(ticket, Outcome.STILL_PENDING)
     if ticket.delivered_at:
         return Delivery(ticket, Outcome.ALREADY_DELIVERED)
     if ticket.settled_at:
         return Delivery(ticket, Outcome.SETTLED)
-    where = describe(ticket.session_store)
+    where = store_in_words(ticket.session_store)
     try:
         store = open_store(ticket.session_store)
     except Unreachable as unreachable:
@@ -93,7 +99,7 @@ async def deliver(
     try:
         async with ledger.locks.hold(conversation, purpose=f"delivering {ticket.id}", wait=wait):
             # Checked again under the lock: another process may have delivered it.
-            ticket = await ledger.get(ticket_id)
+            ticket = await ledger.tickets.get(ticket_id)
             if ticket.delivered_at:
                 return Delivery(ticket, Outcome.ALREADY_DELIVERED)
             if ticket.settled_at:
@@ -125,7 +131,7 @@ async def deliver(
         # store, ADK refusing the message), here.
         await _record_failure(ticket, actor, why, unless_recorded_since=True)
         return Delivery(ticket, Outcome.FAILED, why, where)
-    ticket = await ledger.get(ticket_id)
+    ticket = await ledger.tickets.get(ticket_id)
     if ticket.delivered_at:
         return Delivery(ticket, Outcome.DELIVERED, where=where, events=events)
     why = ticket.delivery_error or "the agent did not accept it"
@@ -150,9 +156,9 @@ async def _record_failure(ticket: Ticket, actor: str, why: str, *, unless_record
     """Record a failed attempt; with `unless_recorded_since`, not if one was recorded since `ticket` was read."""
     ledger = services().ledger
     try:
-        if unless_recorded_since and (await ledger.get(ticket.id)).delivery_error != ticket.delivery_error:
+        if unless_recorded_since and (await ledger.tickets.get(ticket.id)).delivery_error != ticket.delivery_error:
             return
-        await ledger.mark_undelivered(ticket.id, actor=actor, error=why)
+        await ledger.deliveries.mark_undelivered(ticket.id, actor=actor, error=why)
     except Exception as error:  # the ledger itself is down: the caller still tells why
         logger.warning("Could not record the failed delivery of %s (%s): %s", ticket.id, why, type(error).__name__)
 
@@ -167,12 +173,12 @@ async def decide_and_deliver(
 ) -> Delivery:
     """Record the decision, then deliver it; raises LedgerError if the decision is refused.
 
-    `amount` approves less than was asked (see Ledger.decide). An expired
+    `amount` approves less than was asked (see Tickets.decide). An expired
     ticket is refused, but its expiry is still delivered, so the requester
     learns what happened.
     """
     try:
-        ticket = await services().ledger.decide(
+        ticket = await services().ledger.tickets.decide(
             ticket_id, approver=approver, approve=approve, reason=reason, amount=amount
         )
     except TicketExpired:
@@ -181,7 +187,8 @@ async def decide_and_deliver(
     if ticket.status is TicketStatus.PENDING:
         # The first of two approvals: the requester sees the progress; the second approver decides.
         told = await tell_progress(ticket, f"{ticket.first_approved_by} approved ticket {ticket.id} "
-                                           f"({ticket.approvals} approvals); it now waits for a second approver.")
+                                           f"({ticket.approvals_so_far} approvals); it now waits for a second "
+                                           "approver.")
         return Delivery(ticket, Outcome.WAITING, "told the conversation" if told else "not told the conversation")
     return await _delivered(ticket, actor=approver, app=app)
 
@@ -205,12 +212,10 @@ async def tell_progress(ticket: Ticket, note: str) -> bool:
             if session is None or not holds_call(session, ticket.call_id):
                 return False  # gone, or started again without the call: the delivery will record it
             invocation_id = new_invocation_context_id()
-            agent = services().app.root_agent
-            assert agent is not None
             await store.append_event(session, Event(
                 invocation_id=invocation_id, author="user", content=decision_message(ticket)))
             await store.append_event(session, Event(
-                invocation_id=invocation_id, author=agent.name,
+                invocation_id=invocation_id, author=AGENT_NAME,
                 content=types.Content(role="model", parts=[types.Part(text=note)]),
                 custom_metadata={NOTE_MARK: True},
             ))
@@ -226,7 +231,7 @@ async def tell_progress(ticket: Ticket, note: str) -> bool:
 async def withdraw_and_deliver(ticket_id: str, *, requester: str, app: App | None = None) -> Delivery:
     """The requester withdraws a pending request; the pending call is answered "cancelled"."""
     try:
-        ticket = await services().ledger.cancel(ticket_id, requester=requester)
+        ticket = await services().ledger.tickets.cancel(ticket_id, requester=requester)
     except TicketExpired:
         await deliver(ticket_id, actor=requester, app=app)
         raise
@@ -242,11 +247,11 @@ async def answer_withdrawal(ticket: Ticket, context: InvocationContext) -> None:
     there, as an approver's decision would be.
     """
     if ticket.conversation != conversation_of(context):
-        await deliver(ticket.id, actor=ticket.user_id)
+        await deliver(ticket.id, actor=ticket.user_id, app=running_app(context))
         return
     answer = Event(invocation_id=context.invocation_id, author="user", content=decision_message(ticket))
     await context.session_service.append_event(context.session, answer)
-    await services().ledger.mark_delivered(ticket.id, actor=ticket.user_id)
+    await services().ledger.deliveries.mark_delivered(ticket.id, actor=ticket.user_id)
 
 
 async def _delivered(ticket: Ticket, *, actor: str, app: App | None) -> Delivery:
@@ -265,11 +270,11 @@ async def remind_due() -> list[Ticket]:
     Runs with the other background work (`make web`'s sweep, each approver
     command). Reminders are notifications: nothing to do without a webhook.
     """
-    app = services()
-    config = app.settings
+    parts = services()
+    config = parts.settings
     if config.remind_before is None or config.webhook_url is None:
         return []
-    reminded = await app.ledger.remind_due(config.remind_before, config.escalate_to)
+    reminded = await parts.ledger.tickets.remind_due(config.remind_before, config.escalate_to)
     for ticket in reminded:
         escalated = f" It was escalated to {ticket.escalated_to.replace(',', ', ')}." if ticket.escalated_to else ""
         await tell_progress(ticket, f"Ticket {ticket.id} still waits for an approver; the approvers were "
@@ -286,10 +291,10 @@ async def deliver_due(*, actor: str, grace: timedelta = timedelta(seconds=30)) -
     approver's `deliver`, not retried in a loop.
     """
     ledger = services().ledger
-    await ledger.expire_due()
+    await ledger.tickets.expire_due()
     cutoff = ledger.now() - grace
     deliveries = []
-    for ticket in await ledger.undelivered():
+    for ticket in await ledger.deliveries.undelivered():
         if ticket.delivery_error:
             continue
         if ticket.status is not TicketStatus.EXPIRED and ticket.decided_at and ticket.decided_at > cutoff:

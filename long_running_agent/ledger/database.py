@@ -1,4 +1,10 @@
-"""What every part of the ledger stands on: an engine, a clock, and tables at this code's schema."""
+"""The handle every part of the ledger shares: one engine, one clock, and tables at this code's schema.
+
+Like SQLAlchemy's own split of a `Session` from its `Connection`: the parts
+(tickets.py, payouts.py, deliveries.py, outbox.py, locks.py, inbox.py) each
+hold this one handle and open their transactions on it, so a ticket's change
+and the notification that reports it commit together.
+"""
 
 from __future__ import annotations
 
@@ -6,62 +12,46 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from datetime import date, datetime
-from typing import TYPE_CHECKING
 
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from ..refusals import SchemaBehind
 from .engine import create_engine
-from .migrate import SchemaBehind, current, head, migrate
+from .migrate import current, head, migrate
 from .records import utc_now
 from .schema import DailyAutoApprovalRow
-
-if TYPE_CHECKING:
-    from .locks import ConversationLocks
 
 
 def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
-class LedgerBase:
+class Database:
     """One database (a SQLite file or PostgreSQL) and the clock that dates everything in it."""
 
     def __init__(
         self, url: str, *, clock: Callable[[], datetime] = utc_now, auto_migrate: bool = True,
-        engine: AsyncEngine | None = None, outbox: bool = False, approvers: frozenset[str] | None = None,
+        engine: AsyncEngine | None = None,
     ) -> None:
-        """`engine`: one to share (services.py gives ADK's session store the same); default, one of its own.
-
-        `approvers`: the only names that may decide or settle a ticket (APPROVERS), in
-        their canonical form; None lets any name but the requester's decide.
-        """
+        """`engine`: one to share (services.py gives ADK's session store the same); default, one of its own."""
         self.url = url
         self.auto_migrate = auto_migrate
-        # Write a notification for each ticket event (outbox.py): on when a webhook is configured.
-        self.outbox = outbox
-        self.approvers = approvers
         self._owns_engine = engine is None
         self.engine = engine or create_engine(url)
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         self._clock = clock
         self._schema_ready = False
         self._schema_lock = asyncio.Lock()
-        self._locks: ConversationLocks | None = None
 
     def now(self) -> datetime:
         return self._clock()
 
     @property
-    def locks(self) -> ConversationLocks:
-        """Leases on conversations, in this same database (locks.py)."""
-        from .locks import ConversationLocks
+    def is_postgresql(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
 
-        if self._locks is None:
-            self._locks = ConversationLocks(self)
-        return self._locks
-
-    async def db(self) -> AsyncSession:
+    async def session(self) -> AsyncSession:
         """A database session, once the tables are at this code's schema (migrate.py)."""
         if not self._schema_ready:
             async with self._schema_lock:

@@ -1,0 +1,137 @@
+"""The approval ledger: the only authority on whether money may be paid out.
+
+One database (a SQLite file by default, or PostgreSQL through one SQLAlchemy
+URL) and one object per concern, all on its one handle (database.py):
+
+    ledger.tickets     what was asked and decided, and the audit trail (tickets.py)
+    ledger.payouts     what was paid, and the daily rules for paying without approval (payouts.py)
+    ledger.deliveries  whether each decision reached its conversation; settling those that never can
+    ledger.outbox      the notifications each ticket event sends (outbox.py)
+    ledger.locks       one run at a time per conversation (locks.py)
+    ledger.inbox       the approver's inbox in one read (inbox.py)
+
+The agent's tools each make one call here: `request_approval` and
+`reimburse` apply the policy (policy.py: the threshold, the daily rules, the
+two-person rule, who may ask) and then the parts above; a withdrawal is
+`ledger.tickets.cancel`. The database, not a scan of session events,
+guarantees that a ticket is decided once and paid at most once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..names import APPROVAL_TOOL
+from ..refusals import NeedsNoApproval, UnusableUserId
+from . import inputs
+from .database import Database
+from .deliveries import Deliveries
+from .inbox import InboxQueries
+from .locks import ConversationLocks
+from .outbox import Outbox
+from .payouts import Payouts
+from .policy import Policy, needs_approval, parse_request, purpose_key, requester_of, to_cents
+from .records import Payout, Requested, ToolCall, utc_now
+from .tickets import Tickets
+
+
+class Ledger:
+    """Tickets, payouts, deliveries, the outbox, locks and the inbox, each an object on one database."""
+
+    def __init__(
+        self, url: str, *, clock: Callable[[], datetime] = utc_now, auto_migrate: bool = True,
+        engine: AsyncEngine | None = None, outbox: bool = False, approvers: frozenset[str] | None = None,
+        policy: Policy | None = None,
+    ) -> None:
+        """`engine`: one to share (services.py gives ADK's session store the same); default, one of its own.
+
+        `outbox`: write a notification for each ticket event (on when a webhook is configured).
+        `approvers`: the only names that may decide or settle a ticket (APPROVERS), in their
+        canonical form; None lets any name but the requester's decide.
+        `policy`: the thresholds and limits the agent's requests meet (default: the settings' defaults).
+        """
+        self.policy = policy or Policy()
+        self.database = Database(url, clock=clock, auto_migrate=auto_migrate, engine=engine)
+        self.outbox = Outbox(self.database, enabled=outbox)
+        self.tickets = Tickets(self.database, self.outbox, approvers=approvers)
+        self.payouts = Payouts(self.database)
+        self.deliveries = Deliveries(self.database, self.tickets)
+        self.inbox = InboxQueries(self.database, self.tickets)
+        self.locks = ConversationLocks(self.database)
+
+    # --- what the agent's tools ask: one call each ------------------------------------
+
+    async def request_approval(self, call: ToolCall, *, purpose: object, amount: object) -> Requested:
+        """Open a pending ticket for one expense; raises the refusal that stops it (refusals.py).
+
+        Above the threshold a ticket always opens; within it, only when the daily
+        rules send the amount to an approver. A requester must be a plain
+        canonical name, so that nobody can pass for an approver. Above
+        DUAL_APPROVAL_ABOVE, alone or added to the same purpose's requests
+        today and to this message's, the ticket needs two approvers.
+        """
+        clean_purpose, clean_amount = parse_request(purpose, amount, self.policy)
+        user_id = call.conversation.user_id
+        if not inputs.is_canonical_name(user_id):
+            raise UnusableUserId(user_id)
+        daily = None
+        if not needs_approval(clean_amount, self.policy):
+            daily = await self.payouts.auto_approval_refusal(
+                amount_cents=to_cents(clean_amount), **self._daily_rules(user_id, clean_purpose))
+            if daily is None:
+                raise NeedsNoApproval(clean_amount, self.policy.approval_threshold)
+        conversation = call.conversation
+        ticket = await self.tickets.open(
+            app_name=conversation.app_name, user_id=user_id, session_id=conversation.session_id,
+            call_id=call.call_id, call_name=APPROVAL_TOOL, purpose=clean_purpose,
+            amount_cents=to_cents(clean_amount), ttl=self.policy.approval_ttl, session_store=call.session_store,
+            note=daily.why if daily else None, message_id=call.message_id,
+            dual_above_cents=to_cents(self.policy.dual_approval_above),
+        )
+        return Requested(ticket, daily_rules=daily.message if daily else None,
+                         combined_with=tuple(await self.tickets.combined_with(ticket)),
+                         dual_approval_above=self.policy.dual_approval_above)
+
+    async def reimburse(
+        self, call: ToolCall, *, purpose: object, amount: object, prefer: Collection[str] = ()
+    ) -> tuple[Payout, bool]:
+        """Pay an expense: above the threshold only through an approved ticket, within it under the daily rules.
+
+        Returns (payout, already_paid). Raises NotApproved (no approved ticket
+        matches), NeedsApproval (the daily rules send it to an approver) or an
+        input's refusal. `prefer`: the tickets whose decisions the current run
+        delivers, paid first among equal matches.
+        """
+        clean_purpose, clean_amount = parse_request(purpose, amount, self.policy)
+        cents, conversation = to_cents(clean_amount), call.conversation
+        if needs_approval(clean_amount, self.policy):
+            return await self.payouts.pay_approved(conversation=conversation, call_id=call.call_id,
+                                                   purpose=clean_purpose, amount_cents=cents, prefer=prefer)
+        return await self.payouts.pay_small(conversation=conversation, call_id=call.call_id, purpose=clean_purpose,
+                                            amount_cents=cents,
+                                            **self._daily_rules(conversation.user_id, clean_purpose))
+
+    def _daily_rules(self, user_id: str, purpose: str) -> dict[str, Any]:
+        """Whom and what the daily rules count a payout without approval against."""
+        return {"requester": requester_of(user_id), "purpose_key": purpose_key(purpose),
+                "daily_limit_cents": to_cents(self.policy.daily_auto_approval_limit)}
+
+    # --- the database handle's -----------------------------------------------------
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self.database.engine
+
+    def now(self) -> datetime:
+        return self.database.now()
+
+    async def prepare(self) -> tuple[str | None, str]:
+        """Bring the tables to this code's schema (migrate.py); returns (from, to)."""
+        return await self.database.prepare()
+
+    async def close(self) -> None:
+        await self.database.close()

@@ -1,0 +1,60 @@
+"""The names every layer shares: the app, the agent, its tools, and the words for each state.
+
+A leaf: it imports nothing from the package, so the ledger, the approval
+guard and the offline model can name a tool or a status without importing
+the layers that define them (`make test` checks the layers: pyproject.toml,
+[tool.importlinter]).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+# ADK names an app after its folder; `adk run` files sessions under it.
+APP_NAME = "long_running_agent"
+AGENT_NAME = "expense_agent"
+
+# The tools, by the names ADK declares them to the model (their function names in tools.py).
+APPROVAL_TOOL = "ask_for_approval"
+REIMBURSE_TOOL = "reimburse"
+CANCEL_TOOL = "cancel_request"
+
+
+class TicketStatus(StrEnum):
+    """A ticket moves from PENDING to one of the others, once, and nowhere else."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+
+DECIDED = (TicketStatus.APPROVED, TicketStatus.REJECTED, TicketStatus.EXPIRED, TicketStatus.CANCELLED)
+
+
+class PayoutStatus(StrEnum):
+    """What `reimburse` answers: paid now, paid by an earlier run of the same call, or sent to an approver."""
+
+    PAID = "paid"
+    ALREADY_PAID = "already_paid"
+    NEEDS_APPROVAL = "needs_approval"
+
+
+# What any tool answers when it refuses: {"status": "error", "error": "what happened; what to do"}.
+ERROR = "error"
+
+
+class Outcome(StrEnum):
+    """What became of one attempt to deliver a decision to its conversation (approval/courier.py)."""
+
+    DELIVERED = "delivered"
+    ALREADY_DELIVERED = "already_delivered"
+    STILL_PENDING = "still_pending"
+    UNREACHABLE = "unreachable"
+    CONVERSATION_MISSING = "conversation_missing"
+    BUSY = "busy"
+    FAILED = "failed"
+    SETTLED = "settled"
+    # The first of two approvals: nothing to deliver yet; the conversation is told of the progress.
+    WAITING = "waiting_for_second_approval"

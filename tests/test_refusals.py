@@ -1,0 +1,127 @@
+"""One catalogue of refusals: each has one code, one message and one next step, which every surface renders.
+
+The CLI words a next step as a command, the API as a route, the chat as what
+people in a chat can do; the code and the message are the same everywhere,
+and the API's status codes and error codes are the ones it always answered.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from support.processes import run
+
+from long_running_agent.approval.notes import CHAT, tool_error
+from long_running_agent.cli import CLI
+from long_running_agent.ledger import Ticket, TicketStatus
+from long_running_agent.names import Outcome
+from long_running_agent.refusals import (
+    AlreadyApprovedByYou,
+    AlreadyDecided,
+    AlreadyDelivered,
+    AmountError,
+    ConversationInUse,
+    DatabaseFileGone,
+    InputError,
+    NeedsNoApproval,
+    NotAllowed,
+    NotApproved,
+    NotDelivered,
+    NotRequester,
+    NotSettleable,
+    Refusal,
+    SchemaBehind,
+    SettingsError,
+    StillPending,
+    TicketExpired,
+    TicketNotFound,
+    UnusableUserId,
+)
+from long_running_agent.web.errors import API, refusal_error
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+PENDING = Ticket(
+    id="T-0123456789ab", app_name="long_running_agent", user_id="alice", session_id="s-1", call_id="adk-1",
+    call_name="ask_for_approval", purpose="team lunch", amount_cents=25_000, status=TicketStatus.PENDING,
+    created_at=NOW, expires_at=NOW + timedelta(days=3), decided_by=None, decided_at=None, reason=None,
+    approved_cents=None, approvals_needed=1, first_approved_by=None, first_approved_at=None, combined_cents=None,
+    reminded_at=None, escalated_to=None, session_store="app", delivered_at=None, delivery_error=None,
+    settled_by=None, settled_at=None,
+)
+APPROVED = replace(PENDING, status=TicketStatus.APPROVED, decided_by="bob", decided_at=NOW)
+DELIVERED = replace(APPROVED, delivered_at=NOW)
+
+# What the API answered for each refusal before the catalogue, and answers still: (status, code).
+API_ANSWERS = [
+    (TicketNotFound("T-0123456789ab"), 404, "ticket_not_found"),
+    (AlreadyDecided(DELIVERED), 409, "already_decided"),
+    (AlreadyDecided(APPROVED), 409, "already_decided"),
+    (AlreadyDecided(replace(PENDING, status=TicketStatus.CANCELLED, decided_by="alice")), 409, "withdrawn"),
+    (TicketExpired(replace(PENDING, status=TicketStatus.EXPIRED)), 409, "ticket_expired"),
+    (NotAllowed("T-0123456789ab", "alice"), 403, "not_allowed"),
+    (AlreadyApprovedByYou(replace(PENDING, approvals_needed=2, first_approved_by="bob")), 409,
+     "already_approved_by_you"),
+    (NotRequester("T-0123456789ab", "bob"), 403, "not_requester"),
+    (NotSettleable(DELIVERED), 409, "not_settleable"),
+    (DatabaseFileGone("/tmp/expenses.db", replaced=False), 503, "database_file_gone"),
+    (InputError("reason", "A rejection needs a reason; the requester is told it.", missing=True), 422,
+     "reason_required"),
+    (InputError("reason", "The reason must be text."), 422, "invalid_body"),
+    (InputError("approver name", "Give a approver name, e.g. alice."), 422, "invalid_input"),
+    (AmountError("above_maximum", "$260.00 is more than the $250.00 asked.", shown="$260.00",
+                 most=Decimal("250"), approving=True), 422, "invalid_amount"),
+    (ConversationInUse(["T-0123456789ab"]), 409, "conversation_in_use"),
+    (StillPending("T-0123456789ab"), 409, "still_pending"),
+    (AlreadyDelivered(DELIVERED), 409, "already_delivered"),
+    (AlreadyDelivered(replace(APPROVED, settled_at=NOW, settled_by="carol")), 409, "already_settled"),
+    (NotDelivered(Outcome.BUSY, APPROVED, "busy", "the app's database", timedelta(seconds=15)), 409,
+     "conversation_busy"),
+    (NotDelivered(Outcome.UNREACHABLE, APPROVED, "gone", "the memory of process 1"), 502,
+     "conversation_unreachable"),
+    (NotDelivered(Outcome.CONVERSATION_MISSING, APPROVED, "deleted", "the app's database"), 410,
+     "conversation_missing"),
+    (NotDelivered(Outcome.FAILED, APPROVED, "the model failed", "the app's database"), 502, "delivery_failed"),
+]
+ONLY_IN_THE_CHAT = [
+    NotApproved("yacht", 500_000), NeedsNoApproval(Decimal("20"), Decimal("100")), UnusableUserId("Alice"),
+]
+AT_START = [SchemaBehind("0001", "0005"), SettingsError("APPROVAL_THRESHOLD='lots' is not a number.")]
+
+
+@pytest.mark.parametrize("refusal, status, code", API_ANSWERS, ids=[code for _, _, code in API_ANSWERS])
+def test_the_api_answers_each_refusal_with_the_status_and_code_it_always_had(refusal, status, code):
+    answer = refusal_error(refusal)
+    assert (answer.status, answer.error) == (status, code)
+    assert answer.message == refusal.message and answer.fix
+
+
+@pytest.mark.parametrize("refusal", [r for r, _, _ in API_ANSWERS] + ONLY_IN_THE_CHAT + AT_START, ids=repr)
+def test_every_refusal_has_a_message_and_a_next_step_each_surface_can_word(refusal: Refusal):
+    assert re.fullmatch(r"[a-z_]+", refusal.code)
+    for actions in (CLI, API, CHAT):
+        next_step = refusal.next_for(actions)
+        assert next_step and "{" not in next_step.replace('{"amount"', ""), (actions, next_step)
+        assert refusal.sentence(actions) == f"{refusal.message} {next_step}"
+    # The chat gets the same words, as the tool's error.
+    assert tool_error(refusal) == {"status": "error", "error": refusal.sentence(CHAT)}
+
+
+def test_a_next_step_names_each_surfaces_own_way_to_do_it():
+    refusal = AlreadyDecided(APPROVED)  # recorded, not delivered yet
+    assert refusal.next_for(CLI).endswith("deliver it with python main.py deliver T-0123456789ab.")
+    assert refusal.next_for(API).endswith("deliver it with POST /api/approvals/T-0123456789ab/deliver.")
+    assert refusal.next_for(CLI).replace("python main.py deliver T-0123456789ab", "X") == (
+        refusal.next_for(API).replace("POST /api/approvals/T-0123456789ab/deliver", "X"))
+
+
+def test_the_cli_says_the_refusal_the_api_answers_with_a_command_for_the_route(sqlite_url):
+    refused = run("approve", "T-000000000000", "--approver", "bob", url=sqlite_url)
+
+    api = refusal_error(TicketNotFound("T-000000000000")).body()
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        f"error: {api['message']} {api['fix'].replace('GET /api/approvals', 'python main.py inbox')}")
