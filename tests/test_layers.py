@@ -1,6 +1,6 @@
 """The package's layers: nothing below the agent imports it, and no module imports its way back up.
 
-`make test` runs import-linter on the contracts in `.importlinter`; these
+`make test` runs import-linter on the contracts in pyproject.toml ([tool.importlinter]); these
 tests run the same check, and show what the layering buys a reader.
 """
 
