@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from sqlalchemy.engine import make_url
 
 from .names import PYTHON
 from .refusals import SettingsError
@@ -209,6 +210,16 @@ def load_settings() -> Settings:
         return Settings()
     except ValidationError as error:
         raise SettingsError(" ".join(_explain(e) for e in error.errors())) from None
+
+
+def database_in_words(url: str) -> str:
+    """The database URL as the demo and `make web` print it: with no password, and a SQLite file in the
+    project folder by its path from there, as the README shows it (`sqlite+aiosqlite:///.data/expenses.db`)."""
+    parsed = make_url(url)
+    path = Path(parsed.database or "")
+    if parsed.get_backend_name() == "sqlite" and path.is_absolute() and path.is_relative_to(PROJECT_DIR):
+        parsed = parsed.set(database=str(path.relative_to(PROJECT_DIR)))
+    return parsed.render_as_string(hide_password=True)
 
 
 _current: Settings | None = None
