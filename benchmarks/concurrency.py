@@ -1,7 +1,7 @@
 """Many approval flows at once on one store, in a fresh process.
 
 Run with (the benchmark runs it for you, once per store, size and system):
-    python -m benchmarks.concurrency --system ours --store sqlite --url URL --flows 1000
+    .venv/bin/python -m benchmarks.concurrency --system ours --store sqlite --url URL --flows 1000
 
 Every flow creates its session, sends the request, has it approved and paid,
 all launched together with asyncio.gather on one event loop - what one

@@ -1,9 +1,9 @@
 """Benchmark the approval flow against the seed's pattern and ADK's tool confirmation; write the results.
 
 Run with:
-    make bench                       # installs the bench extra, then this
-    python -m benchmarks.run         # full run, about 10 minutes on 2 cores
-    python -m benchmarks.run --quick # small sizes, about two minutes; results not written
+    make bench                                 # installs the bench extra, then this
+    .venv/bin/python -m benchmarks.run         # full run, about 10 minutes on 2 cores
+    .venv/bin/python -m benchmarks.run --quick # small sizes, about two minutes; results not written
 
 Measures, in one run: model calls and request bytes per approved payout and
 what a duplicate approval costs, for this project, the seed's pattern and

@@ -1,4 +1,4 @@
-"""The approver CLI: `python main.py request|inbox|approve|reject|cancel|deliver|settle|show|migrate`.
+"""The approver CLI: `.venv/bin/python main.py request|inbox|approve|reject|cancel|deliver|settle|show|migrate`.
 
 Each command is a fresh process; the ledger and the conversations persist, so
 a ticket opened in one process (or in `adk web`) is decided in another. Any
@@ -33,7 +33,7 @@ from .approval.courier import (
 )
 from .ledger import Inbox, Ticket, TicketStatus
 from .ledger.inputs import name, printable
-from .names import REIMBURSE_TOOL
+from .names import MAIN_PY, REIMBURSE_TOOL
 from .notifications import send_due
 from .paging import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, Page
 from .refusals import Actions, Refusal, without_sql
@@ -45,12 +45,12 @@ COMMANDS = ("request", "inbox", "approve", "reject", "cancel", "deliver", "settl
 
 # The actions a refusal's next step names (refusals.py), as commands to run.
 CLI = Actions(
-    inbox="python main.py inbox",
-    show="python main.py show {ticket}",
-    deliver="python main.py deliver {ticket}",
-    decide="python main.py approve {ticket} --approver NAME (or reject)",
-    approve="python main.py approve {ticket} --approver NAME",
-    settle="python main.py settle {ticket} --approver NAME",
+    inbox=f"{MAIN_PY} inbox",
+    show=f"{MAIN_PY} show {{ticket}}",
+    deliver=f"{MAIN_PY} deliver {{ticket}}",
+    decide=f"{MAIN_PY} approve {{ticket}} --approver NAME (or reject)",
+    approve=f"{MAIN_PY} approve {{ticket}} --approver NAME",
+    settle=f"{MAIN_PY} settle {{ticket}} --approver NAME",
     approve_less='--amount 200 --reason "over the per diem"',
     restart="run the command again (and restart any server using it)",
 )
@@ -123,7 +123,7 @@ async def request(args: argparse.Namespace, out: Transcript) -> int:
     if tickets and all(tickets):
         for ticket_id in tickets:
             print(f"\nTicket {ticket_id} is pending (session {session.id}). An approver runs:\n"
-                  f"  python main.py approve {ticket_id} --approver NAME")
+                  f"  {MAIN_PY} approve {ticket_id} --approver NAME")
         return 0
     paid = [r for e in events for r in e.get_function_responses()
             if r.name == REIMBURSE_TOOL and (r.response or {}).get("status") in ("paid", "already_paid")]
@@ -131,7 +131,7 @@ async def request(args: argparse.Namespace, out: Transcript) -> int:
         return 0  # small enough to be paid at once
     # Refused (an amount the rules do not allow, a purpose missing): the agent said why, above.
     print("error: no ticket was opened and nothing was paid; write the request as the agent's answer above "
-          "says, e.g. python main.py request \"Reimburse $250 for the team lunch\"", file=sys.stderr)
+          f"says, e.g. {MAIN_PY} request 'Reimburse $250 for the team lunch'", file=sys.stderr)
     return 1
 
 
@@ -148,7 +148,7 @@ async def inbox(args: argparse.Namespace, out: Transcript) -> int:
     elif not tickets:
         last = (page.total - 1) // args.limit * args.limit
         print(f"No pending tickets from offset {args.offset:,}: there are {page.total:,}. "
-              f"The last page: python main.py inbox --offset {last}{more}")
+              f"The last page: {MAIN_PY} inbox --offset {last}{more}")
     else:
         print(f"Pending: {page.describe()}, oldest first.")
         print(f"{'TICKET':<16} {'REQUESTER':<12} {'AMOUNT':>12}  {'AGE':>4}  PURPOSE")
@@ -160,7 +160,7 @@ async def inbox(args: argparse.Namespace, out: Transcript) -> int:
             print(f"{t.id:<16} {printable(t.user_id):<12} {t.amount_text:>12}  "
                   f"{_age(t.created_at, inbox.now):>4}  {printable(t.purpose)}{waits}")
         if page.next_offset is not None:
-            print(f"Next page: python main.py inbox --offset {page.next_offset}{more}")
+            print(f"Next page: {MAIN_PY} inbox --offset {page.next_offset}{more}")
     await show_undelivered(inbox, args.limit)
     return 0
 
@@ -172,8 +172,8 @@ async def show_undelivered(inbox: Inbox, limit: int) -> None:
         return
     failed = await services().ledger.deliveries.failures([t.id for t in tickets if t.delivery_error])
     page = Page(0, limit, inbox.total_undelivered, len(tickets))
-    print(f"\nDecided, not delivered: {page.describe()}. Deliver one with: python main.py deliver TICKET\n"
-          "(if its conversation is gone for good: python main.py settle TICKET --approver NAME)")
+    print(f"\nDecided, not delivered: {page.describe()}. Deliver one with: {MAIN_PY} deliver TICKET\n"
+          f"(if its conversation is gone for good: {MAIN_PY} settle TICKET --approver NAME)")
     print(f"{'TICKET':<16} {'STATUS':<9} {'DECIDED BY':<12} {'LAST FAILED (UTC)':<17}  WHY IT HAS NOT ARRIVED")
     for t in tickets:
         why = printable(t.delivery_error or "no attempt finished yet")
@@ -199,11 +199,11 @@ def report(delivery: Delivery, out: Transcript) -> int:
         return 0
     if delivery.outcome is Outcome.ALREADY_DELIVERED:
         print(f"{decided}, and the decision already reached the conversation; nothing to do.\n"
-              f"History: python main.py show {ticket.id}")
+              f"History: {MAIN_PY} show {ticket.id}")
         return 0
     if delivery.outcome is Outcome.WAITING:
         print(f"Ticket {ticket.id} has {ticket.approvals_so_far} approvals ({ticket.first_approved_by}); a second "
-              f"approver decides it: python main.py approve {ticket.id} --approver NAME")
+              f"approver decides it: {MAIN_PY} approve {ticket.id} --approver NAME")
         return 0
     if delivery.outcome is Outcome.SETTLED:
         print(f"{decided}, settled by {ticket.settled_by} without its conversation; nothing to do.")

@@ -14,6 +14,11 @@ from enum import StrEnum
 APP_NAME = "long_running_agent"
 AGENT_NAME = "expense_agent"
 
+# How every hint and page words a command: run from the project folder with the virtualenv
+# `make demo` creates, which works whether or not that virtualenv was activated.
+PYTHON = ".venv/bin/python"
+MAIN_PY = f"{PYTHON} main.py"
+
 # The tools, by the names ADK declares them to the model (their function names in tools.py).
 APPROVAL_TOOL = "ask_for_approval"
 REIMBURSE_TOOL = "reimburse"

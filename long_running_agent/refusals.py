@@ -11,7 +11,7 @@ surface only renders them:
 
 A next step names the actions it needs - {inbox}, {show}, {deliver},
 {decide}, {approve}, {settle}, {approve_less}, {restart} - and each surface
-words them in its own terms (`Actions`): "python main.py deliver T-...", or
+words them in its own terms (`Actions`): ".venv/bin/python main.py deliver T-...", or
 "POST /api/approvals/T-.../deliver". The code never changes for a refusal;
 the wording may.
 """
@@ -24,7 +24,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, ClassVar
 
-from .names import Outcome, TicketStatus
+from .names import MAIN_PY, Outcome, TicketStatus
 
 if TYPE_CHECKING:
     from .ledger.records import Payout, Ticket
@@ -328,7 +328,7 @@ class SchemaBehind(SchemaError):
     """The database is at an older schema, and this process may not upgrade it."""
 
     code = "schema_behind"
-    next_step = "Upgrade it with: python main.py migrate (or set AUTO_MIGRATE=true)."
+    next_step = f"Upgrade it with: {MAIN_PY} migrate (or set AUTO_MIGRATE=true)."
 
     def __init__(self, current: str | None, head: str) -> None:
         super().__init__(current, head,
@@ -340,7 +340,7 @@ class SchemaAhead(SchemaError):
 
     code = "schema_ahead"
     next_step = ("A newer version of the app has upgraded it: run that version, or restore a backup made before "
-                 "the upgrade (python main.py migrate never goes back).")
+                 f"the upgrade ({MAIN_PY} migrate never goes back).")
 
     def __init__(self, current: str, head: str) -> None:
         super().__init__(current, head, f"The database is at schema revision {current}, which this version does "
@@ -352,7 +352,7 @@ class SchemaMismatch(SchemaError):
 
     code = "schema_mismatch"
     next_step = ("Restore a backup, or undo the partial change by hand (ledger/migrations/versions/ says what each "
-                 "revision adds), then run: python main.py migrate")
+                 f"revision adds), then run: {MAIN_PY} migrate")
 
     def __init__(self, current: str | None, head: str, detail: str) -> None:
         self.detail = detail

@@ -19,10 +19,12 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from sqlalchemy.engine import make_url
 
+from .names import PYTHON
 from .refusals import SettingsError
 
-# The project folder (the one holding this package), so that `python main.py`,
+# The project folder (the one holding this package), so that `main.py`,
 # `make web` and plain `adk web` started from anywhere share one ledger.
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_DATABASE_URL = f"sqlite+aiosqlite:///{PROJECT_DIR / '.data' / 'expenses.db'}"
@@ -162,7 +164,7 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"APPROVAL_WEBHOOK_URL is set, so APPROVAL_WEBHOOK_SECRET needs a value of {MIN_SECRET} characters "
                 "or more: every webhook is signed with it (a receiver checks X-Signature-256; Slack ignores it). "
-                "One way: python -c 'import secrets; print(secrets.token_hex(32))'")
+                f"One way: {PYTHON} -c 'import secrets; print(secrets.token_hex(32))'")
         if self.dual_approval_above < self.approval_threshold:
             raise ValueError(
                 f"DUAL_APPROVAL_ABOVE={self.dual_approval_above} is below APPROVAL_THRESHOLD="
@@ -208,6 +210,16 @@ def load_settings() -> Settings:
         return Settings()
     except ValidationError as error:
         raise SettingsError(" ".join(_explain(e) for e in error.errors())) from None
+
+
+def database_in_words(url: str) -> str:
+    """The database URL as the demo and `make web` print it: with no password, and a SQLite file in the
+    project folder by its path from there, as the README shows it (`sqlite+aiosqlite:///.data/expenses.db`)."""
+    parsed = make_url(url)
+    path = Path(parsed.database or "")
+    if parsed.get_backend_name() == "sqlite" and path.is_absolute() and path.is_relative_to(PROJECT_DIR):
+        parsed = parsed.set(database=str(path.relative_to(PROJECT_DIR)))
+    return parsed.render_as_string(hide_password=True)
 
 
 _current: Settings | None = None

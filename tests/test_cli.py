@@ -11,6 +11,7 @@ from support.processes import request_ticket, run, start
 from support.servers import free_port
 from support.tickets import decided_not_delivered, open_tickets
 
+from long_running_agent.ledger import TicketStatus
 from long_running_agent.services import close_services, services
 
 
@@ -29,21 +30,33 @@ def test_demo_shows_the_whole_flow_and_exits_zero(sqlite_url):
     assert "Event(" not in out and "model_dump" not in out
 
 
-def test_demo_run_twice_a_day_completes_and_the_repeated_taxi_waits_for_an_approver(sqlite_url):
-    assert run(url=sqlite_url).returncode == 0
+def test_the_demo_repeats_itself_on_one_database_and_leaves_no_ticket_pending(sqlite_url):
+    first, second = run(url=sqlite_url), run(url=sqlite_url)
 
-    again = run(url=sqlite_url)
+    assert (first.returncode, second.returncode) == (0, 0), first.stdout + second.stdout + second.stderr
+    assert _steps(first.stdout) == _steps(second.stdout)
+    assert len(_steps(first.stdout)) == 4 and "needs_approval" not in second.stdout
+    # Each run is a new employee, so the daily rules, per requester and day, hold for each and never bite.
+    tickets, payouts = asyncio.run(_ledger_state(sqlite_url))
+    assert [t.status for t in tickets] == ["approved", "approved"]
+    assert sorted((p.ticket_id is None, p.amount_cents) for p in payouts) == [
+        (False, 25_000), (False, 25_000), (True, 4_250), (True, 4_250)]
+    assert len({p.user_id for p in payouts}) == 2
 
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert "The flow completed." in again.stdout
-    assert re.search(r"reimburse -> status='needs_approval'.*\n.*calls ask_for_approval\(purpose='taxi to the airport'",
-                     again.stdout)
-    assert len(asyncio.run(_payouts_without_ticket(sqlite_url))) == 1
+
+def _steps(out: str) -> list[str]:
+    """The demo's steps, each with its lines, ids aside."""
+    text = re.sub(r"adk-[0-9a-f-]{36}|\b[TP]-[0-9a-f]{12}\b|demo-[0-9a-f]{6}", "ID", out)
+    return [step.strip() for step in re.split(r"\n(?=== )", text)[1:]]
 
 
-async def _payouts_without_ticket(url: str) -> list:
+async def _ledger_state(url: str) -> tuple[list, list]:
+    """Every ticket, oldest first (none left pending, asserted here), and every payout."""
     try:
-        return [p for p in await ledger_at(url).payouts.find() if p.ticket_id is None]
+        ledger = ledger_at(url)
+        assert await ledger.tickets.with_status(TicketStatus.PENDING) == []
+        tickets = [t for status in TicketStatus for t in await ledger.tickets.with_status(status)]
+        return sorted(tickets, key=lambda t: t.created_at), await ledger.payouts.find()
     finally:
         await close_services()
 
@@ -58,10 +71,37 @@ def test_demo_reject_pays_nothing_and_free_text_works(sqlite_url):
     assert "amount=1250.5" in custom.stdout
 
 
-def test_demo_exits_nonzero_when_the_flow_cannot_complete(sqlite_url):
-    result = run("--text", "Reimburse $20 for a coffee", url=sqlite_url)
-    assert result.returncode == 1
-    assert "did not need approval" in result.stdout
+# --text: what happened, and the exit status main.py's docstring gives it.
+PAID, REFUSED, ASKED, PENDING = 0, 1, 4, 5
+
+
+@pytest.mark.parametrize("text, status, paid, pending", [
+    ("Reimburse $45 for a taxi", PAID, [4_500], 0),  # paid at once, with no approval
+    ("Reimburse $250 for the team lunch", PAID, [25_000], 0),  # approved by the demo's approver, then paid
+    ("Reimburse $250 EUR for the hotel", ASKED, [], 0),  # the agent asks for dollars
+    ("Reimburse $0 for a pen", REFUSED, [], 0),  # reimburse refuses the amount
+    ("Reimburse $6,000 for a server", PENDING, [], 1),  # the first of two approvals
+    ("Reimburse $250 for the team lunch and $480 for the conference ticket", PENDING, [25_000], 1),
+], ids=["paid-at-once", "paid-once-approved", "question", "refused", "second-approver", "second-ticket"])
+def test_free_text_ends_with_the_exit_status_of_what_happened(sqlite_url, text, status, paid, pending):
+    result = run("--text", text, url=sqlite_url)
+
+    assert result.returncode == status, result.stdout + result.stderr
+    payouts, waiting = asyncio.run(_payouts_and_pending(sqlite_url))
+    assert sorted(p.amount_cents for p in payouts) == paid
+    assert len(waiting) == pending
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("The flow completed") == (status == PAID)
+    for ticket in waiting:  # the last line says who acts next, as a command to run
+        assert f".venv/bin/python main.py approve {ticket.id} --approver NAME" in last
+
+
+async def _payouts_and_pending(url: str) -> tuple[list, list]:
+    try:
+        ledger = ledger_at(url)
+        return await ledger.payouts.find(), await ledger.tickets.with_status(TicketStatus.PENDING)
+    finally:
+        await close_services()
 
 
 def test_request_then_approve_in_another_process_pays_once(db_url):

@@ -95,7 +95,8 @@ def test_docs_migrate(project):
 def test_docs_model_choice(project):
     """docs/gemini.md's first lines of `python main.py` under each setting: main.py's own Model line."""
     folder, home = project
-    [block] = re.findall(r"```console\n(\$ python main\.py\n.*?)```", (ROOT / "docs" / "gemini.md").read_text(), re.S)
+    page = (ROOT / "docs" / "gemini.md").read_text()
+    [block] = re.findall(r"```console\n(\$ \.venv/bin/python main\.py\n.*?)```", page, re.S)
     for step in parse(block):
         *assignments, _python, _main = step.command.split()
         env = plain_env(home, **dict(a.split("=", 1) for a in assignments))

@@ -6,6 +6,7 @@ import re
 
 import pytest
 from support.processes import ROOT, run
+from support.project import fresh_project, main_py
 
 README = (ROOT / "README.md").read_text()
 EXCERPTS = re.findall(r"<!-- code: (\S+) -->\n```python\n(.*?)```", README, re.S)
@@ -23,6 +24,7 @@ def test_readme_code_excerpt_is_the_real_code(path, code):
 def _normalise(text: str) -> list[str]:
     text = re.sub(r"adk-[0-9a-f-]{36}", "adk-ID", text)
     text = re.sub(r"\b([TP])-[0-9a-f]{12}\b", r"\1-ID", text)
+    text = re.sub(r"\bdemo-[0-9a-f]{6}\b", "demo-ID", text)  # the demo's employee, new on each run
     lines = [line.rstrip() for line in text.strip().splitlines()]
     return [line for line in lines if not line.startswith(("Model:", "Database:"))]
 
@@ -33,6 +35,27 @@ def test_readme_transcript_matches_python_main_py(sqlite_url):
     result = run(url=sqlite_url)
     assert result.returncode == 0, result.stderr
     assert _normalise(result.stdout) == _normalise(shown.group(1))
+
+
+def test_the_demo_shows_the_database_line_the_readme_shows(tmp_path):
+    """On the default database, a fresh clone's demo names it as the README does: in the project folder."""
+    shown = re.search(r"<!-- transcript: python main.py -->\n```text\n.*?^(Database: .*?)$", README, re.S | re.M)
+    assert shown, "the README's transcript lost its Database line"
+    result = main_py(fresh_project(tmp_path), tmp_path / "home")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert shown.group(1) in result.stdout.splitlines()
+
+
+def test_run_it_names_what_make_test_needs_and_how_long_each_target_takes():
+    """The programs .ci/run installs from apt for the tests are in "Run it", before anyone meets a skipped test."""
+    run_it = README.split("\n## Run it\n", 1)[1].split("\n## ", 1)[0]
+    ci = re.search(r"apt-get install -y -qq --no-install-recommends \\\n(.*?)>", (ROOT / ".ci/run").read_text(), re.S)
+    assert ci, ".ci/run no longer installs from apt as this test reads it"
+    needed = {name for name in ci.group(1).split() if name != "make" and not name.startswith("fonts-")}
+    assert needed == {"chromium", "curl", "jq"}
+    assert all(name in run_it.lower() for name in needed) and ".ci/run" in run_it, run_it
+    for target in ("test", "test-fast"):
+        assert re.search(rf"^\$ make {target} .*: about \d+ (minutes|s)\b", run_it, re.M), target
 
 
 def test_readme_is_a_short_tutorial():

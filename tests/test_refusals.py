@@ -18,7 +18,7 @@ from support.processes import run
 from long_running_agent.approval.notes import CHAT, tool_error
 from long_running_agent.cli import CLI
 from long_running_agent.ledger import Ticket, TicketStatus
-from long_running_agent.names import Outcome
+from long_running_agent.names import MAIN_PY, Outcome
 from long_running_agent.refusals import (
     AlreadyApprovedByYou,
     AlreadyDecided,
@@ -112,9 +112,9 @@ def test_every_refusal_has_a_message_and_a_next_step_each_surface_can_word(refus
 
 def test_a_next_step_names_each_surfaces_own_way_to_do_it():
     refusal = AlreadyDecided(APPROVED)  # recorded, not delivered yet
-    assert refusal.next_for(CLI).endswith("deliver it with python main.py deliver T-0123456789ab.")
+    assert refusal.next_for(CLI).endswith(f"deliver it with {MAIN_PY} deliver T-0123456789ab.")
     assert refusal.next_for(API).endswith("deliver it with POST /api/approvals/T-0123456789ab/deliver.")
-    assert refusal.next_for(CLI).replace("python main.py deliver T-0123456789ab", "X") == (
+    assert refusal.next_for(CLI).replace(f"{MAIN_PY} deliver T-0123456789ab", "X") == (
         refusal.next_for(API).replace("POST /api/approvals/T-0123456789ab/deliver", "X"))
 
 
@@ -124,4 +124,4 @@ def test_the_cli_says_the_refusal_the_api_answers_with_a_command_for_the_route(s
     api = refusal_error(TicketNotFound("T-000000000000")).body()
     assert refused.returncode == 1
     assert refused.stderr.strip() == (
-        f"error: {api['message']} {api['fix'].replace('GET /api/approvals', 'python main.py inbox')}")
+        f"error: {api['message']} {api['fix'].replace('GET /api/approvals', f'{MAIN_PY} inbox')}")

@@ -38,6 +38,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from ..names import MAIN_PY
 from ..refusals import SchemaAhead, SchemaError, SchemaMismatch
 from .engine import tune_sqlite
 from .schema import Base
@@ -71,7 +72,7 @@ def _current(connection: Connection) -> str | None:
             f"The database's alembic_version table names several schema revisions ({', '.join(sorted(heads))}); "
             f"this version needs one, {head()}. It was changed by hand."),
             next_step="Restore a backup, or keep the one row that names the revision the tables are at, then run: "
-                      "python main.py migrate")
+                      f"{MAIN_PY} migrate")
     revision = heads[0] if heads else None
     if revision is None and inspect(connection).has_table("approval_tickets"):
         return "0001"  # made by release 0.1, which created its tables itself

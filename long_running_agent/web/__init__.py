@@ -1,9 +1,9 @@
 """The web surface: `make web`, one server for the dev UI, ADK's API and the approver inbox.
 
 Run with:
-    python -m long_running_agent.web                  # http://127.0.0.1:8000
-    python -m long_running_agent.web --port 8080
-    python -m long_running_agent.web --host 0.0.0.0   # other machines too (docs/deployment.md)
+    .venv/bin/python -m long_running_agent.web                  # http://127.0.0.1:8000
+    .venv/bin/python -m long_running_agent.web --port 8080
+    .venv/bin/python -m long_running_agent.web --host 0.0.0.0   # other machines too (docs/deployment.md)
 
     server.py            the server: ADK's FastAPI server plus what follows, and `main()`
     routes.py            the inbox page and the approvals API (an APIRouter)

@@ -164,7 +164,7 @@ class Gate:
                 404, "not_served",
                 f"{method} {path} is not served here: ADK's builder, tests and eval sets write into the "
                 "package folder, which this server never lets a request change.",
-                "Build, test and keep eval sets with `adk web` on your own machine, and commit them.",
+                "Build, test and keep eval sets with `.venv/bin/adk web` on your own machine, and commit them.",
             )
         if self.header is None or not (path.startswith("/dev/") or path == "/config/telemetry"):
             return None
@@ -177,7 +177,7 @@ class Gate:
             f"{path} is not served when {self.header_name} identifies users: ADK's traces, eval sets and "
             "development tools show and change every user's conversations, and this server's settings.",
             "Use the chat API (/run, /run_sse, /apps/{app}/users/{you}/...) and the inbox; "
-            "develop with `adk web` on your own machine.",
+            "develop with `.venv/bin/adk web` on your own machine.",
         )
 
     def _ids_in_url(self, scope: Scope) -> JSONResponse | None:

@@ -39,7 +39,7 @@ from ..names import APP_NAME
 from ..notifications import send_due
 from ..refusals import SchemaError, SettingsError
 from ..services import close_services, services, use_app_factory
-from ..settings import Settings, settings
+from ..settings import Settings, database_in_words, settings
 from . import errors
 from .errors import JsonErrors
 from .gate import Gate
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     shown_host = socket.gethostname() if args.host in ("0.0.0.0", "::") else args.host
     base = f"http://{shown_host}:{args.port}"
     print(f"Model:     {choice.name} ({choice.reason})")
-    print(f"Database:  {config.database_url}")
+    print(f"Database:  {database_in_words(config.database_url)}")
     if not config.production:
         print(f"Dev UI:    {base}/dev-ui/?app={APP_NAME}")
     print(f"Inbox:     {base}/inbox")

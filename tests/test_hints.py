@@ -1,0 +1,103 @@
+"""Every command the CLI and the agent print runs as printed: from the project folder, in a shell where nothing
+was activated, as a new user runs it after `make demo`.
+
+The hints come from real runs of `main.py` (each place the CLI and the demo name a next command) and from the
+catalogue of refusals as the CLI and the chat word them; each is then run, as printed, in bash.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from support.processes import ROOT
+from support.project import fresh_project, plain_env
+
+from long_running_agent.approval.notes import CHAT
+from long_running_agent.cli import CLI
+from long_running_agent.refusals import Refusal
+
+# A command as the project prints it: the program, then its words up to the prose around it.
+COMMAND = re.compile(r"\.venv/bin/python (?:-c '[^']*'|main\.py(?: (?:[a-z]+|--text '[^']*'))?"
+                     r"(?: (?:T-[0-9a-f]{12}|TICKET|--[a-z]+(?: '[^']*'| [\w-]+)?|'[^']*'))*)")
+# The program without its path: what fails in a shell where the project's .venv was not activated.
+BARE = re.compile(r"(?<![\w/.])python3? (?:main\.py|-m |-c )")
+PLACEHOLDERS = {"NAME": "carol", "TICKET": "{ticket}"}
+
+
+def test_every_command_the_cli_and_the_agent_print_runs_as_printed(tmp_path):
+    project, env = _clone(tmp_path)
+    printed = []
+
+    def main_py(*args: str, **extra: str) -> str:
+        done = _shell(" ".join([".venv/bin/python main.py", *args]), project, env | extra)
+        assert "Traceback" not in done.stderr, done.stderr
+        printed.append(done.stdout + done.stderr)
+        return printed[-1]
+
+    lunch = _ticket(main_py("request", "'Reimburse $250 for the team lunch'"))  # who approves it
+    sponsorship = _ticket(main_py("request", "'Reimburse $6,000 for the conference sponsorship'"))
+    main_py("request", "'Reimburse $0 for a pen'")  # refused: how to write a request
+    main_py("inbox", "--limit", "1")  # the next page
+    main_py("inbox", "--offset", "60")  # past the end: the last page
+    main_py("approve", sponsorship, "--approver", "bob")  # the first of two approvals: who decides next
+    main_py("approve", sponsorship, "--approver", "bob")  # refused: a second approver
+    main_py("--text", "'Reimburse $250 EUR for the hotel'")  # the demo asks a question
+    main_py("--text", "'Reimburse $6,000 for a server'")  # the demo leaves a ticket to a second approver
+    main_py("inbox", APPROVAL_WEBHOOK_URL="http://127.0.0.1:9/hook")  # a setting refused: how to make a secret
+    # Each refusal's next step, as the CLI and the chat (the agent's tool errors) word it.
+    for actions in (CLI, CHAT):
+        printed.extend(getattr(actions, field).format(ticket=lunch) for field in vars(actions))
+    printed.extend(r.next_step for r in _catalogue() if isinstance(r.next_step, str))
+    text = "\n".join(printed)
+
+    assert BARE.findall(text) == [], "a hint names a program a shell without the .venv activated cannot run"
+    hints = {_filled(command, lunch) for command in COMMAND.findall(text)}
+    named = {re.sub(r"\.venv/bin/python (main\.py )?(-c|--text|[a-z]+).*", r"\2", hint, flags=re.S)
+             for hint in hints}
+    assert named >= {"request", "inbox", "approve", "show", "deliver", "settle", "migrate", "--text", "-c"}, hints
+    for hint in sorted(hints):
+        done = _shell(hint, project, env)
+        # It ran: the shell found the program, Python the project, argparse the words; a refusal is one line.
+        assert done.returncode not in (2, 126, 127), (hint, done.stderr)
+        assert "Traceback" not in done.stderr and "No module named" not in done.stderr, (hint, done.stderr)
+        assert done.returncode in (0, 3) or done.stderr.strip().startswith("error:"), (hint, done.stderr)
+
+
+def _clone(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A fresh clone after `make demo`, and the environment of a shell where its .venv was never activated."""
+    project = fresh_project(tmp_path)
+    (project / ".venv").symlink_to(ROOT / ".venv")
+    venv_bin = {str(Path(sys.executable).parent), str(Path(sys.executable).resolve().parent)}
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                           if p and p not in venv_bin and ".venv" not in Path(p).parts)
+    env = {k: v for k, v in plain_env(tmp_path / "home").items() if k not in {"VIRTUAL_ENV", "PYTHONPATH"}}
+    return project, env | {"PATH": path}
+
+
+def _shell(command: str, project: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-c", command], cwd=project, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def _ticket(printed: str) -> str:
+    match = re.search(r"Ticket (T-[0-9a-f]{12}) is pending", printed)
+    assert match, printed
+    return match.group(1)
+
+
+def _filled(command: str, ticket: str) -> str:
+    for placeholder, value in PLACEHOLDERS.items():
+        command = re.sub(rf"\b{placeholder}\b", value, command)
+    return command.replace("{ticket}", ticket)
+
+
+def _catalogue() -> list[type[Refusal]]:
+    """Every kind of refusal, subclasses of subclasses too."""
+    kinds = Refusal.__subclasses__()
+    for kind in kinds:  # grows while it is walked
+        kinds.extend(kind.__subclasses__())
+    return kinds
