@@ -176,7 +176,7 @@ async def test_request_in_dev_ui_approved_in_inbox_shows_payout_in_chat(context,
     assert len(view["payouts"]) == 1
 
 
-async def test_request_in_dev_ui_rejected_in_inbox_pays_nothing(context, server, tmp_path):
+async def test_request_in_dev_ui_rejected_in_inbox_pays_nothing_and_a_question_gets_the_news(context, server, tmp_path):
     chat, ticket_id = await ask_in_dev_ui(context, "Please reimburse $480 for a conference ticket")
 
     inbox = await open_inbox(context, "carol")
@@ -193,6 +193,15 @@ async def test_request_in_dev_ui_rejected_in_inbox_pays_nothing(context, server,
     await assert_tables_fit_their_cards(inbox)
     await inbox.screenshot(path=tmp_path / "1-inbox-rejected.png")
     await assert_no_csp_violations(inbox)
+
+    # The open chat still offers its answer box; a question typed there gets the news, not a refusal.
+    await chat.locator("app-long-running-response input.response-input").fill("any news?")
+    async with chat.expect_response(lambda r: r.url.endswith("/run_sse")):
+        await chat.locator("app-long-running-response button.send-button").click()
+    news = chat.get_by_text(re.compile(rf"Ticket {ticket_id} \(\$480\.00 for conference ticket\) was rejected by "
+                                       "carol"))
+    await expect(news.first).to_be_visible()
+    await expect(chat.get_by_text("Approval response not accepted")).to_have_count(0)
 
     await chat.reload()
     await expect(chat.get_by_text(re.compile(rf"Ticket {ticket_id} for \$480\.00 \(conference ticket\) was rejected "
