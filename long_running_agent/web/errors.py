@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..ledger.inputs import MAX_ID, printable
 from ..paging import DEFAULT_LIMIT, MAX_LIMIT
-from ..refusals import Actions, DatabaseFileGone, Refusal, without_sql
+from ..refusals import Actions, DatabaseFileGone, ModelUnavailable, Refusal, without_sql
 
 logger = logging.getLogger(__name__)
 
@@ -304,6 +304,7 @@ STATUS = {
     "database_file_gone": 503, "schema_behind": 503, "schema_ahead": 503, "schema_mismatch": 503,
     "invalid_input": 422, "invalid_body": 422, "reason_required": 422, "invalid_amount": 422,
     "conversation_unreachable": 502, "delivery_failed": 502, "conversation_missing": 410,
+    "model_unavailable": 502,
 }
 
 
@@ -457,6 +458,8 @@ def stream_error(error_type: str, message: str) -> ApiError:
     """An error ADK ended an SSE run with, worded as /run words it (never the SQL in its message)."""
     if error_type == "ValueError" and message.startswith(_RESUME_ERRORS):
         return invalid_function_response(message)
+    if error_type == ModelUnavailable.__name__ and (parts := ModelUnavailable.parts(message)):
+        return ApiError(STATUS[ModelUnavailable.code], ModelUnavailable.code, *parts)
     if error_type in _DATABASE_ERRORS or "[SQL:" in message:
         return database_unavailable("POST", "/run_sse", None)
     return ApiError(500, "internal_error", f"The run failed: {printable(error_type)[:80]}.",
