@@ -1,4 +1,5 @@
-"""Every error `make web` answers is JSON `{error, message, fix}`: ADK's routes walked with bad input, ADK's
+"""Every error `make web` answers is JSON `{error, message, fix}`: ADK's routes walked with bad input (bad
+JSON, fields of the wrong type, an app, a session or a route that does not exist, a wrong method), ADK's
 plain-text 403s, refused WebSocket handshakes; an unexpected error too, on a keep-alive connection that survives it.
 """
 
@@ -81,12 +82,12 @@ async def test_an_unexpected_error_is_json_and_the_connection_stays_open():
 
 # --- every route of ADK's app on make web's server, with bad input ----------------------------
 
-# Values for path parameters: the app, a user and ids that do not exist.
-PATH_VALUES = {"app_name": APP, "user_id": "alice"}
+# Values for path parameters: the app (or one that does not exist), a user, and ids that do not exist.
+APPS = (APP, "nope")
 WRONG_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
-def with_path(route: APIRoute, *, wrong_types: bool) -> str:
+def with_path(route: APIRoute, *, wrong_types: bool, app: str = APP) -> str:
     """The route's path, filled in; with `wrong_types`, a whole-number parameter gets a word."""
     kinds = {param.name: param.field_info.annotation for param in route.dependant.path_params}
 
@@ -94,7 +95,7 @@ def with_path(route: APIRoute, *, wrong_types: bool) -> str:
         name = match.group(1)
         if wrong_types and kinds.get(name) is int:
             return "seven"
-        return PATH_VALUES.get(name, "1" if kinds.get(name) is int else "nope")
+        return {"app_name": app, "user_id": "alice"}.get(name, "1" if kinds.get(name) is int else "nope")
 
     return re.sub(r"\{(\w+)(?::path)?\}", value, route.path)
 
@@ -107,7 +108,12 @@ def wrong_bodies(route: APIRoute) -> list[bytes | None]:
     fields = [f.alias or name for name, f in model.model_fields.items()] \
         if isinstance(model, type) and issubclass(model, BaseModel) else []
     # [[[]]] is no string, number, object, boolean or list of any of them.
-    return [None, b"", b"{not json", b"[]", b'"text"', json.dumps(dict.fromkeys(fields, [[[]]])).encode()]
+    bodies = [None, b"", b"{not json", b"[]", b'"text"', json.dumps(dict.fromkeys(fields, [[[]]])).encode()]
+    if {"appName", "sessionId"} <= set(fields):  # /run and /run_sse: well formed, naming what does not exist
+        bodies += [json.dumps({"appName": app, "userId": "alice", "sessionId": "nope",
+                               "newMessage": {"role": "user", "parts": [{"text": "any news?"}]}}).encode()
+                   for app in APPS]
+    return bodies
 
 
 def assert_json_refusal(answer: httpx.Response, method: str, url: str) -> None:
@@ -121,12 +127,13 @@ def assert_json_refusal(answer: httpx.Response, method: str, url: str) -> None:
 
 async def test_every_error_adks_routes_answer_on_make_web_is_json_with_a_fix():
     statuses: dict[int, set[str]] = {}
+    met: dict[tuple[str, str], set[str]] = {}  # the errors each route answered
     async with in_process() as client:
         routes = [r for r in client._transport.app.routes if isinstance(r, APIRoute)]  # type: ignore[attr-defined]
         assert any(r.path == "/run" for r in routes) and len(routes) > 50  # ADK's app, not only ours
         for route in routes:
-            for wrong_types in (False, True):
-                url = with_path(route, wrong_types=wrong_types)
+            for app, wrong_types in ((APP, False), (APP, True), ("nope", False)):
+                url = with_path(route, wrong_types=wrong_types, app=app)
                 query = "&".join(f"{param.name}=seven" for param in route.dependant.query_params)
                 asks = [(method, body) for method in sorted(route.methods) for body in wrong_bodies(route)]
                 asks += [(method, None) for method in WRONG_METHODS if method not in route.methods]
@@ -139,14 +146,21 @@ async def test_every_error_adks_routes_answer_on_make_web_is_json_with_a_fix():
                         if answer.status_code >= 400:
                             assert_json_refusal(answer, method, target)
                             statuses.setdefault(answer.status_code, set()).add(answer.json()["error"])
+                            met.setdefault((method, route.path), set()).add(answer.json()["error"])
         for method, url in [("GET", "/nope"), ("POST", "/apps"), ("GET", "/dev-ui/nope.js"),
                             ("GET", "/inbox/nope.css"), ("GET", "/run_live")]:
             answer = await client.request(method, url)
             assert answer.status_code >= 400
             assert_json_refusal(answer, method, url)
-    # The walk met every kind of refusal: bad fields, unknown sessions and routes, wrong methods.
+    # The walk met every kind of refusal: bad fields and bad JSON, unknown apps, sessions and routes,
+    # wrong methods.
     assert "invalid_request" in statuses[422] and "method_not_allowed" in statuses[405], statuses
-    assert {"not_found", "not_served"} <= statuses[404], statuses
+    assert {"not_found", "not_served", "app_not_found"} <= statuses[404], statuses
+    # ADK's own 404s for a session it does not have, on its routes and in a /run body, and bad JSON there.
+    session = "/apps/{app_name}/users/{user_id}/sessions/{session_id}"
+    assert {"not_found", "app_not_found"} <= met[("GET", session)], met[("GET", session)]
+    for run in ("/run", "/run_sse"):
+        assert {"not_found", "app_not_found", "invalid_request"} <= met[("POST", run)], met[("POST", run)]
 
 
 async def test_adks_plain_text_403s_are_json():
