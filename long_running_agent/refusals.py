@@ -539,8 +539,9 @@ class NotDelivered(Refusal):
 class ModelUnavailable(Refusal):
     """The model's address could not be reached, or the model's service answered with an error status.
 
-    `kind` says which, and so what to check: "network", "key", "model", "quota",
-    "service" (its side failed) or "refused" (any other error status). Its text
+    `kind` says which, and so what to check: "network", "credentials" (none to send),
+    "key", "model", "quota", "service" (its side failed) or "refused" (any other
+    error status). Its text
     (str) is the whole paragraph, the next step included: ADK shows only that
     text where a run fails (an error event in the chat, the end of an SSE stream).
     """
@@ -552,6 +553,9 @@ class ModelUnavailable(Refusal):
         "network": "Check the network between this machine and that address (a proxy, a firewall), and "
                    "GOOGLE_GEMINI_BASE_URL if you set it (unset, it is Google's); once it answers, the key "
                    "(GOOGLE_API_KEY) and the model name (AGENT_MODEL) are checked next.",
+        "credentials": "Set GOOGLE_API_KEY (or GEMINI_API_KEY) to a Gemini API key "
+                       "(https://aistudio.google.com/apikey); for Vertex AI, run gcloud auth application-default "
+                       "login. Or unset AGENT_MODEL to run the offline model.",
         "key": "Check the key: GOOGLE_API_KEY (or GEMINI_API_KEY) must be a valid Gemini API key "
                "(https://aistudio.google.com/apikey); for Vertex AI, your credentials must be allowed to use "
                "GOOGLE_CLOUD_PROJECT. Then check the model name (AGENT_MODEL) and GOOGLE_GEMINI_BASE_URL if you "
@@ -568,6 +572,7 @@ class ModelUnavailable(Refusal):
     WHAT: ClassVar[dict[str, str]] = {
         "network": "could not be reached at",
         "service": "failed to answer at",
+        "credentials": "has no credentials to call",
     }
 
     def __init__(self, model: str, address: str, problem: str, kind: str) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from google.auth.exceptions import DefaultCredentialsError
 from support.fake_gemini import BAD_KEY, OUTAGE, QUOTA, UNKNOWN_MODEL, Failure, FakeGemini
 from support.http import assert_error, run_body, user_text
 from support.processes import run
@@ -25,6 +26,7 @@ from support.servers import LUNCH, free_port, web_server
 
 from long_running_agent.model.failure import unavailable
 from long_running_agent.refusals import ModelUnavailable
+from long_running_agent.settings import GEMINI_ADDRESS
 
 MODEL = "gemini-3.5-flash"
 ANSWERS: dict[str, Failure | None] = {
@@ -73,6 +75,13 @@ def test_the_demo_says_in_one_line_what_failed_and_what_to_check(args, kind, tmp
     assert_one_paragraph(result.stderr, kind, address)
 
 
+def test_gemini_named_with_no_key_at_all_says_to_set_one(tmp_path):
+    result = run("request", LUNCH, "--user", "alice", url=f"sqlite+aiosqlite:///{tmp_path}/e.db",
+                 env=GEMINI | {"GOOGLE_API_KEY": "", "GOOGLE_GEMINI_BASE_URL": ""})
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert_one_paragraph(result.stderr, "credentials", GEMINI_ADDRESS)
+
+
 def test_verbose_shows_adks_tracebacks_as_well(tmp_path):
     with gemini_failing("network") as address:
         result = run("--verbose", "--text", "Reimburse $45 for a taxi", url=f"sqlite+aiosqlite:///{tmp_path}/e.db",
@@ -88,6 +97,8 @@ def test_only_geminis_own_failures_become_model_unavailable():
     assert unavailable(ValueError("a bug"), MODEL) is None
     failure = unavailable(httpx.ConnectError("All connection attempts failed"), MODEL)
     assert failure is not None and failure.kind == "network" and failure.code == "model_unavailable"
+    no_credentials = unavailable(DefaultCredentialsError("Your default credentials were not found."), MODEL)
+    assert no_credentials is not None and no_credentials.kind == "credentials"
 
 
 # --- make web ------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from google.adk.agents.callback_context import CallbackContext
 from google.adk.models import LlmRequest, LlmResponse
 from google.adk.models.google_llm import Gemini
 from google.adk.models.registry import LLMRegistry
+from google.auth import exceptions as auth_errors
 from google.genai import errors as genai_errors
 
 from ..ledger.inputs import printable
@@ -36,6 +37,8 @@ from ..settings import model_settings
 # traceback), "none" (the surface says it itself) or "tracebacks" (as ADK logs them).
 _mode: str | None = None
 ADK_LOGGERS = "google_adk"
+# google-genai's words when it builds its client with no key at all (AGENT_MODEL names Gemini, no GOOGLE_API_KEY).
+NO_KEY = "No API key was provided"
 
 
 def model_failed(callback_context: CallbackContext, llm_request: LlmRequest, error: Exception) -> LlmResponse | None:
@@ -56,14 +59,22 @@ def unavailable(error: BaseException, model: str) -> ModelUnavailable | None:
     """`error` as ModelUnavailable if it is Gemini's service failing (the network, or an error status), else None."""
     if not _is_gemini(model):
         return None
+    address = model_settings().gemini_address
     for cause in _chain(error):
         if isinstance(cause, genai_errors.APIError):
-            return ModelUnavailable(model, model_settings().gemini_address, _said(cause), _kind(cause))
+            return ModelUnavailable(model, address, _said(cause), _kind(cause))
         if isinstance(cause, (httpx.TransportError, OSError)):  # OSError: DNS, refused, timeouts; aiohttp's too
-            said = printable(str(cause)).strip()
-            problem = f"{type(cause).__name__}: {said}" if said else type(cause).__name__
-            return ModelUnavailable(model, model_settings().gemini_address, problem[:300], "network")
+            return ModelUnavailable(model, address, _named(cause), "network")
+        # No credentials at all: Vertex AI's Application Default Credentials missing, or no key.
+        if isinstance(cause, auth_errors.GoogleAuthError) or \
+                (isinstance(cause, ValueError) and str(cause).startswith(NO_KEY)):
+            return ModelUnavailable(model, address, _named(cause), "credentials")
     return None
+
+
+def _named(error: BaseException) -> str:
+    said = printable(str(error)).strip()
+    return (f"{type(error).__name__}: {said}" if said else type(error).__name__)[:300]
 
 
 def _kind(error: genai_errors.APIError) -> str:
