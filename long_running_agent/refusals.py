@@ -549,6 +549,8 @@ class ModelUnavailable(Refusal):
     code = "model_unavailable"
     # ADK names a failed run's error event by the exception's `status` (workflow/_node_runner.py).
     status = code
+    # Whether a log already holds it: ADK logs one failure several times (model/failure.py).
+    logged = False
     NEXT: ClassVar[dict[str, str]] = {
         "network": "Check the network between this machine and that address (a proxy, a firewall), and "
                    "GOOGLE_GEMINI_BASE_URL if you set it (unset, it is Google's); once it answers, the key "

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from google.adk.agents.callback_context import CallbackContext
@@ -35,8 +35,9 @@ from ..settings import model_settings
 
 # How ADK's records of a model failure are logged: "once" (one paragraph, no
 # traceback), "none" (the surface says it itself) or "tracebacks" (as ADK logs them).
-_mode: str | None = None
-ADK_LOGGERS = "google_adk"
+Mode = Literal["once", "none", "tracebacks"]
+_mode: Mode | None = None
+ADK_LOGGER = "google_adk"  # the parent of every logger ADK logs to
 # google-genai's words when it builds its client with no key at all (AGENT_MODEL names Gemini, no GOOGLE_API_KEY).
 NO_KEY = "No API key was provided"
 
@@ -126,7 +127,7 @@ def _chain(error: BaseException) -> Iterator[BaseException]:
 # --- ADK's log records of the failure -------------------------------------------------------
 
 
-def log_model_failures(mode: str) -> None:
+def log_model_failures(mode: Mode) -> None:
     """How this process logs ADK's records of a ModelUnavailable: "once", "none" or "tracebacks"."""
     global _mode
     _mode = mode
@@ -140,12 +141,12 @@ class _OneParagraph(logging.Filter):
             if record.exc_info and record.exc_info[1] else None
         if failure is None:
             return True
-        mode = _mode or ("tracebacks" if logging.getLogger(ADK_LOGGERS).isEnabledFor(logging.DEBUG) else "once")
+        mode: Mode = _mode or ("tracebacks" if logging.getLogger(ADK_LOGGER).isEnabledFor(logging.DEBUG) else "once")
         if mode == "tracebacks":
             return True
-        if mode == "none" or getattr(failure, "logged", False):
+        if mode == "none" or failure.logged:
             return False
-        failure.logged = True  # type: ignore[attr-defined]
+        failure.logged = True
         record.msg, record.args, record.exc_info, record.exc_text = str(failure), (), None, None
         record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
         return True
@@ -160,6 +161,6 @@ def _quiet_adk_loggers() -> None:
     Done when a model fails, not at import: by then every ADK module that logs the failure has its logger.
     """
     for name, logger in list(logging.Logger.manager.loggerDict.items()):
-        if (name == ADK_LOGGERS or name.startswith(f"{ADK_LOGGERS}.")) and isinstance(logger, logging.Logger) \
+        if (name == ADK_LOGGER or name.startswith(f"{ADK_LOGGER}.")) and isinstance(logger, logging.Logger) \
                 and _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
