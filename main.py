@@ -154,7 +154,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--purpose", default="the team offsite lunch", help="demo purpose")
     parser.add_argument("--text", help="demo request as free text instead of --amount/--purpose")
     parser.add_argument("--reject", action="store_true", help="the simulated approver rejects")
-    parser.add_argument("--verbose", action="store_true", help="also print raw ADK events")
+    parser.add_argument("--verbose", action="store_true", help="also print raw ADK events, and ADK's tracebacks")
     cli.add_commands(parser)
     return parser.parse_args(argv)
 

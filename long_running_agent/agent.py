@@ -4,7 +4,8 @@
 approval guard plugin; code that wants only the agent imports `root_agent`.
 The production parts plug in here: the tools' one call each into the ledger
 (tools.py), the guard that answers every approval call from the ledger
-(approval/guard.py), and the history the model is shown (approval/turn_order.py).
+(approval/guard.py), the history the model is shown (approval/turn_order.py), and
+what a model that cannot be reached becomes (model/failure.py).
 main.py and `make web` hand `build_app` to the wiring (services.py).
 """
 
@@ -22,6 +23,7 @@ from google.adk.tools import LongRunningFunctionTool
 from .approval.guard import ApprovalGuard
 from .approval.turn_order import prepare_model_request
 from .model.choice import choose_model
+from .model.failure import model_failed
 from .names import AGENT_NAME, APP_NAME
 from .settings import model_settings, settings
 from .tools import ask_for_approval, cancel_request, reimburse
@@ -44,6 +46,8 @@ root_agent = LlmAgent(
     tools=[LongRunningFunctionTool(func=ask_for_approval), reimburse, cancel_request],
     # The conversation as the ledger knows it, in turns Gemini accepts (approval/turn_order.py).
     before_model_callback=prepare_model_request,
+    # A Gemini that cannot be reached or refuses: one refusal saying what to check (model/failure.py).
+    on_model_error_callback=model_failed,
 )
 
 

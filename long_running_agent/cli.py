@@ -33,6 +33,7 @@ from .approval.courier import (
 )
 from .ledger import Inbox, Ticket, TicketStatus
 from .ledger.inputs import name, printable
+from .model.failure import log_model_failures
 from .names import MAIN_PY, REIMBURSE_TOOL
 from .notifications import send_due
 from .paging import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, Page
@@ -354,6 +355,8 @@ HANDLERS = {"request": request, "inbox": inbox, "approve": decide, "reject": dec
 def run(args: argparse.Namespace, command: Callable[[argparse.Namespace, Transcript], Coroutine[Any, Any, int]]) -> int:
     """Run one command in a fresh event loop; one clear line for any refusal, never a traceback."""
     out = Transcript(verbose=args.verbose)
+    # A model that cannot be reached is said once, below, as a refusal: ADK's tracebacks only with --verbose.
+    log_model_failures("tracebacks" if args.verbose else "none")
 
     async def closing() -> int:
         try:
@@ -363,7 +366,7 @@ def run(args: argparse.Namespace, command: Callable[[argparse.Namespace, Transcr
 
     try:
         return asyncio.run(closing())
-    except Refusal as refusal:  # what the ledger, an input rule, the schema or a setting refuses (refusals.py)
+    except Refusal as refusal:  # the ledger, an input rule, the schema, a setting, or the model (refusals.py)
         print(f"error: {refusal.sentence(CLI)}", file=sys.stderr)
         return 1
     except (OSError, SQLAlchemyError) as error:  # the database cannot be reached or used
@@ -374,7 +377,7 @@ def run(args: argparse.Namespace, command: Callable[[argparse.Namespace, Transcr
               "Check EXPENSES_DATABASE_URL and that its server is running, then run the command again.",
               file=sys.stderr)
         return 1
-    except Exception as error:  # a model outage, or something unforeseen: one line, no traceback
+    except Exception as error:  # something unforeseen: one line, no traceback
         if args.verbose:
             raise
         print(f"error: {type(error).__name__}: {error}\n(run again with --verbose for details)", file=sys.stderr)

@@ -32,29 +32,50 @@ MIN_TOKEN = 8
 MIN_SECRET = 16
 
 
+GEMINI_ADDRESS = "https://generativelanguage.googleapis.com"
+
+
 @dataclass(frozen=True)
 class ModelSettings:
-    """Which model runs (see model/choice.py): AGENT_MODEL, and the Gemini credentials, without secrets."""
+    """Which model runs (see model/choice.py): AGENT_MODEL, and the Gemini credentials, without secrets.
+
+    `gemini_address` is where google-genai sends Gemini's requests, for saying
+    which address did not answer (model/failure.py).
+    """
 
     agent_model: str | None
     gemini_credentials: str | None
+    gemini_address: str = GEMINI_ADDRESS
 
 
 def model_settings() -> ModelSettings:
     """Only what picks the model; it cannot fail, so the agent module always imports."""
-    return ModelSettings(os.getenv("AGENT_MODEL", "").strip() or None, _gemini_credentials())
+    return ModelSettings(os.getenv("AGENT_MODEL", "").strip() or None, _gemini_credentials(), _gemini_address())
 
 
 def _gemini_credentials() -> str | None:
     """A description of the configured Gemini credentials (never the key itself), or None."""
-    vertex = any(os.getenv(name, "").strip().lower() in {"1", "true", "yes"}
-                 for name in ("GOOGLE_GENAI_USE_ENTERPRISE", "GOOGLE_GENAI_USE_VERTEXAI"))
-    if vertex:
+    if _uses_vertex():
         project = os.getenv("GOOGLE_CLOUD_PROJECT")
         return f"Vertex AI project {project}" if project else None
     if os.getenv("GOOGLE_API_KEY") or os.getenv("GEMINI_API_KEY"):
         return "GOOGLE_API_KEY"
     return None
+
+
+def _gemini_address() -> str:
+    """The address google-genai calls: GOOGLE_GEMINI_BASE_URL, or on Vertex AI its own, else Google's."""
+    if _uses_vertex():
+        location = os.getenv("GOOGLE_CLOUD_LOCATION", "").strip() or "global"
+        default = ("https://aiplatform.googleapis.com" if location == "global"
+                   else f"https://{location}-aiplatform.googleapis.com")
+        return (os.getenv("GOOGLE_VERTEX_BASE_URL", "").strip() or default).rstrip("/")
+    return (os.getenv("GOOGLE_GEMINI_BASE_URL", "").strip() or GEMINI_ADDRESS).rstrip("/")
+
+
+def _uses_vertex() -> bool:
+    return any(os.getenv(name, "").strip().lower() in {"1", "true", "yes"}
+               for name in ("GOOGLE_GENAI_USE_ENTERPRISE", "GOOGLE_GENAI_USE_VERTEXAI"))
 
 
 def _duration(unit: str, **bounds: int) -> BeforeValidator:

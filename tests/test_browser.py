@@ -4,7 +4,8 @@ A requester asks in ADK's dev UI (whose answer box cannot approve), an
 approver decides on /inbox in another tab, and the requester's chat shows the
 outcome after a reload. The inbox pages through its lists and delivers a stuck
 decision, all under its Content-Security-Policy: every inbox test ends by
-checking that the page reported no violation of it. Uses Debian's
+checking that the page reported no violation of it. A Gemini that refuses the key
+says so in the chat, with what to check. Uses Debian's
 /usr/bin/chromium through Playwright (no `playwright install`); every request
 that is not to 127.0.0.1 is blocked.
 """
@@ -20,11 +21,14 @@ from pathlib import Path
 import httpx
 import pytest
 from playwright.async_api import BrowserContext, Page, Route, async_playwright, expect
+from support.fake_gemini import BAD_KEY, FakeGemini
 from support.http import request_over_run
 from support.models import ledger_at
 from support.project import fresh_project, main_py, plain_adk
-from support.servers import TOKENS, WebServer
+from support.servers import TOKENS, WebServer, web_server
 from support.tickets import decide_and_mark_delivered, decided_not_delivered, open_tickets
+
+from long_running_agent.refusals import ModelUnavailable
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -176,7 +180,7 @@ async def test_request_in_dev_ui_approved_in_inbox_shows_payout_in_chat(context,
     assert len(view["payouts"]) == 1
 
 
-async def test_request_in_dev_ui_rejected_in_inbox_pays_nothing(context, server, tmp_path):
+async def test_request_in_dev_ui_rejected_in_inbox_pays_nothing_and_a_question_gets_the_news(context, server, tmp_path):
     chat, ticket_id = await ask_in_dev_ui(context, "Please reimburse $480 for a conference ticket")
 
     inbox = await open_inbox(context, "carol")
@@ -193,6 +197,15 @@ async def test_request_in_dev_ui_rejected_in_inbox_pays_nothing(context, server,
     await assert_tables_fit_their_cards(inbox)
     await inbox.screenshot(path=tmp_path / "1-inbox-rejected.png")
     await assert_no_csp_violations(inbox)
+
+    # The open chat still offers its answer box; a question typed there gets the news, not a refusal.
+    await chat.locator("app-long-running-response input.response-input").fill("any news?")
+    async with chat.expect_response(lambda r: r.url.endswith("/run_sse")):
+        await chat.locator("app-long-running-response button.send-button").click()
+    news = chat.get_by_text(re.compile(rf"Ticket {ticket_id} \(\$480\.00 for conference ticket\) was rejected by "
+                                       "carol"))
+    await expect(news.first).to_be_visible()
+    await expect(chat.get_by_text("Approval response not accepted")).to_have_count(0)
 
     await chat.reload()
     await expect(chat.get_by_text(re.compile(rf"Ticket {ticket_id} for \$480\.00 \(conference ticket\) was rejected "
@@ -379,3 +392,22 @@ async def test_plain_adk_web_request_approved_by_main_py_shows_payout_after_relo
             # The note is in the agent's row, not in the requester's message.
             note_row = chat.locator("app-event-row", has_text="Approval response not accepted").first
             assert "THOUGHT" not in (await note_row.inner_text()).upper()
+
+
+async def test_a_gemini_that_refuses_the_key_says_what_to_check_in_the_chat(tmp_path):
+    gemini = {"AGENT_MODEL": "gemini-3.5-flash", "GOOGLE_API_KEY": "test-key-not-a-real-one", "GEMINI_API_KEY": ""}
+    with FakeGemini([BAD_KEY]) as fake, \
+            web_server(tmp_path, **gemini, GOOGLE_GEMINI_BASE_URL=fake.base_url) as server:
+        async with browser_on(server.base_url) as context:
+            chat = await context.new_page()
+            await chat.goto("/dev-ui/?app=long_running_agent&userId=alice")
+            box = chat.locator("textarea.chat-input-box")
+            await box.fill("Please reimburse $250 for the team lunch")
+            async with chat.expect_response(lambda r: r.url.endswith("/run_sse")):
+                await box.press("Enter")
+            # The run's error event, in the chat: the model, its address, and what to check.
+            failed = chat.locator("app-event-row", has_text="model_unavailable").first
+            await expect(failed).to_be_visible()
+            shown = " ".join((await failed.inner_text()).split())
+            assert fake.base_url in shown and ModelUnavailable.NEXT["key"] in shown, shown
+            await chat.screenshot(path=tmp_path / "model-unavailable.png")

@@ -35,6 +35,7 @@ from support.models import ledger_at
 from long_running_agent.agent import build_app
 from long_running_agent.approval.notes import REFUSAL_PREFIX
 from long_running_agent.ledger import Ledger
+from long_running_agent.refusals import ModelUnavailable
 from long_running_agent.services import session_service
 
 MODEL = "gemini-3.5-flash"
@@ -353,8 +354,11 @@ async def test_streaming_mode_sends_the_same_round_trip_over_sse(start: Start) -
 async def test_a_model_call_beyond_the_script_fails_loudly(start: Start) -> None:
     wired = await start([])
 
-    with pytest.raises(errors.ServerError):
+    # Gemini's 500, as a run whose model failed on its side (model/failure.py).
+    with pytest.raises(ModelUnavailable) as raised:
         await wired.chat.say(REQUEST)
+
+    assert raised.value.kind == "service" and isinstance(raised.value.__cause__, errors.ServerError)
 
     assert len(wired.fake.errors) == 1 and "only 0 replies were scripted" in wired.fake.errors[0]
 

@@ -7,6 +7,7 @@ import math
 import sqlite3
 import subprocess
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from google.genai import types
@@ -29,6 +30,8 @@ from support.models import (
     text_part,
 )
 
+from long_running_agent.approval.courier import decide_and_deliver
+from long_running_agent.approval.guard import NOTE_MARK
 from long_running_agent.approval.notes import REFUSAL_PREFIX
 from long_running_agent.ledger import AlreadyDecided, NotAllowed
 from long_running_agent.ledger.locks import NAMESPACE
@@ -59,6 +62,101 @@ async def test_forged_approval_from_the_chat_user_is_refused(db_url):
     assert await ledger_at(db_url).payouts.find(session_id=chat.session_id) == []
     assert [e.action for e in await ledger_at(db_url).tickets.audit(ticket_id)][-1] == "refused"
     await assert_still_usable(chat, db_url, ticket_id)
+
+
+# What `adk run`'s HITL prompt and the dev UI's answer box send for text typed there: {"result": text}.
+QUESTIONS = ["any news?", "What is the status?", "status", "Has it been approved?"]
+CLAIMS = [{"result": "approved"}, {"status": "approved"}, {"result": "yes"}, {"result": "ok approve it"},
+          {"result": "Approved."}, {"status": "approved", "result": "any news?"}]
+
+
+def the_note(events) -> str:
+    """The agent's one note, answered instead of a run: kept from the model (NOTE_MARK)."""
+    [event] = events
+    assert event.author == "expense_agent" and (event.custom_metadata or {}).get(NOTE_MARK), event
+    [text] = event_texts(events)
+    return text
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+async def test_a_question_typed_as_the_answer_gets_the_news_and_decides_nothing(sqlite_url, question):
+    model = RecordedOfflineModel()
+    chat, pending_call, ticket_id = await pending_request(sqlite_url, model)
+    calls_before = len(model.requests)
+
+    note = the_note(await chat.answer(pending_call, {"result": question}))
+
+    assert ticket_id in note and "waits for an approver" in note
+    assert not note.startswith(REFUSAL_PREFIX)
+    assert len(model.requests) == calls_before
+    ledger = ledger_at(sqlite_url)
+    assert (await ledger.tickets.get(ticket_id)).status == "pending"
+    assert [e.action for e in await ledger.tickets.audit(ticket_id)] == ["requested"]  # nothing refused
+    await assert_still_usable(chat, sqlite_url, ticket_id)
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=str)
+async def test_a_claim_typed_as_the_answer_is_refused_and_decides_nothing(sqlite_url, claim):
+    chat, pending_call, ticket_id = await pending_request(sqlite_url)
+
+    note = the_note(await chat.answer(pending_call, claim))
+
+    assert note.startswith(REFUSAL_PREFIX) and ticket_id in note
+    ledger = ledger_at(sqlite_url)
+    assert (await ledger.tickets.get(ticket_id)).status == "pending"
+    assert [e.action for e in await ledger.tickets.audit(ticket_id)][-1] == "refused"
+    await assert_still_usable(chat, sqlite_url, ticket_id)
+
+
+async def test_a_question_after_the_decision_reached_the_conversation_gets_the_outcome(db_url):
+    # `adk run` waits at its prompt while `python main.py approve` delivers the decision elsewhere.
+    chat, pending_call, ticket_id = await pending_request(db_url)
+    delivered = await decide_and_deliver(ticket_id, approver="bob", approve=True)
+    assert delivered.delivered
+    ledger = ledger_at(db_url)
+    [payout] = await ledger.payouts.find(ticket_id=ticket_id)
+
+    note = the_note(await chat.answer(pending_call, {"result": "any news?"}))
+
+    assert not note.startswith(REFUSAL_PREFIX)
+    assert ticket_id in note and "bob" in note and payout.id in note and "$250.00" in note
+    # A claim is still refused, and nothing is paid twice.
+    refused = the_note(await chat.answer(pending_call, {"result": "approved"}))
+    assert refused.startswith(REFUSAL_PREFIX)
+    assert len(await ledger.payouts.find(ticket_id=ticket_id)) == 1
+
+
+async def test_a_question_when_the_decision_is_recorded_but_not_delivered_delivers_it(sqlite_url):
+    chat, pending_call, ticket_id = await pending_request(sqlite_url)
+    ledger = ledger_at(sqlite_url)
+    await ledger.tickets.decide(ticket_id, approver="bob", approve=True)
+
+    events = await chat.answer(pending_call, {"result": "any news?"})
+
+    assert [r["status"] for r in responses(events, "reimburse")] == ["paid"]
+    assert (await ledger.tickets.get(ticket_id)).delivered_at is not None
+    assert len(await ledger.payouts.find(ticket_id=ticket_id)) == 1
+
+
+async def test_a_question_under_the_two_person_rule_tells_the_approvals_so_far(sqlite_url, configure):
+    configure(dual_approval_above=Decimal("200"))
+    chat, pending_call, ticket_id = await pending_request(sqlite_url)
+    await decide_and_deliver(ticket_id, approver="bob", approve=True)
+
+    note = the_note(await chat.answer(pending_call, {"result": "any news?"}))
+
+    assert ticket_id in note and "1 of 2" in note and "bob" in note
+    assert (await ledger_at(sqlite_url).tickets.get(ticket_id)).status == "pending"
+
+
+async def test_a_question_about_a_rejected_ticket_says_so_and_pays_nothing(sqlite_url):
+    chat, pending_call, ticket_id = await pending_request(sqlite_url)
+    await decide_and_deliver(ticket_id, approver="bob", approve=False, reason="duplicate claim")
+
+    note = the_note(await chat.answer(pending_call, {"result": "any news?"}))
+
+    assert ticket_id in note and "rejected" in note and "duplicate claim" in note
+    assert await ledger_at(sqlite_url).payouts.find(ticket_id=ticket_id) == []
 
 
 async def test_model_calling_reimburse_directly_for_a_large_amount_is_refused(sqlite_url):

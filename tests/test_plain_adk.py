@@ -202,6 +202,37 @@ def test_adk_run_refuses_the_typed_answer_and_hears_the_decision_made_elsewhere(
     assert "Traceback" not in "".join(terminal.seen)
 
 
+def test_adk_run_answers_a_question_typed_at_its_prompt_with_the_news(tmp_path):
+    """The README's way: wait at the HITL prompt, an approver decides elsewhere, ask "any news?" there."""
+    project, home = fresh_project(tmp_path), tmp_path / "home"
+    terminal = Terminal(project, home)
+    try:
+        terminal.type(LUNCH)
+        lunch = ticket_in(terminal.wait_for("is waiting for an approver"))
+        terminal.wait_for("[HITL] Waiting for input for ask_for_approval")
+        terminal.type("any news?")  # nobody has decided yet
+        waiting = terminal.wait_for("[expense_agent]:")
+        assert lunch in waiting and "waits for an approver" in waiting and "not accepted" not in waiting
+
+        terminal.type("Please reimburse $300 for a training course")
+        course = ticket_in(terminal.wait_for("is waiting for an approver"))
+        terminal.wait_for("[HITL] Waiting for input for ask_for_approval")
+        approved = main_py(project, home, "approve", course, "--approver", "bob")
+        assert approved.returncode == 0, approved.stderr
+        terminal.type("any news?")  # the decision reached the conversation meanwhile
+        news = terminal.wait_for("[expense_agent]:")
+        assert course in news and "bob" in news and "$300.00" in news and "not accepted" not in news
+        payout = re.search(r"\bP-[0-9a-f]{12}\b", news)
+        assert payout, news
+        terminal.type("exit")
+        terminal.process.wait(timeout=30)
+    finally:
+        terminal.close()
+    assert "Traceback" not in "".join(terminal.seen)
+    shown = main_py(project, home, "show", course)
+    assert f"Paid: {payout.group()} $300.00" in shown.stdout, shown.stdout
+
+
 @pytest.mark.parametrize("command", ["approve", "reject"])
 def test_main_py_decides_tickets_opened_by_main_py_request_in_a_fresh_clone(tmp_path, command):
     project, home = fresh_project(tmp_path), tmp_path / "home"

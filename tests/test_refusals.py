@@ -27,6 +27,7 @@ from long_running_agent.refusals import (
     ConversationInUse,
     DatabaseFileGone,
     InputError,
+    ModelUnavailable,
     NeedsNoApproval,
     NotAllowed,
     NotApproved,
@@ -85,6 +86,8 @@ API_ANSWERS = [
     (NotDelivered(Outcome.CONVERSATION_MISSING, APPROVED, "deleted", "the app's database"), 410,
      "conversation_missing"),
     (NotDelivered(Outcome.FAILED, APPROVED, "the model failed", "the app's database"), 502, "delivery_failed"),
+    *[(ModelUnavailable("gemini-3.5-flash", "https://generativelanguage.googleapis.com", "HTTP 400", kind), 502,
+       "model_unavailable") for kind in ModelUnavailable.NEXT],
 ]
 ONLY_IN_THE_CHAT = [
     NotApproved("yacht", 500_000), NeedsNoApproval(Decimal("20"), Decimal("100")), UnusableUserId("Alice"),
@@ -108,6 +111,14 @@ def test_every_refusal_has_a_message_and_a_next_step_each_surface_can_word(refus
         assert refusal.sentence(actions) == f"{refusal.message} {next_step}"
     # The chat gets the same words, as the tool's error.
     assert tool_error(refusal) == {"status": "error", "error": refusal.sentence(CHAT)}
+
+
+@pytest.mark.parametrize("kind", list(ModelUnavailable.NEXT))
+def test_a_model_failure_is_told_apart_from_its_text_alone(kind):
+    # ADK ends an SSE run with only the error's text: /run_sse still answers its message and fix apart.
+    failure = ModelUnavailable("gemini-3.5-flash", "http://127.0.0.1:9", "ConnectError: refused.", kind)
+    assert ModelUnavailable.parts(str(failure)) == (failure.message, failure.next_step)
+    assert ModelUnavailable.parts(failure.message) is None
 
 
 def test_a_next_step_names_each_surfaces_own_way_to_do_it():

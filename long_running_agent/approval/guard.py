@@ -8,6 +8,9 @@ alike, makes the ledger the authority instead of the message:
 - a response whose ticket the ledger has decided (and not yet delivered) goes
   through as `ledger_answer(ticket)`: the ledger's own record, under the
   stored call's id and name, whatever payload the message carried;
+- a question typed as the answer ("any news?" at `adk run`'s prompt or in
+  the dev UI's answer box) about a ticket with nothing to deliver gets the
+  ticket's news from the ledger, as the agent's note;
 - anything else - a claim of a decision the ledger does not hold, a second
   delivery, a call without a ticket - is refused: the message is replaced by
   a record of what was sent (a thought, which ADK never sends to the model),
@@ -54,7 +57,7 @@ from ..refusals import (
     without_sql,
 )
 from ..services import services
-from .notes import CHAT, already_delivered, as_sent, claimed_status, refused_answer, unacceptable
+from .notes import CHAT, already_delivered, as_sent, asks, claimed_status, news, refused_answer, unacceptable
 
 logger = logging.getLogger(__name__)
 
@@ -196,12 +199,17 @@ class ApprovalGuard(BasePlugin):
             await self._deliver_owed(invocation_context, ledger, conversation)
             return None
         try:
-            parts = [await self._authoritative(invocation_context, ledger, run, r) for r in responses]
+            answers = [await self._authoritative(invocation_context, ledger, run, r) for r in responses]
         except (NotAcceptedAnswer, StillPending, AlreadyDelivered) as refusal:
             run.delivering.clear()
             run.note = refused_answer(refusal)
             return types.Content(role="user", parts=[types.Part(text=as_sent(responses), thought=True)])
-        return types.Content(role="user", parts=parts)
+        parts = [answer for answer in answers if isinstance(answer, types.Part)]
+        if parts:
+            return types.Content(role="user", parts=parts)
+        # Only questions, about tickets with nothing to deliver: the agent answers with their news.
+        run.note = " ".join(answer for answer in answers if isinstance(answer, str))
+        return types.Content(role="user", parts=[types.Part(text=as_sent(responses), thought=True)])
 
     async def before_agent_callback(
         self, *, agent: Any, callback_context: CallbackContext
@@ -319,7 +327,8 @@ class ApprovalGuard(BasePlugin):
     async def _authoritative(
         self, context: InvocationContext, ledger: Ledger, run: _Run,
         response: types.FunctionResponse,
-    ) -> types.Part:
+    ) -> types.Part | str:
+        """What the agent receives for `response`: the ledger's answer, or (for a question) the ticket's news."""
         # Trust the session, not the message: ADK matches on id only, so the
         # name comes from the stored call and the decision from the ledger.
         call = _stored_call(context, response.id)
@@ -331,6 +340,8 @@ class ApprovalGuard(BasePlugin):
         if ticket is None:
             raise NoTicketForCall()
         ticket = await self._bring_up_to_date(ledger, ticket, response, context)
+        if asks(response) and (ticket.status is TicketStatus.PENDING or ticket.delivered_at or ticket.settled_at):
+            return await news(ledger, ticket)
         if ticket.status is TicketStatus.PENDING:
             await ledger.tickets.record_refusal(
                 ticket.id, actor=context.session.user_id,

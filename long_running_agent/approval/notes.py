@@ -9,6 +9,7 @@ the pending call stays open for the real decision.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from google.adk.agents.invocation_context import InvocationContext
@@ -16,7 +17,7 @@ from google.genai import types
 
 from ..ledger import Ledger, Ticket
 from ..ledger.inputs import MAX_MESSAGE, is_canonical_name, unstorable
-from ..names import ERROR, MAIN_PY, PayoutStatus
+from ..names import ERROR, MAIN_PY, PayoutStatus, TicketStatus
 from ..refusals import (
     Actions,
     AlreadyDelivered,
@@ -94,6 +95,58 @@ def record_of(message: types.Content) -> types.Content:
 def as_sent(responses: list[types.FunctionResponse]) -> str:
     sent = "; ".join(f"{r.name}: {json.dumps(r.response, default=str)}" for r in responses)
     return f"Answered {sent[:300]}"
+
+
+# How a question starts when it has no question mark ("any news", "status").
+_QUESTION_WORDS = frozenset({
+    "any", "anything", "what", "what's", "whats", "when", "where", "why", "how", "who", "which", "is", "are", "has",
+    "have", "did", "does", "do", "was", "were", "will", "can", "could", "status", "news", "update", "updates",
+})
+
+
+def asks(response: types.FunctionResponse) -> bool:
+    """Whether the answer is a question, typed where ADK asks for the call's answer.
+
+    `adk run`'s HITL prompt and the dev UI's answer box send what the person
+    types as `{"result": text}`. "any news?" there asks for the news; it claims
+    no decision, so it is answered with the ticket's state, not refused. Any
+    other answer ("approved", "yes", {"status": "approved"}) claims a decision
+    that only an approver makes, and is refused.
+    """
+    payload = response.response
+    if not isinstance(payload, dict) or set(payload) != {"result"} or not isinstance(payload["result"], str):
+        return False
+    text = payload["result"].strip().casefold()
+    first = re.match(r"[a-z']+", text)
+    return text.endswith("?") or (first is not None and first.group() in _QUESTION_WORDS)
+
+
+async def news(ledger: Ledger, ticket: Ticket) -> str:
+    """The ticket's state as the ledger knows it, for a question asked where its decision is awaited."""
+    what = f"Ticket {ticket.id} ({ticket.amount_text} for {ticket.purpose})"
+    if ticket.status is TicketStatus.PENDING:
+        if ticket.first_approved_by:
+            state = (f"{what} has {ticket.approvals_so_far} approvals ({ticket.first_approved_by}) and waits for a "
+                     "second approver.")
+        else:
+            two = ", and two approvers must approve it" if ticket.needs_two_approvers else ""
+            state = f"{what} is still pending: it waits for an approver{two}."
+        return f"{state} Only an approver decides it; ask again later for the news."
+    payouts = await ledger.payouts.find(ticket_id=ticket.id)
+    paid = (f"{payouts[0].amount_text} was paid (payout {payouts[0].id})" if payouts
+            else "nothing has been paid" if ticket.status is TicketStatus.APPROVED else "nothing was paid")
+    if ticket.status is TicketStatus.APPROVED:
+        less = f" for {ticket.payable_text} of the {ticket.amount_text} asked" if ticket.changed else ""
+        state = f"{what} was approved by {' and '.join(ticket.approvers)}{less}"
+    elif ticket.status is TicketStatus.REJECTED:
+        why = f" ({ticket.reason})" if ticket.reason else ""
+        state = f"{what} was rejected by {ticket.decided_by}{why}"
+    elif ticket.status is TicketStatus.CANCELLED:
+        state = f"{what} was withdrawn by {ticket.decided_by}"
+    else:
+        state = f"{what} expired at {ticket.expires_at:%Y-%m-%d %H:%M} UTC without a decision"
+    settled = f", then settled by {ticket.settled_by} without this conversation" if ticket.settled_at else ""
+    return f"{state}{settled}: {paid}."
 
 
 async def already_delivered(ledger: Ledger, ticket: Ticket) -> AlreadyDelivered:

@@ -4,6 +4,7 @@ Run with:
     .venv/bin/python -m long_running_agent.web                  # http://127.0.0.1:8000
     .venv/bin/python -m long_running_agent.web --port 8080
     .venv/bin/python -m long_running_agent.web --host 0.0.0.0   # other machines too (docs/deployment.md)
+    .venv/bin/python -m long_running_agent.web --verbose        # ADK's tracebacks in the log too (docs/gemini.md)
 
     server.py            the server: ADK's FastAPI server plus what follows, and `main()`
     routes.py            the inbox page and the approvals API (an APIRouter)

@@ -3,7 +3,9 @@
 The domain's refusals are defined once, with their codes, messages and next
 steps (refusals.py); this module gives each its status code and words its
 next step as this API's routes. The rest are the server's own failures: the
-database, ADK's resume errors, a body that is not JSON.
+database, ADK's resume errors, a body that is not JSON, FastAPI's validation
+of ADK's routes, and ADK's plain-text 403s (its DNS-rebinding and origin
+checks) and WebSocket handshake refusals, which `JsonErrors` rewrites.
 """
 
 from __future__ import annotations
@@ -15,16 +17,16 @@ import sqlite3
 from collections.abc import Iterator
 
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import request_validation_exception_handler
-from fastapi.exceptions import RequestValidationError
+from fastapi.exceptions import RequestValidationError, WebSocketRequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.websockets import WebSocket
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..ledger.inputs import MAX_ID, printable
 from ..paging import DEFAULT_LIMIT, MAX_LIMIT
-from ..refusals import Actions, DatabaseFileGone, Refusal, without_sql
+from ..refusals import Actions, DatabaseFileGone, ModelUnavailable, Refusal, without_sql
 
 logger = logging.getLogger(__name__)
 
@@ -56,24 +58,49 @@ class JsonErrors:
     sits inside it, answers JSON, and lets the connection live. A stream that
     already started (an SSE run) can only be ended; an error event ADK writes
     into one is reworded like any other error (`stream_error`).
+
+    An error answer that is not JSON (ADK's origin check writes "Forbidden:
+    host not allowed" as text) is rewritten as JSON with its status kept, and
+    a WebSocket handshake refused before it was accepted is answered with a
+    JSON 403 rather than a bare one, where the server offers ASGI's
+    "websocket.http.response" extension (uvicorn does).
     """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self.app(scope, receive, json_handshake_refusals(scope, send))
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = False
         streaming = False
+        held: Message | None = None  # the start of a plain-text error answer, rewritten once its body is in
+        held_body: list[bytes] = []
 
         async def tracking_send(message: Message) -> None:
-            nonlocal started, streaming
+            nonlocal started, streaming, held
             if message["type"] == "http.response.start":
                 started = True
                 content_type = dict(message.get("headers", [])).get(b"content-type", b"")
                 streaming = content_type.startswith(b"text/event-stream")
+                if message["status"] >= 400 and b"json" not in content_type and not streaming \
+                        and scope["method"] != "HEAD":  # a HEAD answer has no body to rewrite
+                    held = message
+                    return
+            elif held is not None and message["type"] == "http.response.body":
+                held_body.append(message.get("body", b""))
+                if message.get("more_body"):
+                    return
+                kept = {name.decode("latin-1"): value.decode("latin-1") for name, value in held.get("headers", [])
+                        if name.lower() in (b"allow", b"retry-after", b"www-authenticate")}
+                answer = plain_error(held["status"], b"".join(held_body).decode("utf-8", "replace"))
+                answer.headers = kept | answer.headers
+                await answer.response()(scope, receive, send)
+                return
             elif streaming and message["type"] == "http.response.body":
                 message = {**message, "body": reworded_event(message.get("body", b""))}
             await send(message)
@@ -91,6 +118,83 @@ class JsonErrors:
             answer = (database_error(error, scope["method"], scope["path"]) if database_failure(error)
                       else unexpected_error(error))
             await answer.response()(scope, receive, send)
+
+
+# ADK's origin check (google/adk/cli/api_server.py) answers these as plain text, and
+# closes a /run_live handshake with the same reasons.
+_ADK_FORBIDDEN = {
+    "host not allowed": (
+        "host_not_allowed",
+        "This server listens on a loopback address and answers only requests addressed to 127.0.0.1, localhost "
+        "or ::1; this one named another host (ADK's protection against DNS rebinding).",
+        "Address it as http://127.0.0.1:PORT or http://localhost:PORT; to serve it under another name, start it "
+        "with --host and put it behind a proxy (docs/deployment.md).",
+    ),
+    "origin not allowed": (
+        "origin_not_allowed",
+        "A page of another origin may not call this server: its Origin header names neither this server nor, "
+        "for a loopback server, another loopback address (ADK's protection against cross-site requests).",
+        "Call it from the dev UI or the inbox this server serves, or from a program that sends no Origin header "
+        "(curl, a script).",
+    ),
+}
+
+
+def plain_error(status: int, text: str) -> ApiError:
+    """An error answer written as plain text (by ADK's middleware, before any route), as JSON."""
+    said = printable(text).strip()
+    reason = said.removeprefix("Forbidden:").strip().lower()
+    if reason in _ADK_FORBIDDEN:
+        return ApiError(status, *_ADK_FORBIDDEN[reason])
+    if status >= 500:
+        return unexpected_error(RuntimeError(said))
+    return ApiError(status, "refused", f"{said[:300].rstrip('.') or 'Refused'}.",
+                    "Check the request against docs/http-api.md.")
+
+
+def handshake_refused(reason: str) -> ApiError:
+    """A WebSocket handshake closed before it was accepted (ADK's /run_live checks), as a JSON 403."""
+    said = printable(reason).strip()
+    if said.lower() in _ADK_FORBIDDEN:
+        return ApiError(403, *_ADK_FORBIDDEN[said.lower()])
+    return ApiError(403, "websocket_refused", f"The WebSocket handshake was refused: {said[:300] or 'no reason'}.",
+                    "Open /run_live with app_name, user_id and session_id in the query string, for a session "
+                    "that exists (POST /apps/{app}/users/{user}/sessions).")
+
+
+def json_handshake_refusals(scope: Scope, send: Send) -> Send:
+    """`send` for a WebSocket: a close before the handshake was accepted becomes a JSON 403, where the server can."""
+    accepted = False
+
+    async def sending(message: Message) -> None:
+        nonlocal accepted
+        if message["type"] in ("websocket.accept", "websocket.http.response.start"):
+            accepted = True  # accepted, or already answered over HTTP
+        elif (message["type"] == "websocket.close" and not accepted
+              and "websocket.http.response" in scope.get("extensions", {})):
+            accepted = True
+            answer = handshake_refused(str(message.get("reason") or ""))
+            await send({"type": "websocket.http.response.start", "status": answer.status,
+                        "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "websocket.http.response.body", "body": json.dumps(answer.body()).encode()})
+            return
+        await send(message)
+
+    return sending
+
+
+def invalid_request(error: RequestValidationError | WebSocketRequestValidationError) -> ApiError:
+    """FastAPI's validation of one of ADK's routes (a field missing or of the wrong type), as JSON."""
+    problems = "; ".join(
+        "body: not valid JSON" if e["type"] == "json_invalid"
+        else f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {e['msg']}"
+        for e in error.errors()
+    )
+    return ApiError(
+        422, "invalid_request", f"The request is not valid: {printable(problems)[:500]}.",
+        "Send the fields the route takes, with their types (docs/http-api.md shows /run and the session routes; "
+        "the server's /docs page lists every route's, except in production mode).",
+    )
 
 
 def unexpected_error(error: BaseException) -> ApiError:
@@ -200,6 +304,7 @@ STATUS = {
     "database_file_gone": 503, "schema_behind": 503, "schema_ahead": 503, "schema_mismatch": 503,
     "invalid_input": 422, "invalid_body": 422, "reason_required": 422, "invalid_amount": 422,
     "conversation_unreachable": 502, "delivery_failed": 502, "conversation_missing": 410,
+    "model_unavailable": 502,
 }
 
 
@@ -239,6 +344,8 @@ _REFUSALS = {
     404: ("not_found", "Check the app name, user id and session id in the path; GET /list-apps lists the apps "
                        "and GET /apps/{app}/users/{user}/sessions a user's conversations."),
     405: ("method_not_allowed", "Use the method the route takes (see the Allow header)."),
+    409: ("conflict", "Use another id (or none, to have one made), or read the one that exists."),
+    422: ("invalid_request", "Check the values in the path and the query against docs/http-api.md."),
 }
 
 
@@ -247,6 +354,10 @@ def refused_by_adk(error: HTTPException) -> ApiError:
     if detail == "There was an error parsing the body":
         return ApiError(400, "invalid_json", "The body is not JSON this server can read: it must be UTF-8, "
                         "and a number may have at most 4,300 digits.", "Send a UTF-8 JSON body and try again.")
+    if error.status_code == 404 and detail == "Not Found":  # no route has this path
+        return ApiError(404, "not_found", "No route of this server has this path.",
+                        "Check the path: docs/http-api.md lists the routes, and the server's /docs page ADK's "
+                        "(except in production mode).")
     code, fix = _REFUSALS.get(error.status_code, ("refused", "Check the request against docs/http-api.md."))
     return ApiError(error.status_code, code, detail.rstrip(".") + ".", fix, headers=dict(error.headers or {}))
 
@@ -285,10 +396,18 @@ def install(server: FastAPI) -> None:
     async def _database_unreachable(request: Request, error: OSError) -> JSONResponse:
         return request_database_error(request, error).response()
 
+    @server.exception_handler(WebSocketRequestValidationError)
+    async def _invalid_handshake(websocket: WebSocket, error: WebSocketRequestValidationError) -> None:
+        # FastAPI closes it with the errors as the reason; the client then gets a bare 403.
+        if "websocket.http.response" in websocket.scope.get("extensions", {}):
+            await websocket.send_denial_response(invalid_request(error).response())
+        else:
+            await websocket.close(code=1008, reason="invalid query: app_name, user_id and session_id are required")
+
     @server.exception_handler(RequestValidationError)
     async def _invalid_body(request: Request, error: RequestValidationError) -> JSONResponse:
         if not request.url.path.startswith("/api/approvals"):
-            return await request_validation_exception_handler(request, error)
+            return invalid_request(error).response()
         if all(e["loc"][0] == "query" for e in error.errors()):  # the list's paging (web/routes.py's InboxQuery)
             problems = "; ".join(f"{e['loc'][-1]}: {e['msg']}" for e in error.errors())
             return ApiError(
@@ -339,6 +458,8 @@ def stream_error(error_type: str, message: str) -> ApiError:
     """An error ADK ended an SSE run with, worded as /run words it (never the SQL in its message)."""
     if error_type == "ValueError" and message.startswith(_RESUME_ERRORS):
         return invalid_function_response(message)
+    if error_type == ModelUnavailable.__name__ and (parts := ModelUnavailable.parts(message)):
+        return ApiError(STATUS[ModelUnavailable.code], ModelUnavailable.code, *parts)
     if error_type in _DATABASE_ERRORS or "[SQL:" in message:
         return database_unavailable("POST", "/run_sse", None)
     return ApiError(500, "internal_error", f"The run failed: {printable(error_type)[:80]}.",

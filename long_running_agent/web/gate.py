@@ -97,9 +97,13 @@ class Gate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
-            if self.production or self._websocket_refused(scope):
-                # Closing before accepting answers the handshake with HTTP 403.
-                await send({"type": "websocket.close", "code": 1008})
+            refused = self._websocket_refusal(scope)
+            if refused is not None:
+                if "websocket.http.response" in scope.get("extensions", {}):
+                    await refused(scope, receive, send)  # the JSON refusal, as the handshake's HTTP answer
+                else:
+                    # Closing before accepting answers the handshake with a bare HTTP 403.
+                    await send({"type": "websocket.close", "code": 1008})
                 return
             await self.app(scope, receive, send)
             return
@@ -233,17 +237,23 @@ class Gate:
                         f"A session id has at most {MAX_ID} characters; this one has {len(session)}.",
                         f"Use a session id of at most {MAX_ID} characters, or send none and ADK makes one.")
 
-    def _websocket_refused(self, scope: Scope) -> bool:
+    def _websocket_refusal(self, scope: Scope) -> JSONResponse | None:
         """ADK's /run_live takes the user from its query string: the same checks as for /run."""
-        if self._ids_in_url(scope) is not None:
-            return True
+        if self.production:
+            return _refusal(404, "not_served", f"{scope['path']} is not served in production mode.",
+                            "Use the chat API (/run, /run_sse, /apps/...), /inbox or /api/approvals.")
+        refusal = self._ids_in_url(scope)
+        if refusal is not None:
+            return refusal
         identity = self._identity(scope)
         if isinstance(identity, JSONResponse):
-            return True
+            return identity
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        if "app_name" in query and query["app_name"] not in self.apps:
+            return self._unknown_app(query["app_name"])
         if "user_id" not in query:
-            return False  # ADK refuses it itself
-        return self._check_user(query["user_id"], identity) is not None
+            return None  # ADK refuses it itself
+        return self._check_user(query["user_id"], identity)
 
     def _check_user(self, user: Any, identity: str | None) -> JSONResponse | None:
         if user is None:

@@ -35,6 +35,7 @@ from ..approval.conversations import GuardedSessionService
 from ..approval.courier import deliver_due, remind_due
 from ..ledger.engine import create_engine
 from ..model.choice import choose_model
+from ..model.failure import log_model_failures
 from ..names import APP_NAME
 from ..notifications import send_due
 from ..refusals import SchemaError, SettingsError
@@ -181,7 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Serve the dev UI, ADK's API and the approver inbox.")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="log ADK's tracebacks too, e.g. of a model that cannot be reached")
     args = parser.parse_args(argv)
+    # A model that cannot be reached: one paragraph in the log (model/failure.py), tracebacks with --verbose.
+    log_model_failures("tracebacks" if args.verbose else "once")
 
     try:
         config = settings()

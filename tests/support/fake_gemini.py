@@ -4,7 +4,8 @@ It lets a test run ADK's real `Gemini` model class - and so google-genai's real
 HTTP client - with no network: point `GOOGLE_GEMINI_BASE_URL` at `base_url`,
 set `GOOGLE_API_KEY` to anything, and every `generateContent` (or
 `streamGenerateContent`) request lands here. The server records each request
-body as JSON and answers with the next scripted reply. A request beyond the
+body as JSON and answers with the next scripted reply: a model turn, or an
+error status as Gemini words it (`gemini_error`). A request beyond the
 script gets HTTP 500 and is recorded in `errors`, so a call that should not
 happen fails loudly and the test can assert on it.
 
@@ -52,6 +53,35 @@ def gemini_text(value: str) -> Reply:
 
 
 @dataclass(frozen=True)
+class Failure:
+    """One scripted error answer: the HTTP status and Gemini's error body."""
+
+    code: int
+    body: dict[str, Any]
+
+
+def gemini_error(code: int, status: str, message: str, reason: str | None = None) -> Failure:
+    """An error answer shaped like Gemini's: {"error": {code, message, status, details}}.
+
+    `reason` adds an ErrorInfo detail, as Gemini's 400 for a bad key does (API_KEY_INVALID).
+    """
+    error: dict[str, Any] = {"code": code, "message": message, "status": status}
+    if reason is not None:
+        error["details"] = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason,
+                             "domain": "googleapis.com"}]
+    return Failure(code, {"error": error})
+
+
+# What Gemini answers for each thing that can be wrong on the caller's side, or on its own.
+BAD_KEY = gemini_error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", "API_KEY_INVALID")
+UNKNOWN_MODEL = gemini_error(404, "NOT_FOUND", "models/gemini-nope is not found for API version v1beta, or is not "
+                             "supported for generateContent.")
+QUOTA = gemini_error(429, "RESOURCE_EXHAUSTED", "You exceeded your current quota, please check your plan and "
+                     "billing details.")
+OUTAGE = gemini_error(500, "INTERNAL", "An internal error has occurred.")
+
+
+@dataclass(frozen=True)
 class Request:
     """One request as it arrived: the model, the method and the JSON body."""
 
@@ -66,7 +96,7 @@ class Request:
 class FakeGemini:
     """A Gemini REST API that answers from `script`, one reply per request."""
 
-    script: list[Reply]
+    script: list[Reply | Failure]
     requests: list[Request] = field(default_factory=list)
     responses: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -121,7 +151,10 @@ class FakeGemini:
                 )
                 self.errors.append(message)
                 return 500, {"error": {"code": 500, "message": message, "status": "INTERNAL"}}
-            response = _response_json(self.script[turn - 1], request, turn)
+            reply = self.script[turn - 1]
+            if isinstance(reply, Failure):
+                return reply.code, reply.body
+            response = _response_json(reply, request, turn)
             self.responses.append(response)
         return 200, response
 

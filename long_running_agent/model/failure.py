@@ -1,0 +1,166 @@
+"""A model that cannot be reached, or that refuses, as one refusal saying what to check.
+
+google-genai raises httpx's errors when Gemini's address does not answer, and
+its own APIError when Gemini answers with an error status; ADK passes them up
+as they are and logs each with its traceback, twice or more per failure. The
+agent's `on_model_error_callback` (agent.py) is `model_failed`: it turns them
+into ModelUnavailable (refusals.py) - which model, at which address, what
+failed (`kind`) and what to check - which every surface renders as it renders
+any refusal: one line on the CLI, `{error, message, fix}` on the API, the
+error event's text in the chat.
+
+ADK's own log records of that failure then say it once, in those words,
+without a traceback; `log_model_failures` says how a surface wants them:
+the CLI prints its own line, `--verbose` (or ADK's logger at DEBUG, e.g.
+`adk web --log_level debug`) keeps ADK's tracebacks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import httpx
+from google.adk.agents.callback_context import CallbackContext
+from google.adk.models import LlmRequest, LlmResponse
+from google.adk.models.google_llm import Gemini
+from google.adk.models.registry import LLMRegistry
+from google.auth import exceptions as auth_errors
+from google.genai import errors as genai_errors
+
+from ..ledger.inputs import printable
+from ..refusals import ModelUnavailable
+from ..settings import model_settings
+
+# How ADK's records of a model failure are logged: "once" (one paragraph, no
+# traceback), "none" (the surface says it itself) or "tracebacks" (as ADK logs them).
+Mode = Literal["once", "none", "tracebacks"]
+_mode: Mode | None = None
+ADK_LOGGER = "google_adk"  # the parent of every logger ADK logs to
+# google-genai's words when it builds its client with no key at all (AGENT_MODEL names Gemini, no GOOGLE_API_KEY).
+NO_KEY = "No API key was provided"
+
+
+def model_failed(callback_context: CallbackContext, llm_request: LlmRequest, error: Exception) -> LlmResponse | None:
+    """The agent's on_model_error_callback: a Gemini that cannot be reached or refuses raises ModelUnavailable.
+
+    Raised, not answered with a response: a run whose model failed must fail,
+    so a decision being delivered stays undelivered (approval/guard.py) and is
+    delivered again later. Any other error goes on as ADK raised it.
+    """
+    failure = unavailable(error, llm_request.model or "")
+    if failure is None:
+        return None
+    _quiet_adk_loggers()
+    raise failure from error
+
+
+def unavailable(error: BaseException, model: str) -> ModelUnavailable | None:
+    """`error` as ModelUnavailable if it is Gemini's service failing (the network, or an error status), else None."""
+    if not _is_gemini(model):
+        return None
+    address = model_settings().gemini_address
+    for cause in _chain(error):
+        if isinstance(cause, genai_errors.APIError):
+            return ModelUnavailable(model, address, _said(cause), _kind(cause))
+        if isinstance(cause, (httpx.TransportError, OSError)):  # OSError: DNS, refused, timeouts; aiohttp's too
+            return ModelUnavailable(model, address, _named(cause), "network")
+        # No credentials at all: Vertex AI's Application Default Credentials missing, or no key.
+        if isinstance(cause, auth_errors.GoogleAuthError) or \
+                (isinstance(cause, ValueError) and str(cause).startswith(NO_KEY)):
+            return ModelUnavailable(model, address, _named(cause), "credentials")
+    return None
+
+
+def _named(error: BaseException) -> str:
+    said = printable(str(error)).strip()
+    return (f"{type(error).__name__}: {said}" if said else type(error).__name__)[:300]
+
+
+def _kind(error: genai_errors.APIError) -> str:
+    """What Gemini's error status says to check (its codes: https://ai.google.dev/gemini-api/docs/troubleshooting)."""
+    code = error.code or 0
+    if code == 429:
+        return "quota"
+    # An invalid key is a 400 INVALID_ARGUMENT whose ErrorInfo reason says so.
+    if code in (401, 403) or any(reason.startswith("API_KEY") for reason in _reasons(error.details)):
+        return "key"
+    if code == 404:
+        return "model"
+    if code >= 500:
+        return "service"
+    return "refused"
+
+
+def _reasons(details: Any) -> Iterator[str]:
+    """The `reason` of each ErrorInfo in Gemini's error body."""
+    body = details.get("error", details) if isinstance(details, dict) else {}
+    for detail in body.get("details", []) if isinstance(body, dict) else []:
+        if isinstance(detail, dict) and isinstance(detail.get("reason"), str):
+            yield detail["reason"]
+
+
+def _said(error: genai_errors.APIError) -> str:
+    """What Gemini answered, e.g. "HTTP 400 INVALID_ARGUMENT: API key not valid. Please pass a valid API key."."""
+    status = f" {error.status}" if error.status else ""
+    message = printable(str(error.message or "")).strip()
+    return f"HTTP {error.code}{status}" + (f": {message[:300]}" if message else "")
+
+
+def _is_gemini(model: str) -> bool:
+    try:
+        return issubclass(LLMRegistry.resolve(model), Gemini)
+    except ValueError:  # a name no registered model claims
+        return False
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    seen: list[BaseException] = []
+    cause: BaseException | None = error
+    while cause is not None and cause not in seen:
+        seen.append(cause)
+        yield cause
+        cause = cause.__cause__ or cause.__context__
+
+
+# --- ADK's log records of the failure -------------------------------------------------------
+
+
+def log_model_failures(mode: Mode) -> None:
+    """How this process logs ADK's records of a ModelUnavailable: "once", "none" or "tracebacks"."""
+    global _mode
+    _mode = mode
+
+
+class _OneParagraph(logging.Filter):
+    """ADK's records of a ModelUnavailable: the first one as the failure's paragraph, the others dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        failure = next((c for c in _chain(record.exc_info[1]) if isinstance(c, ModelUnavailable)), None) \
+            if record.exc_info and record.exc_info[1] else None
+        if failure is None:
+            return True
+        mode: Mode = _mode or ("tracebacks" if logging.getLogger(ADK_LOGGER).isEnabledFor(logging.DEBUG) else "once")
+        if mode == "tracebacks":
+            return True
+        if mode == "none" or failure.logged:
+            return False
+        failure.logged = True
+        record.msg, record.args, record.exc_info, record.exc_text = str(failure), (), None, None
+        record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+        return True
+
+
+_FILTER = _OneParagraph()
+
+
+def _quiet_adk_loggers() -> None:
+    """Put the filter on every ADK logger there is: a logger's filters see only its own records, not its children's.
+
+    Done when a model fails, not at import: by then every ADK module that logs the failure has its logger.
+    """
+    for name, logger in list(logging.Logger.manager.loggerDict.items()):
+        if (name == ADK_LOGGER or name.startswith(f"{ADK_LOGGER}.")) and isinstance(logger, logging.Logger) \
+                and _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
