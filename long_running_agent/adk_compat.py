@@ -14,6 +14,7 @@ starts with an underscore (tests/test_adk_compat.py checks that too).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 
@@ -52,7 +53,8 @@ except ImportError:  # google-adk < 2.7
 # another process reaches such a conversation on its next message instead.
 PER_AGENT_ROUTING = "_get_service"
 SQLITE_FILE = "_db_path"
-PER_AGENT_SESSION_FILE = Path(__file__).resolve().parent / ".adk" / "session.db"
+# Made absolute as the SqliteSessionService file is named below (os.path.abspath: symlinks kept).
+PER_AGENT_SESSION_FILE = Path(os.path.abspath(Path(__file__).parent / ".adk" / "session.db"))
 
 
 async def per_agent_store(service: PerAgentDatabaseSessionService, app_name: str) -> BaseSessionService | Path:

@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 import google.adk
+import google.adk.models as adk_models
 import pytest
 from google.adk.agents import LlmAgent
 from google.adk.apps import App
@@ -45,7 +46,7 @@ def broken(assumption: str, detail: str) -> str:
 
 def test_llm_capabilities_is_adks_class_where_adk_asks_a_model_for_them():
     asks = "capabilities" in dir(BaseLlm)
-    exported = getattr(__import__("google.adk.models", fromlist=["LlmCapabilities"]), "LlmCapabilities", None)
+    exported = getattr(adk_models, "LlmCapabilities", None)
     if asks:
         assert adk_compat.LlmCapabilities is exported, broken(
             "LlmCapabilities", "BaseLlm has `capabilities`, but google.adk.models exports no LlmCapabilities")
@@ -70,7 +71,9 @@ async def test_per_agent_routing_names_the_sqlite_file_plain_adk_commands_use(tm
     assert isinstance(store, SqliteSessionService), broken(
         "PER_AGENT_ROUTING", f"{adk_compat.PER_AGENT_ROUTING}(app_name) returned {type(store).__name__}, "
         "not the app's SqliteSessionService")
-    where = Path(adk_compat.sqlite_file(store) or "").resolve().relative_to(tmp_path.resolve())
+    opened = adk_compat.sqlite_file(store)
+    assert opened is not None, broken("SQLITE_FILE", "the app's SqliteSessionService does not name its file")
+    where = Path(opened).resolve().relative_to(tmp_path.resolve())
     fallback = adk_compat.PER_AGENT_SESSION_FILE.relative_to(adk_compat.PER_AGENT_SESSION_FILE.parents[2])
     assert where == fallback, broken(
         "PER_AGENT_SESSION_FILE", f"plain `adk` commands keep the app's sessions in {where}, not {fallback}")
