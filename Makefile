@@ -1,18 +1,20 @@
-# make demo | make test | make test-fast | make web [ARGS='--port 8080'] | make bench
+# make demo | make test | make test-fast | make test-adk [ADK='2.8.0 2.13.0'] | make web [ARGS='--port 8080'] | make bench
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# The exact versions the tests passed with (docs/testing.md says how to refresh them).
+LOCK := .ci/constraints.txt
 
-.PHONY: demo test test-fast web bench lint clean
+.PHONY: demo test test-fast test-adk web bench lint clean lock
 
-$(VENV)/.app: pyproject.toml
+$(VENV)/.app: pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -c $(LOCK) -e .
 	touch $@
 
-$(VENV)/.dev: pyproject.toml $(VENV)/.app
-	$(PY) -m pip install -q -e '.[dev]'
+$(VENV)/.dev: pyproject.toml $(LOCK) $(VENV)/.app
+	$(PY) -m pip install -q -c $(LOCK) -e '.[dev]'
 	touch $@
 
 demo: $(VENV)/.app
@@ -29,11 +31,16 @@ test: $(VENV)/.dev
 test-fast: $(VENV)/.dev
 	INVARIANT_EXAMPLES=$${INVARIANT_EXAMPLES:-20} $(PY) -m pytest -n auto -m "not subprocess and not browser and not postgres"
 
+# The core suite (.ci/noxfile.py) on each supported google-adk release in a virtualenv of its own,
+# or on the releases named: make test-adk ADK="2.8.0 2.13.0".
+test-adk: $(VENV)/.dev
+	$(VENV)/bin/nox -f .ci/noxfile.py --envdir .nox $(if $(ADK),-s $(addprefix adk-,$(ADK)),-t adk)
+
 web: $(VENV)/.app
 	$(PY) -m long_running_agent.web $(ARGS)
 
 bench: $(VENV)/.dev
-	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) -m pip install -q -c $(LOCK) -e '.[bench]'
 	$(PY) -m benchmarks.run
 
 lint: $(VENV)/.dev
@@ -41,5 +48,16 @@ lint: $(VENV)/.dev
 	$(VENV)/bin/mypy long_running_agent main.py
 	$(VENV)/bin/lint-imports
 
+# New pins: the newest releases pyproject.toml allows, in a throwaway virtualenv, frozen into $(LOCK).
+# Then run make clean test test-adk and commit $(LOCK) if they pass.
+lock:
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install -q --upgrade pip
+	.lock-venv/bin/python -m pip install -q -e '.[dev]'
+	{ head -n 1 $(LOCK); .lock-venv/bin/python -m pip freeze --exclude-editable; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
+	rm -rf .lock-venv
+
 clean:
-	rm -rf $(VENV) .data .adk long_running_agent/.adk .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache
+	rm -rf $(VENV) .nox .data .adk long_running_agent/.adk .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache

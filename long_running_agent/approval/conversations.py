@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import weakref
 from dataclasses import dataclass
+from pathlib import Path
 
 from google.adk.cli.utils.local_storage import PerAgentDatabaseSessionService
 from google.adk.sessions import BaseSessionService, DatabaseSessionService, InMemorySessionService
@@ -27,6 +28,7 @@ from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.adk.tools import ToolContext
 from sqlalchemy.engine import URL, make_url
 
+from ..adk_compat import per_agent_store, sqlite_file
 from ..ledger import Conversation, ToolCall
 from ..ledger.locks import new_holder
 from ..refusals import ConversationInUse
@@ -80,18 +82,18 @@ async def tool_call(context: ToolContext) -> ToolCall:
 async def locate(service: BaseSessionService, *, app_name: str, app_database_url: str) -> str:
     """The locator of the store `service` writes this app's sessions to."""
     if isinstance(service, PerAgentDatabaseSessionService):
-        # Plain `adk web` / `adk run`: ADK routes each app to its own
-        # SqliteSessionService and exposes no public way to ask which;
-        # `_get_service` is the routing it uses itself.
-        service = await service._get_service(app_name)
+        # Plain `adk web` / `adk run`: ADK routes each app to a SqliteSessionService of its own.
+        store = await per_agent_store(service, app_name)
+        if isinstance(store, Path):
+            return "sqlite:" + str(store)
+        service = store
     if isinstance(service, DatabaseSessionService):
         url = service.db_engine.url
         if same_database(url, app_database_url):
             return APP_STORE
         return "database:" + _without_password(url).render_as_string(hide_password=False)
-    if isinstance(service, SqliteSessionService):
-        # `_db_path` is the file the service opens (no public accessor).
-        return "sqlite:" + os.path.abspath(service._db_path)
+    if isinstance(service, SqliteSessionService) and (path := sqlite_file(service)) is not None:
+        return "sqlite:" + os.path.abspath(path)
     if isinstance(service, InMemorySessionService):
         _in_memory[id(service)] = service
         return f"memory:{new_holder().rsplit(':', 1)[0]}:{id(service)}"

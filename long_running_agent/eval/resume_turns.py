@@ -17,12 +17,11 @@ case". A plugin cannot change an event's invocation id (the runner keeps
 the original), so the evaluator's record of a turn that resumed an earlier
 invocation is given an id of its own here; the session is not touched.
 
-Both happen in the evaluator's per-turn step,
-`EvaluationGenerator._generate_inferences_for_single_user_invocation`, the
-one place `adk eval` and `AgentEvaluator` both go through.
-`use_in_adk_evaluator()` wraps it; importing `eval` calls it, so only a
-process that evaluates this app is affected. google-adk is pinned below
-2.14, and tests/test_eval.py fails if the step changes.
+Both happen in the evaluator's per-turn step, the one place `adk eval` and
+`AgentEvaluator` both go through (adk_compat.py names it and what it
+assumes of it). `use_in_adk_evaluator()` wraps it; importing `eval` calls
+it, so only a process that evaluates this app is affected.
+tests/test_adk_compat.py fails if the step changes.
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
-from google.adk.evaluation.evaluation_generator import EvaluationGenerator
 from google.adk.events import Event
 from google.adk.runners import Runner
 from google.adk.sessions import Session
@@ -38,9 +36,8 @@ from google.genai import types
 
 # `adk eval long_running_agent/eval` loads this folder as a top-level package
 # named "agent", where `..` leads nowhere: the app package is imported by name.
+from long_running_agent.adk_compat import adk_evaluator_turn, replace_evaluator_turn
 from long_running_agent.settings import DEFAULT_DATABASE_URL, settings
-
-_STEP = "_generate_inferences_for_single_user_invocation"
 
 
 class EvalSetupError(RuntimeError):
@@ -108,7 +105,7 @@ async def _one_turn(
     earlier = {event.invocation_id for event in session.events} if session else set()
     message = answering_pending_calls(session, user_content) if session else user_content
     turn_id: str | None = None
-    async with aclosing(_adk_step(runner, user_id, session_id, message)) as events:
+    async with aclosing(adk_evaluator_turn(runner, user_id, session_id, message)) as events:
         async for event in events:
             if turn_id is None:
                 turn_id = Event.new_id() if event.invocation_id in earlier else event.invocation_id
@@ -116,10 +113,6 @@ async def _one_turn(
             yield event if event.invocation_id == turn_id else event.model_copy(update={"invocation_id": turn_id})
 
 
-_adk_step = getattr(EvaluationGenerator, _STEP)
-
-
 def use_in_adk_evaluator() -> None:
     """Make ADK's evaluator send this app's resume turns as above (once per process)."""
-    if getattr(EvaluationGenerator, _STEP) is not _one_turn:
-        setattr(EvaluationGenerator, _STEP, staticmethod(_one_turn))
+    replace_evaluator_turn(_one_turn)

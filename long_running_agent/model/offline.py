@@ -22,14 +22,10 @@ from decimal import Decimal
 from typing import Any
 
 from google.adk.models import BaseLlm, LlmRequest, LlmResponse
-
-# LlmCapabilities is not exported yet; overriding `capabilities` keeps ADK from
-# guessing this model's features from its name (BaseLlm.capabilities falls back
-# to name-based detection for a model that does not declare its own).
-from google.adk.models._capabilities import LlmCapabilities
 from google.adk.models.registry import LLMRegistry
 from google.genai import types
 
+from ..adk_compat import LlmCapabilities
 from ..ledger import inputs
 from ..names import APPROVAL_TOOL, CANCEL_TOOL, REIMBURSE_TOOL
 from ..settings import settings
@@ -353,6 +349,7 @@ class OfflineExpenseModel(BaseLlm):
 
     @property
     def capabilities(self) -> LlmCapabilities:
+        # Declared, so that ADK does not guess this model's features from its name.
         return LlmCapabilities()
 
     async def generate_content_async(

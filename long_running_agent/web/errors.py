@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..adk_compat import is_resume_refusal
 from ..ledger.inputs import MAX_ID, printable
 from ..paging import DEFAULT_LIMIT, MAX_LIMIT
 from ..refusals import Actions, DatabaseFileGone, ModelUnavailable, Refusal, without_sql
@@ -327,17 +328,6 @@ def database_file_gone(error: DatabaseFileGone) -> ApiError:
     return refusal_error(error)
 
 
-# ADK raises these ValueErrors while matching an incoming message to a pending
-# call, before any plugin runs; /run would answer them with a plain-text 500.
-_RESUME_ERRORS = (
-    "Function call not found for function response ids",
-    "Function response id is required",
-    "Message cannot contain both function responses and text",
-    "Function responses resolve to multiple invocations",
-    "User message cannot contain function calls",
-)
-
-
 # ADK's and FastAPI's own refusals ({"detail": ...}), as {error, message, fix}.
 _REFUSALS = {
     400: ("bad_request", "Check the request against docs/http-api.md and send it again."),
@@ -430,11 +420,12 @@ def install(server: FastAPI) -> None:
 
     @server.exception_handler(ValueError)
     async def _bad_resume(request: Request, error: ValueError) -> JSONResponse:
-        # ADK's /run lets these escape as a plain-text 500; they are the
-        # caller's mistake, so say which and how to answer a pending call.
+        # ADK's /run lets its refusals of a message that cannot resume anything
+        # (adk_compat.py) escape as a plain-text 500; they are the caller's
+        # mistake, so say which and how to answer a pending call.
         if _bad_value(error) is not None:
             return request_database_error(request, error).response()
-        if request.url.path != "/run" or not str(error).startswith(_RESUME_ERRORS):
+        if request.url.path != "/run" or not is_resume_refusal(str(error)):
             return unexpected_error(error).response()
         return invalid_function_response(str(error)).response()
 
@@ -456,7 +447,7 @@ _DATABASE_ERRORS = ("DBAPIError", "OperationalError", "InterfaceError", "Databas
 
 def stream_error(error_type: str, message: str) -> ApiError:
     """An error ADK ended an SSE run with, worded as /run words it (never the SQL in its message)."""
-    if error_type == "ValueError" and message.startswith(_RESUME_ERRORS):
+    if error_type == "ValueError" and is_resume_refusal(message):
         return invalid_function_response(message)
     if error_type == ModelUnavailable.__name__ and (parts := ModelUnavailable.parts(message)):
         return ApiError(STATUS[ModelUnavailable.code], ModelUnavailable.code, *parts)

@@ -1,0 +1,144 @@
+"""The one place this app relies on ADK's private names and on the words of ADK's errors.
+
+ADK's public API does not say where a session store keeps its data, how a
+model declares what it can do before 2.7, how its evaluator sends one user
+turn, or which of its errors mean "this message cannot resume anything".
+The app needs all four, so each is read here, with the ADK behaviour it
+relies on, the releases it was checked on (google-adk 2.8 to 2.13), and what
+the app does when a release no longer has it. tests/test_adk_compat.py checks
+every assumption and names the one a new release breaks; `make test-adk` runs
+it on each supported release. No other module touches a name of ADK that
+starts with an underscore (tests/test_adk_compat.py checks that too).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncGenerator, Callable
+from pathlib import Path
+
+from google.adk.cli.utils.local_storage import PerAgentDatabaseSessionService
+from google.adk.events import Event
+from google.adk.runners import Runner
+from google.adk.sessions import BaseSessionService
+from google.adk.sessions.sqlite_session_service import SqliteSessionService
+from google.genai import types
+
+logger = logging.getLogger(__name__)
+
+# --- A model's declared capabilities ---------------------------------------------
+# ADK 2.7+ asks each model for `BaseLlm.capabilities`; a model that does not
+# override it is judged by its name (a deprecated fallback), so the offline
+# model declares plain `LlmCapabilities()`. ADK exports the class from
+# `google.adk.models` (it lives in the private `_capabilities`). Before 2.7
+# there are no capabilities: a stand-in keeps the override valid, and ADK
+# never reads it.
+try:
+    from google.adk.models import LlmCapabilities
+except ImportError:  # google-adk < 2.7
+
+    class LlmCapabilities:  # type: ignore[no-redef]
+        """Stands in for ADK's class on releases that read no capabilities."""
+
+
+# --- Where a session store keeps its sessions --------------------------------------
+# Plain `adk web`, `adk api_server` and `adk run` keep each app's sessions in a
+# SqliteSessionService at `<agent folder>/.adk/session.db`, which a
+# PerAgentDatabaseSessionService picks per app in `_get_service(app_name)`;
+# the file a SqliteSessionService opens is its `_db_path`. Neither has a
+# public accessor. Without `_get_service`, the file is found where ADK puts
+# it (`.adk/session.db` beside this package: the app is this folder);
+# without `_db_path`, the store cannot be named, and a decision made in
+# another process reaches such a conversation on its next message instead.
+PER_AGENT_ROUTING = "_get_service"
+SQLITE_FILE = "_db_path"
+# Made absolute as the SqliteSessionService file is named below (os.path.abspath: symlinks kept).
+PER_AGENT_SESSION_FILE = Path(os.path.abspath(Path(__file__).parent / ".adk" / "session.db"))
+
+
+async def per_agent_store(service: PerAgentDatabaseSessionService, app_name: str) -> BaseSessionService | Path:
+    """The store ADK's per-agent service keeps `app_name`'s sessions in, or the file it would be."""
+    route = getattr(service, PER_AGENT_ROUTING, None)
+    if route is None:
+        return PER_AGENT_SESSION_FILE
+    store: BaseSessionService = await route(app_name)
+    return store
+
+
+def sqlite_file(service: SqliteSessionService) -> str | None:
+    """The file a SqliteSessionService opens, or None if this release does not say."""
+    path = getattr(service, SQLITE_FILE, None)
+    return path if isinstance(path, str) and path not in ("", ":memory:") else None
+
+
+# --- How ADK's evaluator runs one user turn ----------------------------------------
+# `adk eval` and AgentEvaluator both send each user turn of an eval case
+# through the static `EvaluationGenerator._generate_inferences_for_single_user_invocation(
+# runner, user_id, session_id, user_content)`, an async generator of the turn's
+# events. The app's resume turns replace it (eval/resume_turns.py). Without it,
+# the replacement is not installed: the eval runs its turns as written, and a
+# resume case fails at its answer, as the warning logged here says.
+EVALUATOR_TURN = "_generate_inferences_for_single_user_invocation"
+EVALUATOR_TURN_PARAMETERS = ("runner", "user_id", "session_id", "user_content")
+TurnStep = Callable[[Runner, str, str, types.Content], AsyncGenerator[Event, None]]
+_adk_turn: list[TurnStep] = []  # ADK's own step, kept when it is replaced
+
+
+def _evaluator() -> type:
+    # Imported here: only a process that evaluates pays for ADK's evaluator.
+    from google.adk.evaluation.evaluation_generator import EvaluationGenerator
+
+    return EvaluationGenerator
+
+
+def adk_evaluator_turn(
+    runner: Runner, user_id: str, session_id: str, user_content: types.Content
+) -> AsyncGenerator[Event, None]:
+    """ADK's own step for one user turn of an eval case: the turn's events."""
+    step = _adk_turn[0] if _adk_turn else getattr(_evaluator(), EVALUATOR_TURN)
+    return step(runner, user_id, session_id, user_content)
+
+
+def replace_evaluator_turn(replacement: TurnStep) -> bool:
+    """Have ADK's evaluator run each user turn with `replacement` (once per process); False if it cannot."""
+    evaluator = _evaluator()
+    current = getattr(evaluator, EVALUATOR_TURN, None)
+    if current is None:
+        logger.warning(
+            "This google-adk release's evaluator has no %s step: the eval's resume turns are sent as written, "
+            "and each resume case fails at its answer. Run the eval on google-adk 2.8 to 2.13.",
+            EVALUATOR_TURN,
+        )
+        return False
+    if current is not replacement:
+        _adk_turn[:] = [current]
+        setattr(evaluator, EVALUATOR_TURN, staticmethod(replacement))
+    return True
+
+
+# --- ADK's refusals of a message that cannot resume ---------------------------------
+# Runner.run_async raises these ValueErrors while it matches an incoming
+# message to a pending call, before any plugin runs; ADK's /run answers them
+# with a plain-text 500 and /run_sse with an error event that carries the
+# message. They are the caller's mistake, so the server answers them as
+# `invalid_function_response` (web/errors.py). The texts are the start of each
+# message. If a release words one differently, that message is answered as an
+# unexpected error (500, still JSON) until it is added here.
+RESUME_REFUSALS: dict[str, tuple[str, ...]] = {
+    "unknown_id": ("Function call not found for function response ids",),
+    # 2.8 to 2.10 save a response with no id, then fail to build the model's
+    # request from it with the second text.
+    "missing_id": ("Function response id is required", "No function call event found for function responses ids"),
+    "text_with_response": ("Message cannot contain both function responses and text",),
+    "several_invocations": ("Function responses resolve to multiple invocations",),
+    "function_call_from_user": ("User message cannot contain function calls",),
+}
+# A response with no id is refused only on some of ADK's paths (a resumable
+# app's, and 2.8 to 2.10 while building the model's request); on the others
+# ADK starts a new turn without it, and the guard still pays nothing.
+
+
+def is_resume_refusal(message: str) -> bool:
+    """Whether `message` is ADK's refusal of a message that cannot resume a pending call."""
+    return message.startswith(tuple(text for texts in RESUME_REFUSALS.values() for text in texts))
