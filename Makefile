@@ -34,7 +34,7 @@ test-fast: $(VENV)/.dev
 # The core suite (.ci/noxfile.py) on each supported google-adk release in a virtualenv of its own,
 # or on the releases named: make test-adk ADK="2.8.0 2.13.0".
 test-adk: $(VENV)/.dev
-	$(VENV)/bin/nox -f .ci/noxfile.py --envdir .nox $(if $(ADK),-s $(addprefix adk-,$(ADK)),-t adk)
+	$(VENV)/bin/nox -f .ci/noxfile.py --envdir $(CURDIR)/.nox $(if $(ADK),-s $(addprefix adk-,$(ADK)),-t adk)
 
 web: $(VENV)/.app
 	$(PY) -m long_running_agent.web $(ARGS)
