@@ -17,10 +17,9 @@ The approver CLI (long_running_agent/cli.py; each command is a fresh process):
     .venv/bin/python main.py settle T-... --approver bob   # its conversation is gone: pay (or close) it
     .venv/bin/python main.py migrate        # bring the database to this version's schema
 
-Exit status: 0 done (the demo: paid, or rejected with --reject), 1 refused (the
-message says why), 2 bad arguments, 3 a decision recorded but not delivered yet;
-the demo also 4 (the agent asked a question; nothing was requested or paid) and
-5 (a ticket still waits for an approver).
+Exit status: 0 done (the demo: paid, or rejected with --reject), 1 refused (the message says
+why), 2 bad arguments, 3 a decision recorded but not delivered yet; the demo also 4 (the agent
+asked a question; nothing was requested or paid) and 5 (a ticket still waits for an approver).
 """
 
 from __future__ import annotations
@@ -126,9 +125,8 @@ async def demo(args: argparse.Namespace, out: Transcript) -> int:
     # The amount rule every surface applies (ledger/inputs.py): a bad --amount is one line, not a chat.
     amount = inputs.amount(args.amount, most=config.max_amount)
     await cli.ready()
-    # A new employee on each run: the daily rules (per requester and UTC day: one payout per purpose and
-    # DAILY_AUTO_APPROVAL_LIMIT without approval) would send a second run's taxi to an approver, and the
-    # lunches would add up toward the two-person rule; a new requester keeps the rules and each run the same.
+    # A new employee on each run: the daily rules (per requester and UTC day) would send a second run's
+    # taxi to an approver; a new requester keeps the rules, and each run the same.
     requester = f"demo-{secrets.token_hex(3)}"
     print(model_line(choose_model(config.model)))
     print(f"Database: {database_in_words(config.database_url)}")
