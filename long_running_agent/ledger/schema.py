@@ -226,3 +226,17 @@ def in_conversation(conversation: Conversation) -> Any:
         & (TicketRow.user_id == conversation.user_id)
         & (TicketRow.session_id == conversation.session_id)
     )
+
+
+class SlackRequestRow(Base):
+    """A request from Slack that was taken (docs/slack.md): its signature's hash, so a replay is refused.
+
+    Slack signs each request over its timestamp and body, and this server
+    takes none older than five minutes; keeping the last minutes' signatures
+    is enough to know a replay. The PRIMARY KEY makes the check one INSERT,
+    the same for every replica on the database.
+    """
+
+    __tablename__ = "slack_requests"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)

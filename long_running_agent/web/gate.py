@@ -46,7 +46,7 @@ _APP_PATH = re.compile(
 _BODY_USER_PATHS = ("/run", "/run_sse", "/agent-identity/finalize")
 # What PRODUCTION_MODE serves; everything else of ADK's app is a development tool.
 _PRODUCTION_PATHS = re.compile(
-    r"^/(?:run|run_sse|list-apps|health|version|inbox(?:/inbox\.(?:js|css))?|api/approvals(?:/.*)?"
+    r"^/(?:run|run_sse|list-apps|health|version|inbox(?:/inbox\.(?:js|css))?|api/approvals(?:/.*)?|slack/actions"
     r"|apps/[^/]+/users/[^/]+/sessions(?:/[^/]+)?)$"
 )
 # ADK's /dev routes that stay open behind an identity header: the agent's

@@ -133,6 +133,10 @@ def create_server(config: Settings | None = None, *, host: str = "127.0.0.1", po
     replace_health(server)
     server.include_router(approvals)
     server.include_router(inbox)
+    if config.slack:  # slack_sdk, an optional extra, is imported only then
+        from .slack import slack_routes
+
+        server.include_router(slack_routes)
     errors.install(server)
     server.add_middleware(Gate, settings=config, apps=[APP_NAME])
     server.add_middleware(JsonErrors)  # even the gate answers JSON if it fails
