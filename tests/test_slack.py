@@ -208,9 +208,9 @@ async def test_a_request_that_is_not_slacks_or_not_new_is_refused_and_decides_no
 
 async def test_slacks_url_is_served_in_production_mode_and_still_refuses_a_forgery(fake_slack, configure):
     configure(**slack_settings(fake_slack, production=True, trusted_user_header="X-Forwarded-User"))
-    body, headers = signed({"type": "block_actions"}, at=services().ledger.now().timestamp(),
-                           secret="not-the-signing-secret-of-this-app")
     async with in_process() as app:
+        body, headers = signed({"type": "block_actions"}, at=services().ledger.now().timestamp(),
+                               secret="not-the-signing-secret-of-this-app")
         refused = await app.post("/slack/actions", content=body, headers=headers)
     assert refused.status_code == 401 and refused.json()["error"] == "invalid_signature"
 
