@@ -12,7 +12,8 @@ middleware:
   one user (traces, eval sets, the builder, tests, deploys) are closed then;
 - never lets a request write into the package folder (ADK's builder, tests
   and eval sets write there);
-- with PRODUCTION_MODE, serves only the chat API, the inbox and its API;
+- with PRODUCTION_MODE, serves only the chat API, the inbox and its API (and
+  Slack's interactivity URL, which checks Slack's signature itself: slack.py);
 - refuses what the database cannot store before it gets there: NUL
   characters, text that is not Unicode, ids longer than the columns, apps
   this server does not serve;
