@@ -135,8 +135,9 @@ async def send_due(ledger: Ledger, settings: Settings, client: httpx.AsyncClient
                                                     return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     del held[task]
-                    attempts += task.result()
-                if any(attempt.failed for attempt in attempts):
+                    # A postponed reply was not tried: not the caller's business, nor a failure.
+                    attempts += [attempt for attempt in task.result() if not attempt.postponed]
+                if any(not attempt.sent for attempt in attempts):
                     claiming = False
         finally:
             # Cancelled (the server stopping): the claims lapse with their lease, and the rows are sent again.

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -427,6 +428,35 @@ async def test_a_response_url_that_fails_then_recovers_gets_the_outcome(clock, a
     assert update.state == "sent" and len(attempts) == 3
     [(payout_id, _cents)] = (await ledger_says(ticket_id))[1]
     assert {outcome(m) for m in attempts} == {f"Approved by bob · paid $250.00 · {payout_id}"}
+
+
+@pytest.mark.parametrize("paid", [True, False], ids=["paid", "never paid"])
+async def test_an_approved_tickets_message_waits_for_its_payout_and_no_sender_calls_that_a_failure(
+        clock, fake_slack, configure, paid):
+    configure(**slack_settings(fake_slack))
+    ledger = services().ledger
+    ticket = await ledger.tickets.open(
+        app_name="long_running_agent", user_id="alice", session_id="s1", call_id="c1", call_name="ask_for_approval",
+        purpose="team lunch", amount_cents=25_000, ttl=timedelta(hours=72))
+    await ledger.tickets.decide(ticket.id, approver="bob", approve=True)  # decided; its delivery still to come
+    async with await ledger.database.session() as db, db.begin():
+        ledger.outbox.add_message(db, ticket_id=ticket.id, event="slack.update",
+                                  body={"response_url": fake_slack.url("/response/w")}, due=clock.now)
+
+    attempts = await send_due(ledger, services().settings)
+
+    update = await _slack_update(ticket.id, attempts=0)
+    assert sorted(a.notification.event for a in attempts) == ["ticket.approved", "ticket.requested"]  # no reply
+    assert (update.state, update.attempts, update.next_attempt_at) == ("waiting", 0, clock.now + timedelta(seconds=5))
+    if paid:
+        payout, _again = await ledger.payouts.pay_approved(conversation=ticket.conversation, call_id="c2",
+                                                           purpose="team lunch", amount_cents=25_000)
+    clock.advance(seconds=5 if paid else 25 * 60)
+    await send_due(ledger, services().settings)
+
+    [message] = await fake_slack.arrived("/response/w")
+    assert outcome(message) == (f"Approved by bob · paid $250.00 · {payout.id}" if paid
+                                else "Approved by bob · not paid yet")
 
 
 async def _slack_update(ticket_id: str, attempts: int = 1, timeout: float = 30):
