@@ -103,7 +103,9 @@ async def take(body: bytes, headers: dict[str, str]) -> dict[str, Any]:
     await _remember(signature, now)
     try:
         payload = json.loads(parse_qs(body.decode())["payload"][0])
-    except (ValueError, KeyError, UnicodeDecodeError):
+        if not isinstance(payload, dict):
+            raise ValueError("not an object")
+    except (ValueError, KeyError):
         raise SlackRefused(400, "invalid_payload", "The request has no Slack interaction payload (form field "
                            "`payload`, JSON).", "Send Slack's block_actions or view_submission payload.") from None
     kind = payload.get("type")
