@@ -253,7 +253,7 @@ class _Poster:
 
 
     async def _slack_message(self, notification: Notification, payload: dict[str, Any]) -> dict[str, Any] | None:
-        """The Slack reply to send now; None while an approved ticket waits for its payout.
+        """The Slack reply to send now; None while an approved ticket waits for its payout (PAYOUT_WAIT at most).
 
         An update shows the ticket as the ledger has it when it is sent, so a
         retry, or a click on a ticket decided elsewhere, shows where it stands.
@@ -262,9 +262,9 @@ class _Poster:
             return dict(payload["message"])
         ticket = await self.ledger.tickets.get(notification.ticket_id)
         payouts = await self.ledger.payouts.find(ticket_id=ticket.id)
-        delivering = ticket.settled_at is None and ticket.delivery_error is None
+        # Paid by its delivery, by the sweep after a crash, or by an approver settling it.
         waited = self.ledger.now() - notification.created_at
-        if ticket.status is TicketStatus.APPROVED and not payouts and delivering and waited < PAYOUT_WAIT:
+        if ticket.status is TicketStatus.APPROVED and not payouts and waited < PAYOUT_WAIT:
             return None
         shown = ticket_fields(ticket)
         payout = {"id": payouts[0].id, "amount": payouts[0].amount} if payouts else None

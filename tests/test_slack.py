@@ -32,7 +32,7 @@ from support.servers import LUNCH, TOKENS, in_process, web_server
 
 from long_running_agent.ledger import Ledger, TicketStatus
 from long_running_agent.notifications import send_due
-from long_running_agent.services import services
+from long_running_agent.services import services, session_service
 from long_running_agent.settings import load_settings
 
 DOCS = ROOT / "docs" / "slack.md"
@@ -408,6 +408,31 @@ async def test_a_click_on_a_ticket_decided_elsewhere_updates_the_message_to_its_
     assert status.value == {"withdrawn": "cancelled"}.get(elsewhere, elsewhere) and payouts == []
     decisions, paid = await conversation_says(app, session_id, call_id)
     assert decisions == [status.value] and paid == []
+
+
+async def test_an_approval_whose_conversation_is_gone_is_said_and_the_message_waits_for_the_settlement(
+        clock, app, fake_slack):
+    session_id, _call, ticket_id = await ask(app)
+    # Deleted behind the app's back and started again empty: the decision has nothing to answer.
+    store = session_service(services().settings.database_url)
+    await store.delete_session(app_name="long_running_agent", user_id="alice", session_id=session_id)
+    await store.create_session(app_name="long_running_agent", user_id="alice", session_id=session_id)
+    await store.db_engine.dispose()
+
+    await from_slack(app, click(BOB, "approve", ticket_id, fake_slack.url("/response/gone")))
+    await work_done()
+    [said] = await fake_slack.arrived("/response/gone")
+    assert said["response_type"] == "ephemeral" and "Settle on the inbox page" in said["text"]
+    assert (await _slack_update(ticket_id, attempts=0)).state == "waiting"  # not "not paid yet": not yet
+
+    settled = await app.post(f"/api/approvals/{ticket_id}/settle", headers=as_approver("carol"))
+    assert settled.status_code == 200, settled.text
+    clock.advance(seconds=5)
+    await send_due(services().ledger, services().settings)
+
+    [_said, update] = await fake_slack.arrived("/response/gone", 2)
+    [(payout_id, cents)] = (await ledger_says(ticket_id))[1]
+    assert cents == 25_000 and outcome(update) == f"Approved by bob · paid $250.00 · {payout_id}"
 
 
 async def test_a_response_url_that_fails_then_recovers_gets_the_outcome(clock, app, fake_slack):

@@ -35,6 +35,7 @@ from ..approval.courier import decide_and_deliver
 from ..ledger import Ticket, TicketNotFound, TicketStatus
 from ..ledger.policy import approved_cents
 from ..ledger.schema import SlackRequestRow
+from ..names import Outcome
 from ..notifications import SLACK_REPLY, SLACK_UPDATE, send_due
 from ..refusals import Actions, InputError, Refusal
 from ..services import services
@@ -210,7 +211,10 @@ async def _open_form(kind: str, ticket: Ticket, trigger_id: str, response_url: s
 async def _decide(ticket_id: str, response_url: str, update: str, **decision: Any) -> None:
     """The ledger's decision, then its delivery (what the API does); then the message shows the outcome."""
     try:
-        await decide_and_deliver(ticket_id, **decision)
+        delivery = await decide_and_deliver(ticket_id, **decision)
+        if not delivery.delivered and delivery.outcome is not Outcome.WAITING:
+            # Decided, not delivered (the conversation is gone, say): what stands in the way, and the fix.
+            await _reply(ticket_id, response_url, delivery.refusal.sentence(SLACK), send=False)
     except Refusal as refusal:  # the requester, a second click, an expired ticket, ...: the ledger's words
         await _reply(ticket_id, response_url, refusal.sentence(SLACK), send=False)
     except Exception:
