@@ -217,13 +217,18 @@ async def test_a_request_that_is_not_slacks_or_not_new_is_refused_and_decides_no
         assert fake_slack.at("/response/x") == []
 
 
-async def test_slacks_url_is_served_in_production_mode_and_still_refuses_a_forgery(fake_slack, configure):
+async def test_slacks_url_is_served_in_production_mode_only_with_slack_approvals_on(fake_slack, configure):
     configure(**slack_settings(fake_slack, production=True, trusted_user_header="X-Forwarded-User"))
     async with in_process() as app:
         body, headers = signed({"type": "block_actions"}, at=services().ledger.now().timestamp(),
                                secret="not-the-signing-secret-of-this-app")
         refused = await app.post("/slack/actions", content=body, headers=headers)
     assert refused.status_code == 401 and refused.json()["error"] == "invalid_signature"
+
+    configure(slack_signing_secret=None)  # Slack approvals off: nothing is served there
+    async with in_process() as app:
+        closed = await app.post("/slack/actions", content=body, headers=headers)
+    assert closed.status_code == 404 and closed.json()["error"] == "not_served"
 
 
 async def test_an_unknown_slack_user_gets_a_reply_only_they_see_and_decides_nothing(app, fake_slack):

@@ -47,7 +47,7 @@ _APP_PATH = re.compile(
 _BODY_USER_PATHS = ("/run", "/run_sse", "/agent-identity/finalize")
 # What PRODUCTION_MODE serves; everything else of ADK's app is a development tool.
 _PRODUCTION_PATHS = re.compile(
-    r"^/(?:run|run_sse|list-apps|health|version|inbox(?:/inbox\.(?:js|css))?|api/approvals(?:/.*)?|slack/actions"
+    r"^/(?:run|run_sse|list-apps|health|version|inbox(?:/inbox\.(?:js|css))?|api/approvals(?:/.*)?"
     r"|apps/[^/]+/users/[^/]+/sessions(?:/[^/]+)?)$"
 )
 # ADK's /dev routes that stay open behind an identity header: the agent's
@@ -94,6 +94,8 @@ class Gate:
         self.header = settings.trusted_user_header.lower().encode() if settings.trusted_user_header else None
         self.header_name = settings.trusted_user_header
         self.production = settings.production
+        # Slack's interactivity URL, served with Slack approvals on; it checks Slack's signature itself.
+        self.served_to_slack = "/slack/actions" if settings.slack else None
         self.apps = frozenset(apps)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -117,7 +119,7 @@ class Gate:
         """A refusal, or None; and the body's events for the app (replayed if read here)."""
         path: str = scope["path"]
         method: str = scope["method"]
-        if self.production and not _PRODUCTION_PATHS.match(path):
+        if self.production and not (_PRODUCTION_PATHS.match(path) or path == self.served_to_slack):
             return _refusal(404, "not_served", f"{path} is not served in production mode.",
                             "Use the chat API (/run, /run_sse, /apps/...), /inbox or /api/approvals."), receive
         identity = self._identity(scope)
