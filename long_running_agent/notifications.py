@@ -251,7 +251,6 @@ class _Poster:
                            notification.id, notification.event, updated.attempts, error)
         return Attempt(notification, sent=False, error=error)
 
-
     async def _slack_message(self, notification: Notification, payload: dict[str, Any]) -> dict[str, Any] | None:
         """The Slack reply to send now; None while an approved ticket waits for its payout (PAYOUT_WAIT at most).
 
