@@ -509,6 +509,7 @@ async def test_a_server_killed_between_the_click_and_the_delivery_finishes_both_
         "SLACK_API_URL": fake_slack.url("/api/"), "SLACK_INBOX_URL": INBOX, "EXPIRY_SWEEP_SECONDS": "1",
     }
     with web_server(tmp_path, name="first", **env) as first:
+        assert f"Slack:     {first.base_url}/slack/actions" in first.log.read_text()  # the URL to give Slack
         ledger = Ledger(first.database_url)
         async with httpx.AsyncClient(base_url=first.base_url, timeout=60) as client:
             session_id, call_id, ticket_id = await ask(client)

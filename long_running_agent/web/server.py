@@ -206,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     if not config.production:
         print(f"Dev UI:    {base}/dev-ui/?app={APP_NAME}")
     print(f"Inbox:     {base}/inbox")
+    if config.slack:
+        mapped = ", ".join(sorted(set(config.slack_approvers.values())))
+        print(f"Slack:     {base}/slack/actions (the Slack app's Interactivity Request URL; approvers {mapped})")
     names = sorted(set(config.approvers.values()))
     print(f"Approvers: {', '.join(names)}" if names else
           "Approvers: none - set APPROVERS=name:token,... in .env so someone can sign in to the inbox")
