@@ -46,7 +46,8 @@ logger = logging.getLogger(__name__)
 
 # Slack's own rule: a request whose timestamp is further than this from now is refused.
 MAX_AGE = timedelta(minutes=5)
-# Signatures are kept a little longer than a request may be old.
+# A request may be signed up to five minutes ahead of this server's clock or behind it, so
+# its signature can come back for up to ten minutes after it first came.
 KEEP_SIGNATURES = MAX_AGE * 2
 # A message's update waits this long for the click's own decision before any sender may
 # take it (the decision takes milliseconds; the click's work sends it as soon as it is done).
