@@ -72,9 +72,9 @@ async def ask(client: httpx.AsyncClient, text: str = LUNCH) -> tuple[str, str, s
     return session_id, pending["id"], pending["response"]["ticket_id"]
 
 
-async def from_slack(client: httpx.AsyncClient, payload: dict[str, Any], *, age: float = 0) -> httpx.Response:
-    """POST a payload to /slack/actions as Slack does, signed `age` seconds ago; within Slack's 3 seconds."""
-    body, headers = signed(payload, at=services().ledger.now().timestamp() - age)
+async def from_slack(client: httpx.AsyncClient, payload: dict[str, Any]) -> httpx.Response:
+    """POST a payload to /slack/actions as Slack does, signed now; answered within Slack's 3 seconds."""
+    body, headers = signed(payload, at=services().ledger.now().timestamp())
     started = time.monotonic()
     answer = await client.post("/slack/actions", content=body, headers=headers)
     assert time.monotonic() - started < 3, "Slack gives up after 3 seconds"
@@ -139,7 +139,7 @@ async def test_a_new_ticket_is_posted_with_approve_reject_and_approve_less(app, 
     assert _same_shape(message["blocks"], shown_in_docs("new ticket")["blocks"]), "docs/slack.md shows old blocks"
 
 
-async def test_a_ticket_under_the_two_person_rule_says_so_and_keeps_its_buttons_for_the_second(app, fake_slack):
+async def test_a_first_of_two_approvals_shows_on_the_message_and_the_second_approver_gets_buttons(app, fake_slack):
     _session, _call, ticket_id = await ask(app, "Please reimburse $6,000 for the conference sponsorship")
     await fake_slack.arrived("/hook")
     first = await from_slack(app, click(BOB, "approve", ticket_id, fake_slack.url("/response/1")))
