@@ -181,7 +181,8 @@ async def test_approve_in_slack_pays_once_and_replaces_the_message(app, fake_sla
 
 
 @pytest.mark.parametrize("forgery", ["unsigned", "badly signed", "old", "from the future", "replayed"])
-async def test_a_request_that_is_not_slacks_or_not_new_is_refused_and_decides_nothing(app, fake_slack, forgery):
+async def test_a_request_that_is_not_slacks_or_not_new_is_refused_and_decides_nothing(db_url, app, fake_slack,
+                                                                                    forgery):
     session_id, call_id, ticket_id = await ask(app)
     payload = click(BOB, "approve", ticket_id, fake_slack.url("/response/x"))
     now = services().ledger.now().timestamp()
