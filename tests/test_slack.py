@@ -32,8 +32,9 @@ from support.servers import LUNCH, TOKENS, in_process, web_server
 
 from long_running_agent.ledger import Ledger, TicketStatus
 from long_running_agent.notifications import send_due
-from long_running_agent.services import services, session_service
+from long_running_agent.services import Services, services, session_service
 from long_running_agent.settings import load_settings
+from long_running_agent.slack.actions import decide_left_over
 
 DOCS = ROOT / "docs" / "slack.md"
 INBOX = "https://expenses.example.com/inbox"
@@ -499,6 +500,33 @@ async def _slack_update(ticket_id: str, attempts: int = 1, timeout: float = 30):
         if tried >= attempts or time.monotonic() > deadline:
             return update
         await asyncio.sleep(0.05)
+
+
+async def test_a_click_answered_by_a_server_that_died_before_deciding_is_decided_by_the_next_sweep(
+        clock, app, fake_slack, monkeypatch):
+    session_id, call_id, ticket_id = await ask(app)
+    # The server answers Slack, then dies before its background work starts: none of it runs.
+    monkeypatch.setattr(Services, "in_background", lambda _self, work: work.close())
+    answer = await from_slack(app, click(BOB, "approve", ticket_id, fake_slack.url("/response/lost")))
+    monkeypatch.undo()
+    assert answer.status_code == 200 and await ledger_says(ticket_id) == (TicketStatus.PENDING, [])
+
+    clock.advance(seconds=31)  # the message's update is due: it shows the ticket as it stands, still waiting
+    await send_due(services().ledger, services().settings)
+    [waiting] = await fake_slack.arrived("/response/lost")
+    assert outcome(waiting) is None and buttons(waiting) == ["approve", "reject", "approve_less"]
+
+    clock.advance(minutes=2)
+    assert await decide_left_over() == 1 and await decide_left_over() == 0  # the sweep's work, once
+    await work_done()
+
+    status, [(payout_id, cents)] = await ledger_says(ticket_id)
+    assert (status, cents) == (TicketStatus.APPROVED, 25_000)
+    assert await conversation_says(app, session_id, call_id) == (["approved"], [(payout_id, 250.0)])
+    [_waiting, update] = await fake_slack.arrived("/response/lost", 2)
+    assert outcome(update) == f"Approved by bob · paid $250.00 · {payout_id}"
+    audit = (await app.get(f"/api/approvals/{ticket_id}", headers=as_approver("carol"))).json()["audit"]
+    assert [(e["action"], e["actor"]) for e in audit if e["action"] == "approved"] == [("approved", "bob")]
 
 
 async def test_a_server_killed_between_the_click_and_the_delivery_finishes_both_after_a_restart(

@@ -15,7 +15,10 @@ decision and its delivery run in the background:
   and the conversation is resumed once;
 - the clicked message is replaced through its response_url with the ticket as
   it then stands: an outbox row (`slack.update`), written before the answer, so
-  a server that dies mid-way leaves it for the next sender.
+  a server that dies mid-way leaves it for the next sender;
+- the decision asked for is kept with the request before the answer too, and
+  marked done once the ledger has answered: one the server died before making
+  is made by the next server's sweep (`decide_left_over`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from slack_sdk.signature import Clock, SignatureVerifier
-from sqlalchemy import delete
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..approval.courier import decide_and_deliver
@@ -52,6 +55,10 @@ KEEP_SIGNATURES = MAX_AGE * 2
 # A message's update waits this long for the click's own decision before any sender may
 # take it (the decision takes milliseconds; the click's work sends it as soon as it is done).
 HOLD = timedelta(seconds=30)
+# A decision asked for and not made this long after (its server died after answering Slack)
+# is made by the server's sweep. Longer than a decision and its delivery take (a busy
+# conversation is waited for up to a minute); were both to run, the ledger decides once.
+LEFT_OVER = timedelta(minutes=2)
 
 # How a next step (refusals.py) names each action, to someone in Slack.
 SLACK = Actions(
@@ -102,7 +109,7 @@ async def take(body: bytes, headers: dict[str, str]) -> dict[str, Any]:
                            "under SLACK_SIGNING_SECRET.",
                            "Set SLACK_SIGNING_SECRET to the app's Signing Secret (Slack app settings > Basic "
                            "Information), then restart the server.")
-    await _remember(signature, now)
+    request = await _remember(signature, now)
     try:
         payload = json.loads(parse_qs(body.decode())["payload"][0])
         if not isinstance(payload, dict):
@@ -112,24 +119,27 @@ async def take(body: bytes, headers: dict[str, str]) -> dict[str, Any]:
                            "`payload`, JSON).", "Send Slack's block_actions or view_submission payload.") from None
     kind = payload.get("type")
     if kind == "block_actions":
-        return await _clicked(payload)
+        return await _clicked(payload, request)
     if kind == "view_submission":
-        return await _submitted(payload)
+        return await _submitted(payload, request)
     return {}  # e.g. a form closed: nothing to do
 
 
-async def _remember(signature: str, now: datetime) -> None:
-    """Keep the signature; refuse it if it was kept already: the same request, sent again."""
+async def _remember(signature: str, now: datetime) -> str:
+    """Keep the signature; refuse it if it was kept already: the same request, sent again. Returns its id."""
     ledger = services().ledger
     key = hashlib.sha256(signature.encode()).hexdigest()
     try:
         async with await ledger.database.session() as db, db.begin():
-            await db.execute(delete(SlackRequestRow).where(SlackRequestRow.received_at < now - KEEP_SIGNATURES))
+            await db.execute(delete(SlackRequestRow).where(
+                SlackRequestRow.received_at < now - KEEP_SIGNATURES,
+                or_(SlackRequestRow.decision.is_(None), SlackRequestRow.done_at.is_not(None))))
             db.add(SlackRequestRow(id=key, received_at=now))
     except IntegrityError:
         raise SlackRefused(409, "replayed_request", "This exact request (same timestamp, body and signature) was "
                            "taken already; it is not taken twice.",
                            "Nothing to do: the first one counted. Click again in Slack for a new request.") from None
+    return key
 
 
 def _approver(payload: dict[str, Any]) -> tuple[str, str | None]:
@@ -143,7 +153,7 @@ def _stranger(user: str) -> str:
             f"administrator to add you to SLACK_APPROVERS (e.g. {user}:yourname, with yourname in APPROVERS).")
 
 
-async def _clicked(payload: dict[str, Any]) -> dict[str, Any]:
+async def _clicked(payload: dict[str, Any], request: str) -> dict[str, Any]:
     [action, *_] = payload.get("actions") or [{}]
     action_id, ticket_id = str(action.get("action_id", "")), str(action.get("value", ""))
     response_url = payload.get("response_url")
@@ -159,8 +169,7 @@ async def _clicked(payload: dict[str, Any]) -> dict[str, Any]:
         await _reply(ticket_id, response_url, refusal.sentence(SLACK))
         return {}
     if action_id == APPROVE:
-        update = await _update_later(ticket_id, response_url)
-        services().in_background(_decide(ticket_id, response_url, update, approver=approver, approve=True))
+        await _ask(request, ticket_id, response_url, {"approver": approver, "approve": True})
     elif action_id in (REJECT, APPROVE_LESS):
         if ticket.status is not TicketStatus.PENDING:
             await _update_now(ticket_id, response_url)  # decided elsewhere: the message shows how
@@ -169,7 +178,7 @@ async def _clicked(payload: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-async def _submitted(payload: dict[str, Any]) -> dict[str, Any]:
+async def _submitted(payload: dict[str, Any], request: str) -> dict[str, Any]:
     """A Reject or Approve less form, sent: what was written is checked here, the decision is made behind."""
     view = payload.get("view") or {}
     kind = view.get("callback_id")
@@ -197,9 +206,8 @@ async def _submitted(payload: dict[str, Any]) -> dict[str, Any]:
         return {"response_action": "errors", "errors": {block: refusal.message[:150]}}
     except TicketNotFound as refusal:
         return {"response_action": "errors", "errors": {REASON: refusal.message[:150]}}
-    update = await _update_later(ticket_id, response_url)
-    services().in_background(_decide(ticket_id, response_url, update, approver=approver, approve=approve,
-                                     reason=written[REASON], amount=written[AMOUNT] if approve else None))
+    await _ask(request, ticket_id, response_url, {"approver": approver, "approve": approve, "reason": written[REASON],
+                                                   "amount": written[AMOUNT] if approve else None})
     return {}
 
 
@@ -209,28 +217,64 @@ async def _open_form(kind: str, ticket: Ticket, trigger_id: str, response_url: s
         await _reply(ticket.id, response_url, failure)
 
 
-async def _decide(ticket_id: str, response_url: str, update: str, **decision: Any) -> None:
-    """The ledger's decision, then its delivery (what the API does); then the message shows the outcome."""
+async def _ask(request: str, ticket_id: str, response_url: str, decision: dict[str, Any]) -> None:
+    """Keep the decision asked for, and the message's update, before Slack is answered; decide behind it."""
+    ledger = services().ledger
+    async with await ledger.database.session() as db, db.begin():
+        await db.execute(update(SlackRequestRow).where(SlackRequestRow.id == request).values(
+            ticket_id=ticket_id, decision=json.dumps(decision | {"response_url": response_url})))
+        message = ledger.outbox.add_message(db, ticket_id=ticket_id, event=SLACK_UPDATE,
+                                            body={"response_url": response_url}, due=ledger.now() + HOLD)
+    services().in_background(_decide(request, ticket_id, response_url, message, decision))
+
+
+async def _decide(request: str, ticket_id: str, response_url: str, message: str, decision: dict[str, Any], *,
+                  quiet: bool = False) -> None:
+    """The ledger's decision, then its delivery (what the API does); then the message shows the outcome.
+
+    `quiet`: made by the sweep for a server that died; whatever the ledger
+    says (most likely that it was decided after all) is for the message alone.
+    """
+    ledger = services().ledger
     try:
         delivery = await decide_and_deliver(ticket_id, **decision)
-        if not delivery.delivered and delivery.outcome is not Outcome.WAITING:
+        if not delivery.delivered and delivery.outcome is not Outcome.WAITING and not quiet:
             # Decided, not delivered (the conversation is gone, say): what stands in the way, and the fix.
             await _reply(ticket_id, response_url, delivery.refusal.sentence(SLACK), send=False)
     except Refusal as refusal:  # the requester, a second click, an expired ticket, ...: the ledger's words
-        await _reply(ticket_id, response_url, refusal.sentence(SLACK), send=False)
+        if not quiet:
+            await _reply(ticket_id, response_url, refusal.sentence(SLACK), send=False)
     except Exception:
         logger.exception("Deciding %s from Slack failed; the message shows the ticket as it stands", ticket_id)
     finally:
-        await services().ledger.outbox.make_due(update)
+        async with await ledger.database.session() as db, db.begin():
+            await db.execute(update(SlackRequestRow).where(SlackRequestRow.id == request,
+                                                           SlackRequestRow.done_at.is_(None))
+                             .values(done_at=ledger.now()))
+        await ledger.outbox.make_due(message)
         await _send()
 
 
-async def _update_later(ticket_id: str, response_url: str) -> str:
-    """The message's update, written now (it survives the server), due once the click's work is done."""
+async def decide_left_over() -> int:
+    """Make the decisions asked for from Slack that a server answered but died before making (the sweep's).
+
+    Each gets a fresh update of its message, drawn when it is sent. Returns how many.
+    """
     ledger = services().ledger
-    async with await ledger.database.session() as db, db.begin():
-        return ledger.outbox.add_message(db, ticket_id=ticket_id, event=SLACK_UPDATE,
-                                         body={"response_url": response_url}, due=ledger.now() + HOLD)
+    async with await ledger.database.session() as db:
+        rows = list(await db.scalars(
+            select(SlackRequestRow).where(SlackRequestRow.decision.is_not(None), SlackRequestRow.done_at.is_(None),
+                                          SlackRequestRow.received_at <= ledger.now() - LEFT_OVER)
+            .order_by(SlackRequestRow.received_at).limit(20)))
+    for row in rows:
+        asked = json.loads(row.decision or "{}")
+        response_url = asked.pop("response_url")
+        assert row.ticket_id is not None
+        async with await ledger.database.session() as db, db.begin():
+            message = ledger.outbox.add_message(db, ticket_id=row.ticket_id, event=SLACK_UPDATE,
+                                                body={"response_url": response_url}, due=ledger.now() + HOLD)
+        await _decide(row.id, row.ticket_id, response_url, message, asked, quiet=True)
+    return len(rows)
 
 
 async def _update_now(ticket_id: str, response_url: str) -> None:

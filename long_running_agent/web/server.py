@@ -57,6 +57,10 @@ SEND_INTERVAL = 2.0
 
 async def sweep() -> None:
     """Expire overdue tickets, deliver what conversations are owed, remind of tickets about to expire."""
+    if services().settings.slack:  # decisions asked for from Slack that a server died before making
+        from ..slack.actions import decide_left_over
+
+        await decide_left_over()
     await deliver_due(actor="expiry sweep")
     await remind_due()
 
