@@ -22,6 +22,12 @@ signed with HMAC-SHA256 under APPROVAL_WEBHOOK_SECRET over the raw body:
 A receiver checks the signature, refuses a `timestamp` more than a few
 minutes old, and drops an `id` it has seen (a notification is sent at least
 once). docs/notifications.md has a receiver in a dozen lines of Python.
+
+With Slack approvals on (docs/slack.md), each body also carries Block Kit
+`blocks` (Approve, Reject, Approve less while the ticket is pending), and the
+outbox holds Slack's own replies: `slack.update` replaces a clicked message,
+through its response_url, with the ticket as it stands when it is sent, and
+`slack.reply` tells the person who clicked why nothing happened.
 """
 
 from __future__ import annotations
@@ -38,13 +44,16 @@ import socket
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
 import httpx
 
-from .ledger import Ledger, Notification
-from .ledger.outbox import LEASE
+from .ledger import Ledger, Notification, TicketStatus
+from .ledger.outbox import LEASE, ticket_fields
 from .services import services
 from .settings import Settings
+from .slack_messages import Buttons, notification_blocks, updated_message
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +64,12 @@ CONCURRENT = 10
 POLL_SECONDS = 0.5
 # Who holds a claim: this process (replicas on one database each have their own).
 HOLDER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+# The outbox's Slack replies (docs/slack.md), POSTed to the response_url they carry.
+SLACK_UPDATE, SLACK_REPLY = "slack.update", "slack.reply"
+# An approved ticket's message waits for its payout this often, and this long at most: Slack
+# keeps a response_url for 30 minutes.
+PAYOUT_POLL = timedelta(seconds=5)
+PAYOUT_WAIT = timedelta(minutes=25)
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -72,6 +87,12 @@ class Attempt:
     notification: Notification
     sent: bool
     error: str | None = None
+    # Not sent, and not a failure: what it reports is not ready yet (an approval not yet paid).
+    postponed: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return not self.sent and not self.postponed
 
 
 async def send_due(ledger: Ledger, settings: Settings, client: httpx.AsyncClient | None = None, *,
@@ -96,7 +117,9 @@ async def send_due(ledger: Ledger, settings: Settings, client: httpx.AsyncClient
     loop = asyncio.get_running_loop()
     round_ends = math.inf if drain else loop.time() + deadline
     async with _client(client, deadline) as http:
-        post = _Poster(ledger, settings.webhook_url, settings.webhook_secret, deadline, http)
+        buttons = (Buttons(forms=settings.slack_bot_token is not None, inbox_url=settings.slack_inbox_url)
+                   if settings.slack else None)
+        post = _Poster(ledger, settings.webhook_url, settings.webhook_secret, deadline, http, buttons)
         try:
             while True:
                 free = CONCURRENT - sum(held.values())
@@ -112,7 +135,8 @@ async def send_due(ledger: Ledger, settings: Settings, client: httpx.AsyncClient
                                                     return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     del held[task]
-                    attempts += task.result()
+                    # A postponed reply was not tried: not the caller's business, nor a failure.
+                    attempts += [attempt for attempt in task.result() if not attempt.postponed]
                 if any(not attempt.sent for attempt in attempts):
                     claiming = False
         finally:
@@ -155,6 +179,7 @@ class _Poster:
     secret: str
     deadline: float
     http: httpx.AsyncClient
+    buttons: Buttons | None = None
 
     async def in_order(self, batch: list[Notification], ends: float) -> list[Attempt]:
         """One ticket's notifications, one after another, so a receiver sees them in the order they happened.
@@ -170,7 +195,7 @@ class _Poster:
         for number, notification in enumerate(batch):
             if not attempts:
                 allowed = self.deadline
-            elif not attempts[-1].sent:
+            elif attempts[-1].failed:
                 allowed = 0.0  # the receiver is failing: the rest wait their turn, in order
             else:
                 allowed = min(self.deadline, ends - loop.time())
@@ -185,20 +210,31 @@ class _Poster:
     async def send(self, notification: Notification, allowed: float) -> Attempt | None:
         """POST it within `allowed` seconds; None if `allowed`, cut below the deadline, ran out (no attempt counted)."""
         payload = json.loads(notification.payload)
-        payload["timestamp"] = int(self.ledger.now().timestamp())
-        body = json.dumps(payload, separators=(",", ":")).encode()
-        headers = {
-            "Content-Type": "application/json",
-            SIGNATURE_HEADER: sign(self.secret, body),
-            "X-Webhook-Id": notification.id,
-            "X-Webhook-Timestamp": str(payload["timestamp"]),
-        }
+        url = self.url
+        if notification.event in (SLACK_UPDATE, SLACK_REPLY):
+            message = await self._slack_message(notification, payload)
+            if message is None:
+                await self.ledger.outbox.postpone(notification.id, HOLDER, self.ledger.now() + PAYOUT_POLL)
+                return Attempt(notification, sent=False, postponed=True)
+            url, body = payload["response_url"], json.dumps(message, separators=(",", ":")).encode()
+            headers = {"Content-Type": "application/json"}
+        else:
+            payload["timestamp"] = int(self.ledger.now().timestamp())
+            if self.buttons is not None:
+                payload["blocks"] = notification_blocks(payload, self.buttons)
+            body = json.dumps(payload, separators=(",", ":")).encode()
+            headers = {
+                "Content-Type": "application/json",
+                SIGNATURE_HEADER: sign(self.secret, body),
+                "X-Webhook-Id": notification.id,
+                "X-Webhook-Timestamp": str(payload["timestamp"]),
+            }
         try:
             # httpx's timeouts count each phase, and each read afresh: a receiver
             # sending a byte every few seconds never trips them. This deadline
             # covers the whole attempt.
             async with asyncio.timeout(allowed):
-                response = await self.http.post(self.url, content=body, headers=headers)
+                response = await self.http.post(url, content=body, headers=headers)
             if response.is_success:
                 await self.ledger.outbox.mark_sent(notification.id, HOLDER)
                 return Attempt(notification, sent=True)
@@ -214,6 +250,24 @@ class _Poster:
             logger.warning("Gave up on notification %s (%s) after %s attempts: %s",
                            notification.id, notification.event, updated.attempts, error)
         return Attempt(notification, sent=False, error=error)
+
+    async def _slack_message(self, notification: Notification, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """The Slack reply to send now; None while an approved ticket waits for its payout (PAYOUT_WAIT at most).
+
+        An update shows the ticket as the ledger has it when it is sent, so a
+        retry, or a click on a ticket decided elsewhere, shows where it stands.
+        """
+        if notification.event == SLACK_REPLY:
+            return dict(payload["message"])
+        ticket = await self.ledger.tickets.get(notification.ticket_id)
+        payouts = await self.ledger.payouts.find(ticket_id=ticket.id)
+        # Paid by its delivery, by the sweep after a crash, or by an approver settling it.
+        waited = self.ledger.now() - notification.created_at
+        if ticket.status is TicketStatus.APPROVED and not payouts and waited < PAYOUT_WAIT:
+            return None
+        shown = ticket_fields(ticket)
+        payout = {"id": payouts[0].id, "amount": payouts[0].amount} if payouts else None
+        return updated_message(shown, payout, self.buttons or Buttons(forms=True))
 
 
 @contextlib.asynccontextmanager

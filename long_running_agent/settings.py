@@ -9,7 +9,9 @@ fails here, at start: a `SettingsError` names the variable and what to set it to
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -103,6 +105,33 @@ def _approvers(raw: Any) -> Any:
     return approvers
 
 
+# Slack's member ids: U012AB3CD (W… on Enterprise Grid).
+_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,30}$")
+
+
+def _slack_approvers(raw: Any) -> Any:
+    """`U012AB3CD:bob,U045EF6GH:carol` as {Slack user id: approver name}, names in their canonical form."""
+    if not isinstance(raw, str):
+        return raw
+    approvers: dict[str, str] = {}
+    for entry in filter(None, (item.strip() for item in raw.split(","))):
+        user, sep, who = (part.strip() for part in entry.partition(":"))
+        if not sep or not _SLACK_USER.match(user) or not who:
+            raise ValueError(f"entry {entry[:60]!r} must look like SlackUserId:name (e.g. U012AB3CD:bob; the id is "
+                             "under the person's Slack profile, ⋮ > Copy member ID).")
+        if user in approvers:
+            raise ValueError(f"{user} is named twice; map each Slack user to one approver.")
+        approvers[user] = _name(who, "approver name")
+    return approvers
+
+
+def _slack_token(token: str | None) -> str | None:
+    if token is not None and not token.startswith("xoxb-"):
+        raise ValueError("must be the app's bot token, which starts with xoxb- (Slack app settings > OAuth & "
+                         "Permissions > Bot User OAuth Token).")
+    return token
+
+
 def _names(raw: Any) -> Any:
     return tuple(dict.fromkeys(_name(n, "name") for n in raw.split(",") if n.strip())) if isinstance(raw, str) else raw
 
@@ -167,6 +196,13 @@ class Settings(BaseSettings):
     remind_before: Reminder = Field(default=timedelta(hours=24), alias="APPROVAL_REMIND_BEFORE_HOURS",
                                     description="hours, less than APPROVAL_TTL_HOURS, e.g. 24, or 0 for no reminders")
     escalate_to: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_names)] = Field(default=(), alias="ESCALATE_TO")
+    # Interactive Slack approvals (docs/slack.md): buttons in the webhook's messages, clicks at POST /slack/actions.
+    slack_signing_secret: Text = Field(default=None, alias="SLACK_SIGNING_SECRET")
+    slack_approvers: Annotated[dict[str, str], NoDecode, BeforeValidator(_slack_approvers)] = Field(
+        default={}, alias="SLACK_APPROVERS")
+    slack_bot_token: Annotated[Text, AfterValidator(_slack_token)] = Field(default=None, alias="SLACK_BOT_TOKEN")
+    slack_api_url: Annotated[str, AfterValidator(_url)] = Field(default="https://slack.com/api/", alias="SLACK_API_URL")
+    slack_inbox_url: Annotated[Text, AfterValidator(_url)] = Field(default=None, alias="SLACK_INBOX_URL")
     model: Annotated[ModelSettings, NoDecode, BeforeValidator(
         lambda v: ModelSettings(v.strip() or None, _gemini_credentials()) if isinstance(v, str) else v,
     )] = Field(default_factory=model_settings, alias="AGENT_MODEL")
@@ -207,6 +243,45 @@ class Settings(BaseSettings):
                 f"APPROVAL_TTL_HOURS ({self.approval_ttl.total_seconds() / 3600:g}): a reminder goes out "
                 "before the ticket expires.")
         return self
+
+    @model_validator(mode="after")
+    def _slack(self) -> Settings:
+        """Slack approvals need the webhook, approvers who are in APPROVERS, and somewhere for words."""
+        if self.slack_signing_secret is None:
+            for name, value in (("SLACK_APPROVERS", self.slack_approvers), ("SLACK_BOT_TOKEN", self.slack_bot_token)):
+                if value:
+                    raise ValueError(f"{name} is set but SLACK_SIGNING_SECRET is not: without it no click from "
+                                     "Slack can be verified. Set it to the app's Signing Secret (Slack app settings "
+                                     f"> Basic Information), or unset {name}.")
+            return self
+        if len(self.slack_signing_secret) < MIN_SECRET:
+            raise ValueError(f"SLACK_SIGNING_SECRET is too short for a Slack signing secret ({MIN_SECRET} characters "
+                             "or more); copy it from Slack app settings > Basic Information > Signing Secret.")
+        if self.webhook_url is None:
+            raise ValueError("SLACK_SIGNING_SECRET is set, so APPROVAL_WEBHOOK_URL must be the Slack incoming "
+                             "webhook the buttons are posted to (https://hooks.slack.com/services/...).")
+        if not self.slack_approvers:
+            raise ValueError("SLACK_SIGNING_SECRET is set, so SLACK_APPROVERS must say which Slack users approve "
+                             "as whom, e.g. SLACK_APPROVERS=U012AB3CD:bob,U045EF6GH:carol.")
+        names = set(self.approvers.values())
+        strangers = sorted({n for n in self.slack_approvers.values() if n not in names})
+        if strangers:
+            known = ", ".join(sorted(names)) or "nobody: APPROVERS is not set"
+            raise ValueError(f"SLACK_APPROVERS names {', '.join(strangers)}, who is not in APPROVERS ({known}); "
+                             "a Slack user can only approve as an approver. Add them to APPROVERS or remove them.")
+        if self.slack_bot_token is None and self.slack_inbox_url is None:
+            raise ValueError("SLACK_SIGNING_SECRET is set without SLACK_BOT_TOKEN, so Reject and Approve less link "
+                             "to the inbox page: set SLACK_INBOX_URL to its address (e.g. "
+                             "https://expenses.example.com/inbox), or set SLACK_BOT_TOKEN to open a form in Slack.")
+        if importlib.util.find_spec("slack_sdk") is None:  # an optional extra
+            raise ValueError("SLACK_SIGNING_SECRET is set, but slack_sdk is not installed: "
+                             "pip install 'long-running-agent[slack]'.")
+        return self
+
+    @property
+    def slack(self) -> bool:
+        """Interactive Slack approvals are on (every check above passed)."""
+        return self.slack_signing_secret is not None
 
 
 _PLAINLY = {"decimal_parsing": "is not a number", "bool_parsing": "is not true or false"}

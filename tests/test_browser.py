@@ -294,6 +294,18 @@ async def test_an_approver_sees_no_decision_buttons_on_their_own_request(context
     await expect(other.locator(f'#pending tr[data-ticket="{ticket_id}"] button.approve')).to_have_count(1)
 
 
+async def test_the_inbox_link_of_a_slack_message_shows_its_ticket(context, server):
+    ticket_id = (await open_tickets(ledger_at(server.database_url), 30, "linked from Slack"))[-1].id
+
+    inbox = await open_inbox(context, "carol", f"/inbox?limit=200#{ticket_id}")
+
+    row = inbox.locator(f'#pending tr[data-ticket="{ticket_id}"]')
+    await expect(row).to_have_class("linked")
+    await expect(row).to_be_in_viewport()
+    assert await inbox.locator("tr.linked").count() == 1
+    await assert_no_csp_violations(inbox)
+
+
 async def api_page(server: WebServer, **query: int) -> dict:
     async with httpx.AsyncClient(base_url=server.base_url) as client:
         response = await client.get("/api/approvals", params=query,

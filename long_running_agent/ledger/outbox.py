@@ -91,20 +91,25 @@ def payload(event_id: str, event: str, ticket: Ticket, at: datetime) -> dict[str
         "type": event,
         "created_at": at.isoformat(timespec="seconds"),
         "text": notification_text(event, ticket),
-        "ticket": {
-            "id": ticket.id,
-            "status": ticket.status.value,
-            "requester": ticket.user_id,
-            "purpose": ticket.purpose,
-            "amount": ticket.amount,
-            "approved_amount": float(ticket.payable_cents) / 100 if ticket.changed else None,
-            "approvals": ticket.approvals_shown,
-            "approved_by": ticket.approvers,
-            "decided_by": ticket.decided_by,
-            "reason": ticket.reason,
-            "expires_at": ticket.expires_at.isoformat(timespec="seconds"),
-            "escalated_to": ticket.escalated_to.split(",") if ticket.escalated_to else [],
-        },
+        "ticket": ticket_fields(ticket),
+    }
+
+
+def ticket_fields(ticket: Ticket) -> dict[str, Any]:
+    """The `ticket` of a notification: the ticket as receivers see it (and Slack's messages show it)."""
+    return {
+        "id": ticket.id,
+        "status": ticket.status.value,
+        "requester": ticket.user_id,
+        "purpose": ticket.purpose,
+        "amount": ticket.amount,
+        "approved_amount": float(ticket.payable_cents) / 100 if ticket.changed else None,
+        "approvals": ticket.approvals_shown,
+        "approved_by": ticket.approvers,
+        "decided_by": ticket.decided_by,
+        "reason": ticket.reason,
+        "expires_at": ticket.expires_at.isoformat(timespec="seconds"),
+        "escalated_to": ticket.escalated_to.split(",") if ticket.escalated_to else [],
     }
 
 
@@ -134,6 +139,31 @@ class Outbox:
             id=event_id, ticket_id=ticket.id, event=event, created_at=at, next_attempt_at=at, attempts=0,
             payload=json.dumps(payload(event_id, event, ticket, at)),
         ))
+
+    def add_message(self, db: AsyncSession, *, ticket_id: str, event: str, body: dict[str, Any],
+                    due: datetime) -> str:
+        """Add a message of the app's own about a ticket (a Slack reply, docs/slack.md) to `db`'s transaction.
+
+        Written whether or not the webhook's events are: it answers someone who
+        asked. Sent like any notification, when `due`; returns its id.
+        """
+        event_id = new_id("N")
+        now = self.database.now()
+        db.add(NotificationRow(id=event_id, ticket_id=ticket_id[:40], event=event, created_at=now,
+                               next_attempt_at=due, attempts=0,
+                               payload=json.dumps({"id": event_id, "type": event} | body)))
+        return event_id
+
+    async def make_due(self, notification_id: str) -> None:
+        """Bring an unsent notification's next attempt to now (its writer is done waiting for something)."""
+        async with await self.database.session() as db, db.begin():
+            await db.execute(update(NotificationRow).where(
+                NotificationRow.id == notification_id, NotificationRow.sent_at.is_(None),
+                NotificationRow.failed_at.is_(None)).values(next_attempt_at=self.database.now()))
+
+    async def postpone(self, notification_id: str, holder: str, until: datetime) -> None:
+        """Hand a claimed row back unsent and untried, due again at `until` (what it reports is not ready)."""
+        await self._release(notification_id, holder, next_attempt_at=until)
 
     async def claim_due(self, holder: str, limit: int = 20) -> list[Notification]:
         """Claim up to `limit` notifications that are due, oldest first; each is claimed by one sender only.

@@ -43,6 +43,8 @@ class Base(DeclarativeBase):
 # Written without constants so that SQLite, which matches a partial index's
 # WHERE term by term, can use the index for queries that state the same terms.
 _UNDELIVERED_SQL = text("delivered_at IS NULL AND settled_at IS NULL AND decided_at IS NOT NULL")
+# A decision asked for from Slack and not made yet (SlackRequestRow).
+_UNDONE_SQL = text("decision IS NOT NULL AND done_at IS NULL")
 
 
 class TicketRow(Base):
@@ -225,4 +227,28 @@ def in_conversation(conversation: Conversation) -> Any:
         (TicketRow.app_name == conversation.app_name)
         & (TicketRow.user_id == conversation.user_id)
         & (TicketRow.session_id == conversation.session_id)
+    )
+
+
+class SlackRequestRow(Base):
+    """A request from Slack that was taken (docs/slack.md), and the decision it asks for, until it is made.
+
+    Slack signs each request over its timestamp and body, and this server
+    takes none older than five minutes; keeping the last minutes' signatures
+    (their hashes, `id`) is enough to know a replay, and the PRIMARY KEY makes
+    the check one INSERT, the same for every replica on the database. A click
+    that asks for a decision keeps it in `decision` (JSON) until `done_at`:
+    the server answers Slack first and decides after, so a server that dies
+    in between leaves it for the next one's sweep.
+    """
+
+    __tablename__ = "slack_requests"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    ticket_id: Mapped[str | None] = mapped_column(String(40))
+    decision: Mapped[str | None] = mapped_column(Text)
+    done_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("ix_slack_requests_undone", "received_at", sqlite_where=_UNDONE_SQL, postgresql_where=_UNDONE_SQL),
     )

@@ -12,7 +12,8 @@ middleware:
   one user (traces, eval sets, the builder, tests, deploys) are closed then;
 - never lets a request write into the package folder (ADK's builder, tests
   and eval sets write there);
-- with PRODUCTION_MODE, serves only the chat API, the inbox and its API;
+- with PRODUCTION_MODE, serves only the chat API, the inbox and its API (and
+  Slack's interactivity URL, which checks Slack's signature itself: slack.py);
 - refuses what the database cannot store before it gets there: NUL
   characters, text that is not Unicode, ids longer than the columns, apps
   this server does not serve;
@@ -93,6 +94,8 @@ class Gate:
         self.header = settings.trusted_user_header.lower().encode() if settings.trusted_user_header else None
         self.header_name = settings.trusted_user_header
         self.production = settings.production
+        # Slack's interactivity URL, served with Slack approvals on; it checks Slack's signature itself.
+        self.served_to_slack = "/slack/actions" if settings.slack else None
         self.apps = frozenset(apps)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -120,7 +123,7 @@ class Gate:
         """A refusal, or None; and the body's events for the app (replayed if read here)."""
         path: str = scope["path"]
         method: str = scope["method"]
-        if self.production and not _PRODUCTION_PATHS.match(path):
+        if self.production and not (_PRODUCTION_PATHS.match(path) or path == self.served_to_slack):
             return _refusal(404, "not_served", f"{path} is not served in production mode.",
                             "Use the chat API (/run, /run_sse, /apps/...), /inbox or /api/approvals."), receive
         identity = self._identity(scope)

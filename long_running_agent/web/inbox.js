@@ -214,6 +214,18 @@ async function load(again = true) {
   $("decided").querySelector("tbody").replaceChildren(...data.recent_decisions.map(decidedRow));
   $("decided-empty").hidden = data.recent_decisions.length > 0;
   $("decided").hidden = data.recent_decisions.length === 0;
+  showLinked();
+}
+
+// /inbox#T-…, the link of Slack's Reject and Approve less (docs/slack.md): the ticket's row,
+// marked and scrolled to, once, where it is on the page shown.
+let linked = decodeURIComponent(location.hash.slice(1));
+function showLinked() {
+  const row = linked && document.querySelector(`tr[data-ticket="${CSS.escape(linked)}"]`);
+  if (!row) return;
+  linked = "";
+  row.classList.add("linked");
+  row.scrollIntoView({block: "center"});
 }
 
 // "$200.00 of $250.00" when an approver approved less than was asked.

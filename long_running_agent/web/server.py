@@ -58,6 +58,10 @@ SEND_INTERVAL = 2.0
 
 async def sweep() -> None:
     """Expire overdue tickets, deliver what conversations are owed, remind of tickets about to expire."""
+    if services().settings.slack:  # decisions asked for from Slack that a server died before making
+        from ..slack.actions import decide_left_over
+
+        await decide_left_over()
     await deliver_due(actor="expiry sweep")
     await remind_due()
 
@@ -134,6 +138,10 @@ def create_server(config: Settings | None = None, *, host: str = "127.0.0.1", po
     replace_health(server)
     server.include_router(approvals)
     server.include_router(inbox)
+    if config.slack:  # slack_sdk, an optional extra, is imported only then
+        from .slack import slack_routes
+
+        server.include_router(slack_routes)
     errors.install(server)
     server.add_middleware(Gate, settings=config, apps=[APP_NAME])
     server.add_middleware(JsonErrors)  # even the gate answers JSON if it fails
@@ -207,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     if not config.production:
         print(f"Dev UI:    {base}/dev-ui/?app={APP_NAME}")
     print(f"Inbox:     {base}/inbox")
+    if config.slack:
+        mapped = ", ".join(sorted(set(config.slack_approvers.values())))
+        print(f"Slack:     {base}/slack/actions (the Slack app's Interactivity Request URL; approvers {mapped})")
     names = sorted(set(config.approvers.values()))
     print(f"Approvers: {', '.join(names)}" if names else
           "Approvers: none - set APPROVERS=name:token,... in .env so someone can sign in to the inbox")

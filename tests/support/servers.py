@@ -34,6 +34,7 @@ class WebServer:
     base_url: str
     database_url: str
     log: Path
+    process: subprocess.Popen[bytes] | None = None  # for a test that kills it
 
 
 def free_port() -> int:
@@ -89,7 +90,8 @@ def web_servers(
                 process, base_url = _launch(env, log)  # its port was taken meanwhile: another one
             else:
                 pytest.fail(f"no free port for the web server:\n{log.read_text()[-3000:]}")
-        yield [WebServer(base_url, database_url, log) for (_process, base_url), log in zip(running, logs, strict=True)]
+        yield [WebServer(base_url, database_url, log, process)
+               for (process, base_url), log in zip(running, logs, strict=True)]
     finally:
         for process, _base_url in running:
             process.terminate()

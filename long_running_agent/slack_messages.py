@@ -1,0 +1,186 @@
+"""What approvers see in Slack: Block Kit messages with Approve, Reject and Approve less, and their forms.
+
+Pure functions of a ticket as the webhook shows it (the `ticket` object of
+docs/notifications.md), so the outbox renders a message when it sends it:
+
+    notification_blocks   the blocks added to a webhook's body: the ticket, and while it is
+                          pending, its three buttons
+    updated_message       the message that replaces one after a click: the outcome, no buttons
+                          ("Approved by bob · paid $250.00 · P-…", "1 of 2 approvals: bob", ...)
+    decision_form         the modal a reason (and an amount) is written in, with SLACK_BOT_TOKEN
+    ephemeral             a reply only the person who clicked sees (a refusal)
+
+Whatever users wrote is escaped (`slack_text`): Slack shows it, never obeys it.
+docs/slack.md shows a real message of each kind; a test keeps them current.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from .ledger.outbox import slack_text
+
+# The buttons' action ids and the forms' callback ids: what a click or a submission says it is.
+APPROVE, REJECT, APPROVE_LESS = "approve", "reject", "approve_less"
+# Without a bot token, Reject and Approve less are links to the inbox; Slack still reports the click.
+IN_INBOX = "_in_inbox"
+# The inputs of the forms (block id = action id).
+REASON, AMOUNT = "reason", "amount"
+MAX_REASON = 500
+
+
+@dataclass(frozen=True)
+class Buttons:
+    """Where Reject and Approve less go: a form in Slack (with a bot token), or the ticket on the inbox page."""
+
+    forms: bool
+    inbox_url: str | None = None
+
+    def link(self, ticket_id: str) -> str:
+        return f"{(self.inbox_url or '').rstrip('#')}#{ticket_id}"
+
+
+def _dollars(amount: float | int | str) -> str:
+    return f"${Decimal(str(amount)):,.2f}"
+
+
+def _plain(text: str, limit: int = 75) -> dict[str, Any]:
+    return {"type": "plain_text", "text": text[:limit], "emoji": False}
+
+
+def _summary(ticket: dict[str, Any]) -> str:
+    """"alice asks for $250.00 for team lunch", escaped."""
+    return (f"{slack_text(ticket['requester'])} asks for {_dollars(ticket['amount'])} for "
+            f"{slack_text(ticket['purpose'])}")
+
+
+def _fields(ticket: dict[str, Any]) -> list[dict[str, Any]]:
+    expires = datetime.fromisoformat(ticket["expires_at"])
+    fields = [
+        f"*Requester*\n{slack_text(ticket['requester'])}",
+        f"*Amount*\n{_dollars(ticket['amount'])}",
+        f"*Purpose*\n{slack_text(ticket['purpose'])}",
+        f"*Ticket*\n{ticket['id']}",
+        f"*Expires*\n{expires:%Y-%m-%d %H:%M} UTC",
+    ]
+    if ticket.get("approvals"):
+        fields.append(f"*Approvals*\n{ticket['approvals']}")
+    return [{"type": "mrkdwn", "text": text} for text in fields]
+
+
+def _buttons(ticket: dict[str, Any], buttons: Buttons) -> dict[str, Any]:
+    ticket_id = ticket["id"]
+    approve = {
+        "type": "button", "action_id": APPROVE, "value": ticket_id, "style": "primary", "text": _plain("Approve"),
+        "confirm": {
+            "title": _plain("Approve this expense?"),
+            "text": _plain(f"{ticket['requester']}: {_dollars(ticket['amount'])} for {ticket['purpose']}", 300),
+            "confirm": _plain("Approve"), "deny": _plain("Cancel"),
+        },
+    }
+    reject: dict[str, Any] = {"type": "button", "action_id": REJECT, "value": ticket_id, "style": "danger",
+                              "text": _plain("Reject")}
+    less: dict[str, Any] = {"type": "button", "action_id": APPROVE_LESS, "value": ticket_id,
+                            "text": _plain("Approve less")}
+    if not buttons.forms:
+        # A reason (and an amount) is written on the inbox page, where the ticket is.
+        for button in (reject, less):
+            button["action_id"] += IN_INBOX
+            button["url"] = buttons.link(ticket_id)
+    return {"type": "actions", "block_id": "decide", "elements": [approve, reject, less]}
+
+
+def notification_blocks(event: dict[str, Any], buttons: Buttons) -> list[dict[str, Any]]:
+    """The blocks of a webhook's message: its text, the ticket, and its buttons while it is pending."""
+    ticket = event["ticket"]
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": event["text"]}},
+        {"type": "section", "fields": _fields(ticket)},
+    ]
+    if ticket["status"] == "pending":
+        blocks.append(_buttons(ticket, buttons))
+    return blocks
+
+
+def outcome(ticket: dict[str, Any], payout: dict[str, Any] | None) -> str | None:
+    """What became of the ticket, in one line; None while it waits for its first approval."""
+    status = ticket["status"]
+    if status == "approved":
+        line = f"Approved by {slack_text(' and '.join(ticket['approved_by']) or ticket['decided_by'])}"
+        if payout is None:
+            return f"{line} · not paid yet"
+        paid = _dollars(payout["amount"])
+        if ticket.get("approved_amount") is not None:
+            paid += f" of the {_dollars(ticket['amount'])} asked"
+        return f"{line} · paid {paid} · {payout['id']}"
+    if status == "rejected":
+        return f"Rejected by {slack_text(ticket['decided_by'])}: {slack_text(ticket['reason'])}"
+    if status == "cancelled":
+        return "Withdrawn"
+    if status == "expired":
+        return "Expired"
+    if ticket["approved_by"]:
+        return f"{ticket['approvals']} approvals: {slack_text(', '.join(ticket['approved_by']))}"
+    return None
+
+
+def updated_message(ticket: dict[str, Any], payout: dict[str, Any] | None, buttons: Buttons) -> dict[str, Any]:
+    """The message that replaces the one clicked (through its response_url): the ticket as it stands now.
+
+    With an outcome, the buttons are gone. A ticket that still waits for
+    its first approval (a click that decided nothing) keeps them.
+    """
+    line = outcome(ticket, payout)
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": _summary(ticket)}},
+        {"type": "section", "fields": _fields(ticket)},
+    ]
+    if line is None:
+        blocks.append(_buttons(ticket, buttons))
+    else:
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"*{line}*"}]})
+    return {"replace_original": True, "text": f"{_summary(ticket)}: {line or 'waiting for an approver'}",
+            "blocks": blocks}
+
+
+def decision_form(kind: str, ticket: dict[str, Any], response_url: str) -> dict[str, Any]:
+    """The modal of Reject (a reason) or Approve less (an amount and a reason), for views.open.
+
+    `private_metadata` carries the ticket and the message's response_url: a
+    submission has none of its own, and Slack hands the metadata back
+    unchanged, inside its signed request.
+    """
+    inputs = []
+    if kind == APPROVE_LESS:
+        inputs.append({
+            "type": "input", "block_id": AMOUNT,
+            "label": _plain(f"Amount to pay (at most {_dollars(ticket['amount'])})"),
+            "element": {"type": "plain_text_input", "action_id": AMOUNT, "placeholder": _plain("e.g. 200")},
+        })
+    inputs.append({
+        "type": "input", "block_id": REASON, "label": _plain("Reason (the requester sees it)"),
+        "element": {"type": "plain_text_input", "action_id": REASON, "multiline": True, "max_length": MAX_REASON},
+    })
+    return {
+        "type": "modal", "callback_id": kind,
+        "title": _plain("Reject" if kind == REJECT else "Approve less", 24),
+        "submit": _plain("Reject" if kind == REJECT else "Approve"), "close": _plain("Cancel"),
+        "private_metadata": json.dumps({"ticket": ticket["id"], "response_url": response_url}),
+        "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": f"{_summary(ticket)} ({ticket['id']})"}},
+                   *inputs],
+    }
+
+
+def form_values(view: dict[str, Any]) -> dict[str, str | None]:
+    """What was written in a submitted form: {"reason": ..., "amount": ...} (None where not asked)."""
+    values = view.get("state", {}).get("values", {})
+    return {name: (values.get(name, {}).get(name) or {}).get("value") for name in (REASON, AMOUNT)}
+
+
+def ephemeral(text: str) -> dict[str, Any]:
+    """A reply through a response_url that only the person who clicked sees; the message stays as it is."""
+    return {"response_type": "ephemeral", "replace_original": False, "text": text}

@@ -1,0 +1,26 @@
+"""POST /slack/actions: Slack's interactivity URL, served when SLACK_SIGNING_SECRET is set (docs/slack.md).
+
+The route reads the raw body (Slack signs the bytes, not the form) and hands
+it to long_running_agent/slack/actions.py; a request that is not Slack's, or
+not new, is answered `{error, message, fix}` like every refusal here.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from ..slack.actions import SLACK, SlackRefused, take
+
+slack_routes = APIRouter(include_in_schema=False)
+
+
+@slack_routes.post("/slack/actions")
+async def slack_actions(request: Request) -> Response:
+    try:
+        answer = await take(await request.body(), dict(request.headers))
+    except SlackRefused as refused:
+        return JSONResponse({"error": refused.code, "message": refused.message, "fix": refused.next_for(SLACK)},
+                            status_code=refused.status)
+    # Slack wants a 200 within three seconds; an empty one closes a form, `response_action` keeps it open.
+    return JSONResponse(answer) if answer else Response(status_code=200)
