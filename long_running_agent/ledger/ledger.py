@@ -61,7 +61,7 @@ class Ledger:
         self.payouts = Payouts(self.database)
         self.deliveries = Deliveries(self.database, self.tickets)
         self.inbox = InboxQueries(self.database, self.tickets)
-        self.locks = ConversationLocks(self.database)
+        self.locks = ConversationLocks(self.database, record_deliveries=self.deliveries.record_delivered)
 
     # --- what the agent's tools ask: one call each ------------------------------------
 

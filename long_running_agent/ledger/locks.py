@@ -20,14 +20,16 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from .database import Database
 from .records import Conversation, _utc
@@ -102,11 +104,29 @@ class ConversationBusy(Exception):
         )
 
 
-class HeldLock:
-    """A lock this process holds; renewed in the background until released."""
+# What a run reads in the transaction that takes a conversation, and what it records in the one that frees it.
+Read = Callable[[AsyncSession], Awaitable[Any]]
+RecordDeliveries = Callable[[AsyncSession, Sequence[str], str], Awaitable[list[str]]]
 
-    def __init__(self, locks: ConversationLocks, conversation: Conversation, holder: str) -> None:
+
+class HeldLock:
+    """A lock this process holds; renewed in the background until released.
+
+    `found` is what the taking transaction read (`acquire(..., read=...)`), and
+    `waited` whether it had to wait for another run. Tickets added to
+    `deliveries` are marked delivered in the transaction that releases the
+    lock; `delivered` then holds those that were.
+    """
+
+    def __init__(
+        self, locks: ConversationLocks, conversation: Conversation, holder: str, *, found: Any = None,
+        waited: bool = False,
+    ) -> None:
         self.locks, self.conversation, self.holder = locks, conversation, holder
+        self.found, self.waited = found, waited
+        self.deliveries: list[str] = []
+        self.delivered_by = "approval_guard"
+        self.delivered: list[str] = []
         self._owner = asyncio.current_task()
         self._released = asyncio.Event()
         self._renewer = asyncio.create_task(self._renew())
@@ -131,12 +151,20 @@ class HeldLock:
                 logger.warning("Could not renew the lock on %s", self.conversation.session_id, exc_info=True)
 
     async def release(self) -> None:
+        """Free the conversation, recording `deliveries` in the same transaction.
+
+        A failure to record a delivery is raised, as a failed write of the
+        ledger is; a lock that cannot be removed only lapses.
+        """
         if self._released.is_set():
             return
         self._released.set()
         try:
-            await self.locks._release(self.conversation, self.holder)
+            self.delivered = await self.locks._release(
+                self.conversation, self.holder, self.deliveries, self.delivered_by)
         except Exception:
+            if self.deliveries:
+                raise
             logger.warning("Could not release the lock on %s; it lapses in %s s",
                            self.conversation.session_id, LEASE.total_seconds(), exc_info=True)
 
@@ -144,24 +172,38 @@ class HeldLock:
 class ConversationLocks:
     """Leases on conversations, kept in the ledger's database."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, record_deliveries: RecordDeliveries | None = None) -> None:
+        """`record_deliveries`: marks tickets delivered inside a release's transaction (deliveries.py)."""
         self.database = database
+        self.record_deliveries = record_deliveries
 
     async def acquire(
-        self, conversation: Conversation, *, purpose: str, wait: timedelta = DEFAULT_WAIT
+        self, conversation: Conversation, *, purpose: str, wait: timedelta = DEFAULT_WAIT, read: Read | None = None
     ) -> HeldLock:
-        """Wait until `conversation` is free, take it, and keep it until released."""
+        """Wait until `conversation` is free, take it, and keep it until released.
+
+        `read` runs in the transaction that takes the lock, so what it reads
+        is what the holder works on; its result is the lock's `found`.
+        """
         holder = new_holder()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait.total_seconds()
         pause = 0.02
+        waited = False
         while True:
-            if await self._try(conversation, holder, purpose):
-                return HeldLock(self, conversation, holder)
+            async with await self.database.session() as db, db.begin():
+                if await self.take_in(db, conversation, holder, purpose):
+                    found = await read(db) if read is not None else None
+                    return HeldLock(self, conversation, holder, found=found, waited=waited)
+            waited = True
             state = await self.state(conversation)
             if state is not None and state.dead and await self._take_from(conversation, state.holder, holder, purpose):
                 logger.info("Took over conversation %s from a stopped process", conversation.session_id)
-                return HeldLock(self, conversation, holder)
+                found = None
+                if read is not None:
+                    async with await self.database.session() as db:
+                        found = await read(db)
+                return HeldLock(self, conversation, holder, found=found, waited=True)
             if loop.time() >= deadline:
                 raise ConversationBusy(conversation, state, wait)
             await asyncio.sleep(pause)
@@ -188,26 +230,29 @@ class ConversationLocks:
             dead=holder_is_dead(row.holder) or _utc(row.expires_at) <= self.database.now(),  # type: ignore[operator]
         )
 
-    async def _try(self, conversation: Conversation, holder: str, purpose: str) -> bool:
+    def held(self, conversation: Conversation, holder: str) -> HeldLock:
+        """The lock `take_in` took for `holder`, once its transaction has committed."""
+        return HeldLock(self, conversation, holder)
+
+    async def take_in(self, db: AsyncSession, conversation: Conversation, holder: str, purpose: str) -> bool:
+        """Take `conversation` for `holder` in `db`'s transaction if it is free or its lease has lapsed.
+
+        One statement: an INSERT, or on a held lock an UPDATE only where the
+        lease has lapsed; a row comes back only if this holder has it.
+        """
         now = self.database.now()
-        try:
-            async with await self.database.session() as db, db.begin():
-                db.add(ConversationLockRow(
-                    app_name=conversation.app_name, user_id=conversation.user_id,
-                    session_id=conversation.session_id, holder=holder, purpose=purpose,
-                    acquired_at=now, expires_at=now + LEASE,
-                ))
-            return True
-        except IntegrityError:
-            pass
-        # Taken: take it over only if its lease has lapsed.
-        async with await self.database.session() as db, db.begin():
-            changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
-                update(ConversationLockRow)
-                .where(_locked(conversation), ConversationLockRow.expires_at <= now)
-                .values(holder=holder, purpose=purpose, acquired_at=now, expires_at=now + LEASE)
-            )
-        return changed.rowcount == 1
+        insert = postgresql_insert if self.database.is_postgresql else sqlite_insert
+        statement = insert(ConversationLockRow).values(
+            app_name=conversation.app_name, user_id=conversation.user_id, session_id=conversation.session_id,
+            holder=holder, purpose=purpose, acquired_at=now, expires_at=now + LEASE,
+        )
+        taken = statement.on_conflict_do_update(
+            index_elements=[ConversationLockRow.app_name, ConversationLockRow.user_id, ConversationLockRow.session_id],
+            set_={"holder": statement.excluded.holder, "purpose": statement.excluded.purpose,
+                  "acquired_at": statement.excluded.acquired_at, "expires_at": statement.excluded.expires_at},
+            where=ConversationLockRow.expires_at <= now,
+        ).returning(ConversationLockRow.holder)
+        return (await db.execute(taken)).scalar() == holder
 
     async def _take_from(self, conversation: Conversation, dead: str, holder: str, purpose: str) -> bool:
         now = self.database.now()
@@ -228,8 +273,14 @@ class ConversationLocks:
             )
         return changed.rowcount == 1
 
-    async def _release(self, conversation: Conversation, holder: str) -> None:
+    async def _release(
+        self, conversation: Conversation, holder: str, deliveries: Sequence[str] = (), actor: str = ""
+    ) -> list[str]:
+        delivered: list[str] = []
         async with await self.database.session() as db, db.begin():
+            if deliveries and self.record_deliveries is not None:
+                delivered = await self.record_deliveries(db, deliveries, actor)
             await db.execute(
                 delete(ConversationLockRow).where(_locked(conversation), ConversationLockRow.holder == holder)
             )
+        return delivered

@@ -80,7 +80,8 @@ class Ticket:
     settled_at: datetime | None
 
     @classmethod
-    def of(cls, row: TicketRow) -> Ticket:
+    def of(cls, row: TicketRow | Any) -> Ticket:
+        """From a TicketRow, or a Core row of its columns (tickets.TICKET_COLUMNS)."""
         return cls(
             **{name: getattr(row, name) for name in cls.__dataclass_fields__}
             | {

@@ -13,13 +13,15 @@ approvers racing, or one approving twice, still end in one decision.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from sqlalchemy import Select, func, select, update
+from sqlalchemy import Select, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..refusals import (
     APPROVE_LESS,
@@ -48,9 +50,15 @@ def approver_name(raw: object, approvers: frozenset[str] | None) -> str:
     return name
 
 
-async def row_of(db: Any, ticket_id: str) -> TicketRow:
-    """The ticket's row as this transaction sees it now."""
-    row = await db.get(TicketRow, ticket_id, populate_existing=True)
+TICKET_COLUMNS = tuple(TicketRow.__table__.columns)
+
+# Run inside the transaction that decides a ticket, once it is decided (e.g. take its conversation).
+Then = Callable[[AsyncSession, Ticket], Awaitable[None]]
+
+
+async def row_of(db: Any, ticket_id: str) -> Any:
+    """The ticket's row as this transaction sees it now (a Core row: no ORM object to build)."""
+    row = (await db.execute(select(*TICKET_COLUMNS).where(TicketRow.id == ticket_id))).first()
     if row is None:
         raise TicketNotFound(ticket_id)
     return row
@@ -128,9 +136,8 @@ class Tickets:
         day = now.astimezone(UTC).date()
         groups = [f"purpose:{purpose_key(purpose)}"] + ([f"message:{message_id}"] if message_id else [])
         async with await self.database.session() as db, db.begin():
-            totals = [int(await db.scalar(self._add_to_total(requester, day, group, amount_cents)))
-                      for group in groups]
-            combined = max(totals)
+            totals = await db.scalars(self._add_to_totals(requester, day, groups, amount_cents))
+            combined = max(int(total) for total in totals)
             dual = dual_above_cents is not None and combined > dual_above_cents
             row = TicketRow(
                 id=new_id("T"),
@@ -163,11 +170,12 @@ class Tickets:
             self.outbox.add(db, "ticket.requested", ticket, now)
         return ticket
 
-    def _add_to_total(self, requester: str, day: date, group: str, cents: int) -> Any:
-        """`total += cents` for (requester, day, group), returning the new total: one upsert."""
-        insert = postgresql_insert if self.database.is_postgresql else sqlite_insert
-        statement = insert(RequestTotalRow).values(requester=requester, day=day, request_group=group,
-                                                   total_cents=cents)
+    def _add_to_totals(self, requester: str, day: date, groups: list[str], cents: int) -> Any:
+        """`total += cents` for (requester, day, group) of each group, returning the new totals: one upsert."""
+        upsert = postgresql_insert if self.database.is_postgresql else sqlite_insert
+        statement = upsert(RequestTotalRow).values([
+            {"requester": requester, "day": day, "request_group": group, "total_cents": cents} for group in groups
+        ])
         return statement.on_conflict_do_update(
             index_elements=[RequestTotalRow.requester, RequestTotalRow.day, RequestTotalRow.request_group],
             set_={"total_cents": RequestTotalRow.total_cents + statement.excluded.total_cents},
@@ -232,6 +240,7 @@ class Tickets:
         reason: str | None = None,
         amount: object = None,
         from_chat: bool = False,
+        then: Then | None = None,
     ) -> Ticket:
         """Record an approver's decision; the ledger is written before any delivery.
 
@@ -242,38 +251,51 @@ class Tickets:
         one can never raise what another approved, however they race. Raises
         InputError for a malformed name, reason or amount (the same rules on
         every surface). `from_chat` is DEV_CHAT_APPROVAL: the requester
-        decides in the chat, and the trail says so.
+        decides in the chat, and the trail says so. `then` runs in the
+        deciding transaction once the ticket is decided.
         """
         # DEV_CHAT_APPROVAL: whoever chats decides, named as such in the trail.
         approver = inputs.name(approver, "approver name") if from_chat else approver_name(approver, self.approvers)
-        ticket = await self.get(ticket_id)
-        if ticket.status is not TicketStatus.PENDING:
-            raise AlreadyDecided(ticket)
-        cents = None
-        if amount is not None:
-            if not approve:
-                raise InputError("amount", "An amount goes with an approval; a rejection pays nothing.",
-                                 next_step=APPROVE_LESS)
-            cents = approved_cents(amount, ticket.amount_cents)
-        lowered = cents is not None and cents < ticket.amount_cents
-        reason = inputs.reason(reason, required=not approve or lowered,
-                               needed_by="Approving less than was asked" if approve else "A rejection")
-        # One spelling per person: Alice, alice and " alice" are the same requester.
-        if _same_person(ticket.user_id, approver) and not (from_chat and not ticket.needs_two_approvers):
-            raise NotAllowed(ticket_id, approver)
-        if from_chat:
-            approver = f"{approver} (chat, DEV_CHAT_APPROVAL)"
-        detail = reason
-        if lowered:
-            detail = f"${from_cents(cents or 0):,} of the {ticket.amount_text} asked: {reason}"
-        if approve and ticket.needs_two_approvers:
-            return await self._approve_as_one_of_two(ticket, approver, reason, cents, detail)
-        status = TicketStatus.APPROVED if approve else TicketStatus.REJECTED
-        return await self._transition(ticket_id, status, actor=approver, reason=reason,
-                                      approved_cents=cents if lowered else None, detail=detail)
+        now = self.database.now()
+        # One transaction: the ticket read, checked, decided, audited (and `then`), in one go.
+        async with await self.database.session() as db, db.begin():
+            ticket = Ticket.of(await row_of(db, ticket_id))
+            if ticket.status is not TicketStatus.PENDING:
+                raise AlreadyDecided(ticket)
+            cents = None
+            if amount is not None:
+                if not approve:
+                    raise InputError("amount", "An amount goes with an approval; a rejection pays nothing.",
+                                     next_step=APPROVE_LESS)
+                cents = approved_cents(amount, ticket.amount_cents)
+            lowered = cents is not None and cents < ticket.amount_cents
+            reason = inputs.reason(reason, required=not approve or lowered,
+                                   needed_by="Approving less than was asked" if approve else "A rejection")
+            # One spelling per person: Alice, alice and " alice" are the same requester.
+            if _same_person(ticket.user_id, approver) and not (from_chat and not ticket.needs_two_approvers):
+                raise NotAllowed(ticket_id, approver)
+            if from_chat:
+                approver = f"{approver} (chat, DEV_CHAT_APPROVAL)"
+            detail = reason
+            if lowered:
+                detail = f"${from_cents(cents or 0):,} of the {ticket.amount_text} asked: {reason}"
+            two = approve and ticket.needs_two_approvers
+            if not two:
+                status = TicketStatus.APPROVED if approve else TicketStatus.REJECTED
+                moved, current = await self._move(db, ticket_id, status, now, actor=approver, reason=reason,
+                                                  approved_cents=cents if lowered else None, detail=detail)
+                if moved is not None and then is not None:
+                    await then(db, moved)
+        if two:
+            return await self._approve_as_one_of_two(ticket, approver, reason, cents, detail, then)
+        if moved is not None:
+            return moved
+        await self._why_not_decided(current, approver, None, now)
+        raise AssertionError("unreachable")  # _why_not_decided always raises
 
     async def _approve_as_one_of_two(
-        self, ticket: Ticket, approver: str, reason: str | None, cents: int | None, detail: str | None
+        self, ticket: Ticket, approver: str, reason: str | None, cents: int | None, detail: str | None,
+        then: Then | None = None,
     ) -> Ticket:
         """The first approval leaves the ticket waiting; the second, by someone else, decides it.
 
@@ -310,6 +332,8 @@ class Tickets:
                 db.add(AuditRow(ticket_id=ticket.id, at=now, actor=approver, action=TicketStatus.APPROVED,
                                 detail=(f"2 of 2: {detail}" if detail else "2 of 2")[:500]))
                 self.outbox.add(db, EVENT_OF[TicketStatus.APPROVED], current, now)
+                if then is not None:
+                    await then(db, current)
                 return current
         await self._why_not_decided(current, approver, cents, now)
         raise AssertionError("unreachable")  # _why_not_decided always raises
@@ -366,28 +390,43 @@ class Tickets:
         approved_cents: int | None = None, detail: str | None = None,
     ) -> Ticket:
         now = self.database.now()
+        async with await self.database.session() as db, db.begin():
+            moved, current = await self._move(db, ticket_id, status, now, actor=actor, reason=reason,
+                                              approved_cents=approved_cents, detail=detail)
+        if moved is not None:
+            return moved
+        await self._why_not_decided(current, actor, None, now)
+        raise AssertionError("unreachable")
+
+    async def _move(
+        self, db: AsyncSession, ticket_id: str, status: TicketStatus, now: datetime, *, actor: str,
+        reason: str | None, approved_cents: int | None = None, detail: str | None = None,
+    ) -> tuple[Ticket | None, Ticket]:
+        """Move a pending ticket to `status` in `db`'s transaction: (the moved ticket, it) or (None, as it is).
+
+        One conditional UPDATE ... RETURNING: the decision and the row it
+        leaves come back together.
+        """
         within = [TicketRow.id == ticket_id, TicketRow.status == TicketStatus.PENDING]
         if status is not TicketStatus.EXPIRED:
             within.append(TicketRow.expires_at > now)
-        async with await self.database.session() as db, db.begin():
-            changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
-                update(TicketRow).where(*within)
-                .values(status=status, decided_by=actor, decided_at=now, reason=reason,
-                        approved_cents=approved_cents)
-            )
-            row = await row_of(db, ticket_id)
-            ticket = Ticket.of(row)
-            if changed.rowcount == 1:
-                if status is not TicketStatus.APPROVED:
-                    await self._take_back(db, row)
-                db.add(AuditRow(ticket_id=ticket_id, at=now, actor=actor, action=status,
-                                detail=(detail or reason or '')[:500] or None))
-                self.outbox.add(db, EVENT_OF[status], ticket, now)
-                return ticket
-        await self._why_not_decided(ticket, actor, None, now)
-        raise AssertionError("unreachable")
+        row = (await db.execute(
+            update(TicketRow).where(*within)
+            .values(status=status, decided_by=actor, decided_at=now, reason=reason, approved_cents=approved_cents)
+            .returning(*TICKET_COLUMNS)
+        )).first()
+        if row is None:
+            current = Ticket.of(await row_of(db, ticket_id))
+            return None, current
+        ticket = Ticket.of(row)
+        if status is not TicketStatus.APPROVED:
+            await self._take_back(db, row)
+        await db.execute(insert(AuditRow).values(ticket_id=ticket_id, at=now, actor=actor, action=status,
+                                                 detail=(detail or reason or '')[:500] or None))
+        self.outbox.add(db, EVENT_OF[status], ticket, now)
+        return ticket, ticket
 
-    async def _take_back(self, db: Any, row: TicketRow) -> None:
+    async def _take_back(self, db: Any, row: Any) -> None:
         """A ticket that will never pay no longer counts toward its groups' totals."""
         day = _utc(row.created_at).astimezone(UTC).date()  # type: ignore[union-attr]
         for group in (row.request_groups or "").splitlines():
