@@ -203,6 +203,21 @@ class NotificationRow(Base):
     )
 
 
+class PendingCountRow(Base):
+    """How many tickets are pending, kept by the database itself (migration 0006's triggers).
+
+    Every statement that opens, decides, expires or deletes a ticket moves the
+    count in the same transaction, so the inbox reads its total from a few rows
+    instead of counting a backlog. The total is the sum of the rows: on
+    PostgreSQL each statement adds to one of a few rows picked at random, so
+    concurrent transactions seldom wait for each other's count.
+    """
+
+    __tablename__ = "pending_counts"
+    shard: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    pending: Mapped[int] = mapped_column(BigInteger)
+
+
 class ConversationLockRow(Base):
     __tablename__ = "conversation_locks"
     app_name: Mapped[str] = mapped_column(String(128), primary_key=True)

@@ -39,7 +39,7 @@ from .database import Database, new_id
 from .outbox import Outbox
 from .policy import approved_cents, from_cents, purpose_key, requester_of
 from .records import AuditEntry, Conversation, Ticket, TicketStatus, _utc
-from .schema import AuditRow, RequestTotalRow, TicketRow, in_conversation
+from .schema import AuditRow, PendingCountRow, RequestTotalRow, TicketRow, in_conversation
 
 
 def approver_name(raw: object, approvers: frozenset[str] | None) -> str:
@@ -78,7 +78,13 @@ def tickets_in(status: TicketStatus, limit: int, offset: int = 0) -> Select[Tick
 
 
 def count_in(status: TicketStatus) -> Select[int]:
-    """How many tickets are in `status` (counted in the status index)."""
+    """How many tickets are in `status`: pending ones from their count (PendingCountRow), others in the status index.
+
+    The pending count is kept by the database as tickets change, so reading it
+    costs the same with ten tickets waiting or a million.
+    """
+    if status is TicketStatus.PENDING:
+        return select(func.coalesce(func.sum(PendingCountRow.pending), 0))
     return select(func.count()).select_from(TicketRow).where(TicketRow.status == status)
 
 
