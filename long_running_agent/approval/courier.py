@@ -23,7 +23,7 @@ from google.adk.apps import App
 from google.adk.events import Event
 from google.adk.sessions import Session
 from google.genai import types
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..ledger import Ticket, TicketExpired, TicketStatus
 from ..ledger.locks import DEFAULT_WAIT, ConversationBusy, HeldLock, new_holder
@@ -162,8 +162,8 @@ async def _deliver(
     return Delivery(ticket, Outcome.FAILED, why, where, events=events)
 
 
-def _read_ticket(ticket_id: str) -> Callable[[AsyncSession], Awaitable[Ticket]]:
-    async def read(db: AsyncSession) -> Ticket:
+def _read_ticket(ticket_id: str) -> Callable[[AsyncConnection], Awaitable[Ticket]]:
+    async def read(db: AsyncConnection) -> Ticket:
         return Ticket.of(await row_of(db, ticket_id))
 
     return read
@@ -211,7 +211,7 @@ async def decide_and_deliver(
     ledger = services().ledger
     taken: list[str] = []
 
-    async def take_conversation(db: AsyncSession, decided: Ticket) -> None:
+    async def take_conversation(db: AsyncConnection, decided: Ticket) -> None:
         # The delivery's lock, taken in the deciding transaction if the conversation is free.
         holder = new_holder()
         if await ledger.locks.take_in(db, decided.conversation, holder, f"delivering {decided.id}"):

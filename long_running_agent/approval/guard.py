@@ -41,9 +41,9 @@ from google.adk.runners import Runner
 from google.adk.sessions import DatabaseSessionService, Session
 from google.adk.sessions.schemas.v1 import StorageSession
 from google.genai import types
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..ledger import Conversation, DatabaseFileGone, Ledger, LedgerError, Ticket, TicketStatus
 from ..ledger.inputs import InputError
@@ -180,6 +180,11 @@ def call_gone(ticket: Ticket, where: str = "") -> str:
             f"{ticket.call_id} that ticket {ticket.id} answers (it was deleted and started again)")
 
 
+_SESSION_VERSION = select(StorageSession.update_time).where(
+    StorageSession.app_name == bindparam("app_name"), StorageSession.user_id == bindparam("user_id"),
+    StorageSession.id == bindparam("session_id"))
+
+
 def _session_version(context: InvocationContext, ledger: Ledger) -> Any:
     """A read of the stored session's version (ADK's `update_time`), when it lives in the ledger's database.
 
@@ -191,10 +196,9 @@ def _session_version(context: InvocationContext, ledger: Ledger) -> Any:
     if not isinstance(service, DatabaseSessionService) or service.db_engine is not ledger.engine:
         return None
 
-    async def read(db: AsyncSession) -> float | None:
-        stored = await db.scalar(select(StorageSession.update_time).where(
-            StorageSession.app_name == session.app_name, StorageSession.user_id == session.user_id,
-            StorageSession.id == session.id))
+    async def read(db: AsyncConnection) -> float | None:
+        stored = await db.scalar(_SESSION_VERSION, {"app_name": session.app_name, "user_id": session.user_id,
+                                                    "session_id": session.id})
         if stored is None:
             return None
         return (stored if stored.tzinfo else stored.replace(tzinfo=UTC)).timestamp()
@@ -271,7 +275,7 @@ class ApprovalGuard(BasePlugin):
             session_read = _session_version(invocation_context, ledger)
             open_read = ledger.deliveries.read_open_in(conversation)
 
-            async def read(db: AsyncSession) -> tuple[list[Ticket], Any]:
+            async def read(db: AsyncConnection) -> tuple[list[Ticket], Any]:
                 return await open_read(db), (await session_read(db) if session_read else None)
 
             run.lock = await ledger.locks.acquire(conversation, purpose="a message", read=read)

@@ -11,16 +11,24 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Select, func, insert, select, update
+from sqlalchemy import Select, bindparam, func, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..refusals import NotSettleable, without_sql
 from .database import Database, new_id
 from .records import Conversation, Payout, Ticket, TicketStatus
-from .schema import AuditRow, PayoutRow, TicketRow, in_conversation, undelivered
-from .tickets import TICKET_COLUMNS, Tickets, approver_name, row_of
+from .schema import (
+    IN_BOUND_CONVERSATION,
+    AuditRow,
+    PayoutRow,
+    TicketRow,
+    conversation_params,
+    in_conversation,
+    undelivered,
+)
+from .tickets import AUDIT, TICKET_COLUMNS, Tickets, approver_name, row_of
 
 
 def undelivered_in(
@@ -32,6 +40,18 @@ def undelivered_in(
         .order_by(TicketRow.decided_at, TicketRow.id).offset(offset).limit(limit)
     )
     return query if conversation is None else query.where(in_conversation(conversation))
+
+
+_OPEN_IN = select(*TICKET_COLUMNS).where(
+    IN_BOUND_CONVERSATION,
+    (TicketRow.status == TicketStatus.PENDING) | (TicketRow.delivered_at.is_(None) & TicketRow.settled_at.is_(None)),
+)
+_MARK_DELIVERED = (
+    update(TicketRow)
+    .where(TicketRow.id.in_(bindparam("ids", expanding=True)), TicketRow.delivered_at.is_(None))
+    .values(delivered_at=bindparam("now"), delivery_error=None)
+    .returning(TicketRow.id)
+)
 
 
 def count_undelivered_in() -> Select[int]:
@@ -60,20 +80,14 @@ class Deliveries:
 
     async def open_in(self, conversation: Conversation) -> list[Ticket]:
         """Tickets that still need this conversation: pending, or decided and not yet delivered."""
-        async with await self.database.session() as db:
+        async with self.database.transaction() as db:
             return await self.read_open_in(conversation)(db)
 
     @staticmethod
-    def read_open_in(conversation: Conversation) -> Callable[[AsyncSession], Awaitable[list[Ticket]]]:
+    def read_open_in(conversation: Conversation) -> Callable[[AsyncConnection], Awaitable[list[Ticket]]]:
         """`open_in` as a read to make in a transaction of one's own (e.g. the one that takes a lock)."""
-        query = select(*TICKET_COLUMNS).where(
-            in_conversation(conversation),
-            (TicketRow.status == TicketStatus.PENDING)
-            | (TicketRow.delivered_at.is_(None) & TicketRow.settled_at.is_(None)),
-        )
-
-        async def read(db: AsyncSession) -> list[Ticket]:
-            return [Ticket.of(row) for row in await db.execute(query)]
+        async def read(db: AsyncConnection) -> list[Ticket]:
+            return [Ticket.of(row) for row in await db.execute(_OPEN_IN, conversation_params(conversation))]
 
         return read
 
@@ -131,20 +145,15 @@ class Deliveries:
 
     async def mark_delivered(self, ticket_id: str, *, actor: str) -> bool:
         """Record that the decision reached the conversation; False if it already had."""
-        async with await self.database.session() as db, db.begin():
+        async with self.database.transaction() as db:
             return bool(await self.record_delivered(db, [ticket_id], actor))
 
-    async def record_delivered(self, db: AsyncSession, ticket_ids: Sequence[str], actor: str) -> list[str]:
+    async def record_delivered(self, db: AsyncConnection, ticket_ids: Sequence[str], actor: str) -> list[str]:
         """Mark these decisions delivered in `db`'s transaction; returns those not marked before."""
         now = self.database.now()
-        marked = list(await db.scalars(
-            update(TicketRow)
-            .where(TicketRow.id.in_(ticket_ids), TicketRow.delivered_at.is_(None))
-            .values(delivered_at=now, delivery_error=None)
-            .returning(TicketRow.id)
-        ))
+        marked = list(await db.scalars(_MARK_DELIVERED, {"ids": list(ticket_ids), "now": now}))
         if marked:
-            await db.execute(insert(AuditRow), [
+            await db.execute(AUDIT, [
                 {"ticket_id": ticket_id, "at": now, "actor": actor, "action": "delivered",
                  "detail": "the decision reached the conversation"} for ticket_id in marked
             ])

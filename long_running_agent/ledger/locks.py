@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .database import Database
 from .records import Conversation, _utc
@@ -105,8 +105,31 @@ class ConversationBusy(Exception):
 
 
 # What a run reads in the transaction that takes a conversation, and what it records in the one that frees it.
-Read = Callable[[AsyncSession], Awaitable[Any]]
-RecordDeliveries = Callable[[AsyncSession, Sequence[str], str], Awaitable[list[str]]]
+Read = Callable[[AsyncConnection], Awaitable[Any]]
+RecordDeliveries = Callable[[AsyncConnection, Sequence[str], str], Awaitable[list[str]]]
+
+
+def _take_statement(upsert: Any) -> Any:
+    """INSERT the lock, or take it over where its lease lapsed; RETURNING its holder (values bound at execution)."""
+    statement = upsert(ConversationLockRow).values(
+        app_name=bindparam("app_name"), user_id=bindparam("user_id"), session_id=bindparam("session_id"),
+        holder=bindparam("holder"), purpose=bindparam("purpose"), acquired_at=bindparam("acquired_at"),
+        expires_at=bindparam("expires_at"),
+    )
+    return statement.on_conflict_do_update(
+        index_elements=[ConversationLockRow.app_name, ConversationLockRow.user_id, ConversationLockRow.session_id],
+        set_={"holder": statement.excluded.holder, "purpose": statement.excluded.purpose,
+              "acquired_at": statement.excluded.acquired_at, "expires_at": statement.excluded.expires_at},
+        where=ConversationLockRow.expires_at <= bindparam("lapsed_by"),
+    ).returning(ConversationLockRow.holder)
+
+
+# By dialect: is it PostgreSQL?
+_TAKE = {True: _take_statement(postgresql_insert), False: _take_statement(sqlite_insert)}
+_FREE = delete(ConversationLockRow).where(
+    ConversationLockRow.app_name == bindparam("app_name"), ConversationLockRow.user_id == bindparam("user_id"),
+    ConversationLockRow.session_id == bindparam("session_id"), ConversationLockRow.holder == bindparam("holder"),
+)
 
 
 class HeldLock:
@@ -191,7 +214,7 @@ class ConversationLocks:
         pause = 0.02
         waited = False
         while True:
-            async with await self.database.session() as db, db.begin():
+            async with self.database.transaction() as db:
                 if await self.take_in(db, conversation, holder, purpose):
                     found = await read(db) if read is not None else None
                     return HeldLock(self, conversation, holder, found=found, waited=waited)
@@ -201,7 +224,7 @@ class ConversationLocks:
                 logger.info("Took over conversation %s from a stopped process", conversation.session_id)
                 found = None
                 if read is not None:
-                    async with await self.database.session() as db:
+                    async with self.database.transaction() as db:
                         found = await read(db)
                 return HeldLock(self, conversation, holder, found=found, waited=True)
             if loop.time() >= deadline:
@@ -234,25 +257,19 @@ class ConversationLocks:
         """The lock `take_in` took for `holder`, once its transaction has committed."""
         return HeldLock(self, conversation, holder)
 
-    async def take_in(self, db: AsyncSession, conversation: Conversation, holder: str, purpose: str) -> bool:
+    async def take_in(self, db: Any, conversation: Conversation, holder: str, purpose: str) -> bool:
         """Take `conversation` for `holder` in `db`'s transaction if it is free or its lease has lapsed.
 
         One statement: an INSERT, or on a held lock an UPDATE only where the
         lease has lapsed; a row comes back only if this holder has it.
         """
         now = self.database.now()
-        insert = postgresql_insert if self.database.is_postgresql else sqlite_insert
-        statement = insert(ConversationLockRow).values(
-            app_name=conversation.app_name, user_id=conversation.user_id, session_id=conversation.session_id,
-            holder=holder, purpose=purpose, acquired_at=now, expires_at=now + LEASE,
-        )
-        taken = statement.on_conflict_do_update(
-            index_elements=[ConversationLockRow.app_name, ConversationLockRow.user_id, ConversationLockRow.session_id],
-            set_={"holder": statement.excluded.holder, "purpose": statement.excluded.purpose,
-                  "acquired_at": statement.excluded.acquired_at, "expires_at": statement.excluded.expires_at},
-            where=ConversationLockRow.expires_at <= now,
-        ).returning(ConversationLockRow.holder)
-        return (await db.execute(taken)).scalar() == holder
+        taken = await db.execute(_TAKE[self.database.is_postgresql], {
+            "app_name": conversation.app_name, "user_id": conversation.user_id,
+            "session_id": conversation.session_id, "holder": holder, "purpose": purpose,
+            "acquired_at": now, "expires_at": now + LEASE, "lapsed_by": now,
+        })
+        return taken.scalar() == holder
 
     async def _take_from(self, conversation: Conversation, dead: str, holder: str, purpose: str) -> bool:
         now = self.database.now()
@@ -277,10 +294,9 @@ class ConversationLocks:
         self, conversation: Conversation, holder: str, deliveries: Sequence[str] = (), actor: str = ""
     ) -> list[str]:
         delivered: list[str] = []
-        async with await self.database.session() as db, db.begin():
+        async with self.database.transaction() as db:
             if deliveries and self.record_deliveries is not None:
                 delivered = await self.record_deliveries(db, deliveries, actor)
-            await db.execute(
-                delete(ConversationLockRow).where(_locked(conversation), ConversationLockRow.holder == holder)
-            )
+            await db.execute(_FREE, {"app_name": conversation.app_name, "user_id": conversation.user_id,
+                                     "session_id": conversation.session_id, "holder": holder})
         return delivered

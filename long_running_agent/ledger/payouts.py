@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import UTC, date
+from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, insert, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult
@@ -22,11 +23,33 @@ from sqlalchemy.exc import IntegrityError
 from ..refusals import DAILY_LIMIT, SAME_PURPOSE, NeedsApproval, NotApproved
 from .database import Database, new_id
 from .records import Conversation, Payout, TicketStatus
-from .schema import AuditRow, AutoApprovedPayoutRow, DailyAutoApprovalRow, PayoutRow, TicketRow, in_conversation
-from .tickets import TICKET_COLUMNS
+from .schema import (
+    IN_BOUND_CONVERSATION,
+    AuditRow,
+    AutoApprovedPayoutRow,
+    DailyAutoApprovalRow,
+    PayoutRow,
+    TicketRow,
+    conversation_params,
+)
+from .tickets import AUDIT, TICKET_COLUMNS
 
 # The counter column is a 32-bit integer on PostgreSQL; a larger limit is no limit.
 _MAX_CENTS = 2**31 - 1
+
+
+_PAY = insert(PayoutRow)
+# Approved tickets of one conversation for an amount (asked or approved), with their payout if any, oldest first.
+_APPROVED = (
+    select(*TICKET_COLUMNS, PayoutRow.id.label("payout_id"))
+    .outerjoin(PayoutRow, PayoutRow.ticket_id == TicketRow.id)
+    .where(
+        IN_BOUND_CONVERSATION,
+        (TicketRow.amount_cents == bindparam("cents")) | (TicketRow.approved_cents == bindparam("cents")),
+        TicketRow.status == TicketStatus.APPROVED,
+    )
+    .order_by(TicketRow.created_at)
+)
 
 
 class _OverDailyLimit(Exception):
@@ -52,34 +75,34 @@ class Payouts:
         ticket matches: whatever the conversation says, no ticket, no money.
         """
         # One transaction: the matching tickets read, the payout and its audit entry written.
-        async with await self.database.session() as db:
-            try:
-                async with db.begin():
-                    matching = await self._approved_tickets(conversation, purpose, amount_cents, db)
-                    # An unpaid match first; a paid one only to report "already paid". Of two equal
-                    # tickets, the one whose approval this run delivers: the other one's approval has
-                    # not reached the conversation yet, and pays when it does.
-                    matching.sort(key=lambda pair: (pair[1], pair[0].id not in prefer))
-                    ticket = matching[0][0] if matching else None
-                    if ticket is None:
-                        raise NotApproved(purpose, amount_cents)
-                    payable = ticket.amount_cents if ticket.approved_cents is None else ticket.approved_cents
-                    row = PayoutRow(
-                        id=new_id("P"), paid_at=self.database.now(), ticket_id=ticket.id,
-                        app_name=conversation.app_name, call_id=call_id, user_id=conversation.user_id,
-                        session_id=conversation.session_id, purpose=ticket.purpose, amount_cents=payable,
-                    )
-                    db.add(row)
-                    db.add(AuditRow(ticket_id=ticket.id, at=row.paid_at, actor="reimburse", action="paid",
-                                    detail=row.id))
-                return Payout.of(row), False
-            except IntegrityError:
-                # Someone paid this ticket first: report that payout.
-                assert ticket is not None  # the conflict was its payout's
-                earlier = await self._earlier_payout(ticket_id=ticket.id)
-                if earlier is None:
-                    raise
-                return earlier
+        ticket = None
+        try:
+            async with self.database.transaction() as db:
+                matching = await self._approved_tickets(conversation, purpose, amount_cents, db)
+                # An unpaid match first; a paid one only to report "already paid". Of two equal
+                # tickets, the one whose approval this run delivers: the other one's approval has
+                # not reached the conversation yet, and pays when it does.
+                matching.sort(key=lambda pair: (pair[1], pair[0].id not in prefer))
+                ticket = matching[0][0] if matching else None
+                if ticket is None:
+                    raise NotApproved(purpose, amount_cents)
+                payout = {
+                    "id": new_id("P"), "paid_at": self.database.now(), "ticket_id": ticket.id,
+                    "app_name": conversation.app_name, "call_id": call_id, "user_id": conversation.user_id,
+                    "session_id": conversation.session_id, "purpose": ticket.purpose,
+                    "amount_cents": ticket.amount_cents if ticket.approved_cents is None else ticket.approved_cents,
+                }
+                await db.execute(_PAY, payout)
+                await db.execute(AUDIT, {"ticket_id": ticket.id, "at": payout["paid_at"], "actor": "reimburse",
+                                         "action": "paid", "detail": payout["id"]})
+            return Payout.of(SimpleNamespace(**payout)), False
+        except IntegrityError:
+            # Someone paid this ticket first: report that payout.
+            assert ticket is not None  # the conflict was its payout's
+            earlier = await self._earlier_payout(ticket_id=ticket.id)
+            if earlier is None:
+                raise
+            return earlier
 
     async def _approved_tickets(
         self, conversation: Conversation, purpose: str, amount_cents: int, db: Any = None
@@ -89,18 +112,9 @@ class Payouts:
         In `db`'s transaction, or in a session of its own.
         """
         if db is None:
-            async with await self.database.session() as own:
+            async with self.database.transaction() as own:
                 return await self._approved_tickets(conversation, purpose, amount_cents, own)
-        candidates = (await db.execute(
-            select(*TICKET_COLUMNS, PayoutRow.id.label("payout_id"))
-            .outerjoin(PayoutRow, PayoutRow.ticket_id == TicketRow.id)
-            .where(
-                in_conversation(conversation),
-                (TicketRow.amount_cents == amount_cents) | (TicketRow.approved_cents == amount_cents),
-                TicketRow.status == TicketStatus.APPROVED,
-            )
-            .order_by(TicketRow.created_at)
-        )).all()
+        candidates = (await db.execute(_APPROVED, {**conversation_params(conversation), "cents": amount_cents})).all()
         wanted = purpose.casefold()
         return [(t, t.payout_id is not None) for t in candidates if t.purpose.casefold() == wanted]
 

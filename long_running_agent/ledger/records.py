@@ -231,7 +231,7 @@ class Payout:
     paid_at: datetime
 
     @classmethod
-    def of(cls, row: PayoutRow) -> Payout:
+    def of(cls, row: PayoutRow | Any) -> Payout:
         return cls(
             **{name: getattr(row, name) for name in cls.__dataclass_fields__}
             | {"paid_at": _utc(row.paid_at)}

@@ -22,6 +22,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    bindparam,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -232,6 +233,20 @@ class ConversationLockRow(Base):
 def undelivered() -> Any:
     """The partial index's condition (`_UNDELIVERED_SQL`), as the queries state it."""
     return TicketRow.delivered_at.is_(None) & TicketRow.settled_at.is_(None) & TicketRow.decided_at.is_not(None)
+
+
+# `in_conversation` with its values bound at execution: {"app_name": ..., "user_id": ..., "session_id": ...}.
+IN_BOUND_CONVERSATION = (
+    (TicketRow.app_name == bindparam("c_app_name"))
+    & (TicketRow.user_id == bindparam("c_user_id"))
+    & (TicketRow.session_id == bindparam("c_session_id"))
+)
+
+
+def conversation_params(conversation: Conversation) -> dict[str, str]:
+    """The values of IN_BOUND_CONVERSATION."""
+    return {"c_app_name": conversation.app_name, "c_user_id": conversation.user_id,
+            "c_session_id": conversation.session_id}
 
 
 def in_conversation(conversation: Conversation) -> Any:

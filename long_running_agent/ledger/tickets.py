@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import UTC, date, datetime, time, timedelta
+from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Select, func, insert, select, update
+from sqlalchemy import Select, bindparam, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..refusals import (
     APPROVE_LESS,
@@ -53,12 +54,34 @@ def approver_name(raw: object, approvers: frozenset[str] | None) -> str:
 TICKET_COLUMNS = tuple(TicketRow.__table__.columns)
 
 # Run inside the transaction that decides a ticket, once it is decided (e.g. take its conversation).
-Then = Callable[[AsyncSession, Ticket], Awaitable[None]]
+Then = Callable[[AsyncConnection, Ticket], Awaitable[None]]
+
+# The statements of a flow's steps, built once; their values are bound at execution (database.py).
+AUDIT = insert(AuditRow)
+_OPEN = insert(TicketRow)
+_ROW = select(*TICKET_COLUMNS).where(TicketRow.id == bindparam("t_id"))
+
+
+def _move_statement(*, before_expiry: bool) -> Any:
+    """Move a pending ticket (before it expires, unless it is the expiry) and return its row."""
+    within = [TicketRow.id == bindparam("t_id"), TicketRow.status == TicketStatus.PENDING]
+    if before_expiry:
+        within.append(TicketRow.expires_at > bindparam("t_now"))
+    return (update(TicketRow).where(*within)
+            .values(status=bindparam("status"), decided_by=bindparam("decided_by"),
+                    decided_at=bindparam("decided_at"), reason=bindparam("reason"),
+                    approved_cents=bindparam("approved_cents"))
+            .returning(*TICKET_COLUMNS))
+
+
+_MOVE = {True: _move_statement(before_expiry=True), False: _move_statement(before_expiry=False)}
+# By (PostgreSQL?, number of request groups).
+_ADD_TO_TOTALS: dict[tuple[bool, int], Any] = {}
 
 
 async def row_of(db: Any, ticket_id: str) -> Any:
     """The ticket's row as this transaction sees it now (a Core row: no ORM object to build)."""
-    row = (await db.execute(select(*TICKET_COLUMNS).where(TicketRow.id == ticket_id))).first()
+    row = (await db.execute(_ROW, {"t_id": ticket_id})).first()
     if row is None:
         raise TicketNotFound(ticket_id)
     return row
@@ -141,51 +164,47 @@ class Tickets:
         requester = requester_of(user_id)
         day = now.astimezone(UTC).date()
         groups = [f"purpose:{purpose_key(purpose)}"] + ([f"message:{message_id}"] if message_id else [])
-        async with await self.database.session() as db, db.begin():
-            totals = await db.scalars(self._add_to_totals(requester, day, groups, amount_cents))
+        async with self.database.transaction() as db:
+            totals = await db.scalars(*self._add_to_totals(requester, day, groups, amount_cents))
             combined = max(int(total) for total in totals)
             dual = dual_above_cents is not None and combined > dual_above_cents
-            row = TicketRow(
-                id=new_id("T"),
-                app_name=app_name,
-                user_id=user_id,
-                session_id=session_id,
-                call_id=call_id,
-                call_name=call_name,
-                purpose=purpose,
-                amount_cents=amount_cents,
-                status=TicketStatus.PENDING,
-                created_at=now,
-                expires_at=now + ttl,
-                session_store=session_store,
-                approvals_needed=2 if dual else 1,
-                request_groups="\n".join(groups),
-                combined_cents=combined if dual and combined > amount_cents else None,
-            )
-            db.add(row)
+            values = {
+                "id": new_id("T"), "app_name": app_name, "user_id": user_id, "session_id": session_id,
+                "call_id": call_id, "call_name": call_name, "purpose": purpose, "amount_cents": amount_cents,
+                "status": TicketStatus.PENDING.value, "created_at": now, "expires_at": now + ttl,
+                "session_store": session_store, "approvals_needed": 2 if dual else 1,
+                "request_groups": "\n".join(groups),
+                "combined_cents": combined if dual and combined > amount_cents else None,
+            }
+            await db.execute(_OPEN, values)
             detail = f"${from_cents(amount_cents):,} for {purpose}" + (f" (needs approval: {note})" if note else "")
-            if row.combined_cents is not None:
+            if values["combined_cents"] is not None:
                 detail += (f" (needs 2 approvers: ${from_cents(combined):,} with the requester's other "
                            "requests for the same purpose today, or in the same message)")
             elif dual:
                 detail += " (needs 2 approvers)"
-            db.add(AuditRow(ticket_id=row.id, at=now, actor=user_id, action="requested",
-                            detail=detail[:500]))
-            await db.flush()
-            ticket = Ticket.of(row)
-            self.outbox.add(db, "ticket.requested", ticket, now)
+            await db.execute(AUDIT, {"ticket_id": values["id"], "at": now, "actor": user_id, "action": "requested",
+                                     "detail": detail[:500]})
+            ticket = Ticket.of(SimpleNamespace(**(dict.fromkeys(c.name for c in TICKET_COLUMNS) | values)))
+            await self.outbox.add(db, "ticket.requested", ticket, now)
         return ticket
 
     def _add_to_totals(self, requester: str, day: date, groups: list[str], cents: int) -> Any:
         """`total += cents` for (requester, day, group) of each group, returning the new totals: one upsert."""
-        upsert = postgresql_insert if self.database.is_postgresql else sqlite_insert
-        statement = upsert(RequestTotalRow).values([
-            {"requester": requester, "day": day, "request_group": group, "total_cents": cents} for group in groups
-        ])
-        return statement.on_conflict_do_update(
-            index_elements=[RequestTotalRow.requester, RequestTotalRow.day, RequestTotalRow.request_group],
-            set_={"total_cents": RequestTotalRow.total_cents + statement.excluded.total_cents},
-        ).returning(RequestTotalRow.total_cents)
+        key = (self.database.is_postgresql, len(groups))
+        if key not in _ADD_TO_TOTALS:
+            upsert = postgresql_insert if self.database.is_postgresql else sqlite_insert
+            statement = upsert(RequestTotalRow).values([
+                {"requester": bindparam("requester"), "day": bindparam("day"),
+                 "request_group": bindparam(f"group_{n}"), "total_cents": bindparam("cents")}
+                for n in range(len(groups))
+            ])
+            _ADD_TO_TOTALS[key] = statement.on_conflict_do_update(
+                index_elements=[RequestTotalRow.requester, RequestTotalRow.day, RequestTotalRow.request_group],
+                set_={"total_cents": RequestTotalRow.total_cents + statement.excluded.total_cents},
+            ).returning(RequestTotalRow.total_cents)
+        return _ADD_TO_TOTALS[key], {"requester": requester, "day": day, "cents": cents,
+                                     **{f"group_{n}": group for n, group in enumerate(groups)}}
 
     async def combined_with(self, ticket: Ticket) -> list[Ticket]:
         """The other open or approved tickets that count toward `ticket`'s totals (same groups, same day)."""
@@ -264,7 +283,7 @@ class Tickets:
         approver = inputs.name(approver, "approver name") if from_chat else approver_name(approver, self.approvers)
         now = self.database.now()
         # One transaction: the ticket read, checked, decided, audited (and `then`), in one go.
-        async with await self.database.session() as db, db.begin():
+        async with self.database.transaction() as db:
             ticket = Ticket.of(await row_of(db, ticket_id))
             if ticket.status is not TicketStatus.PENDING:
                 raise AlreadyDecided(ticket)
@@ -315,19 +334,19 @@ class Tickets:
         if cents is not None:
             within.append(func.coalesce(TicketRow.approved_cents, TicketRow.amount_cents) >= cents)
         amount = {"approved_cents": cents} if cents is not None and cents < ticket.amount_cents else {}
-        async with await self.database.session() as db, db.begin():
+        async with self.database.transaction() as db:
             first: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(TicketRow).where(*within, TicketRow.first_approved_by.is_(None))
                 .values(first_approved_by=approver, first_approved_at=now, **amount)
             )
             if first.rowcount == 1:
                 waiting = Ticket.of(await row_of(db, ticket.id))
-                db.add(AuditRow(ticket_id=ticket.id, at=now, actor=approver, action="approval",
-                                detail=(f"1 of 2: {detail}" if detail else "1 of 2")[:500]))
-                self.outbox.add(db, "ticket.first_approval", waiting, now)
+                await db.execute(AUDIT, {"ticket_id": ticket.id, "at": now, "actor": approver, "action": "approval",
+                                         "detail": (f"1 of 2: {detail}" if detail else "1 of 2")[:500]})
+                await self.outbox.add(db, "ticket.first_approval", waiting, now)
                 return waiting
         # The first approval is in (given just now by someone else, maybe): this is the second.
-        async with await self.database.session() as db, db.begin():
+        async with self.database.transaction() as db:
             second: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
                 update(TicketRow)
                 .where(*within, TicketRow.first_approved_by.is_not(None), TicketRow.first_approved_by != approver)
@@ -335,9 +354,10 @@ class Tickets:
             )
             current = Ticket.of(await row_of(db, ticket.id))
             if second.rowcount == 1:
-                db.add(AuditRow(ticket_id=ticket.id, at=now, actor=approver, action=TicketStatus.APPROVED,
-                                detail=(f"2 of 2: {detail}" if detail else "2 of 2")[:500]))
-                self.outbox.add(db, EVENT_OF[TicketStatus.APPROVED], current, now)
+                await db.execute(AUDIT, {"ticket_id": ticket.id, "at": now, "actor": approver,
+                                         "action": TicketStatus.APPROVED.value,
+                                         "detail": (f"2 of 2: {detail}" if detail else "2 of 2")[:500]})
+                await self.outbox.add(db, EVENT_OF[TicketStatus.APPROVED], current, now)
                 if then is not None:
                     await then(db, current)
                 return current
@@ -396,7 +416,7 @@ class Tickets:
         approved_cents: int | None = None, detail: str | None = None,
     ) -> Ticket:
         now = self.database.now()
-        async with await self.database.session() as db, db.begin():
+        async with self.database.transaction() as db:
             moved, current = await self._move(db, ticket_id, status, now, actor=actor, reason=reason,
                                               approved_cents=approved_cents, detail=detail)
         if moved is not None:
@@ -405,7 +425,7 @@ class Tickets:
         raise AssertionError("unreachable")
 
     async def _move(
-        self, db: AsyncSession, ticket_id: str, status: TicketStatus, now: datetime, *, actor: str,
+        self, db: AsyncConnection, ticket_id: str, status: TicketStatus, now: datetime, *, actor: str,
         reason: str | None, approved_cents: int | None = None, detail: str | None = None,
     ) -> tuple[Ticket | None, Ticket]:
         """Move a pending ticket to `status` in `db`'s transaction: (the moved ticket, it) or (None, as it is).
@@ -413,23 +433,19 @@ class Tickets:
         One conditional UPDATE ... RETURNING: the decision and the row it
         leaves come back together.
         """
-        within = [TicketRow.id == ticket_id, TicketRow.status == TicketStatus.PENDING]
-        if status is not TicketStatus.EXPIRED:
-            within.append(TicketRow.expires_at > now)
-        row = (await db.execute(
-            update(TicketRow).where(*within)
-            .values(status=status, decided_by=actor, decided_at=now, reason=reason, approved_cents=approved_cents)
-            .returning(*TICKET_COLUMNS)
-        )).first()
+        row = (await db.execute(_MOVE[status is not TicketStatus.EXPIRED], {
+            "t_id": ticket_id, "t_now": now, "status": status.value, "decided_by": actor, "decided_at": now,
+            "reason": reason, "approved_cents": approved_cents,
+        })).first()
         if row is None:
             current = Ticket.of(await row_of(db, ticket_id))
             return None, current
         ticket = Ticket.of(row)
         if status is not TicketStatus.APPROVED:
             await self._take_back(db, row)
-        await db.execute(insert(AuditRow).values(ticket_id=ticket_id, at=now, actor=actor, action=status,
-                                                 detail=(detail or reason or '')[:500] or None))
-        self.outbox.add(db, EVENT_OF[status], ticket, now)
+        await db.execute(AUDIT, {"ticket_id": ticket_id, "at": now, "actor": actor, "action": status.value,
+                                 "detail": (detail or reason or '')[:500] or None})
+        await self.outbox.add(db, EVENT_OF[status], ticket, now)
         return ticket, ticket
 
     async def _take_back(self, db: Any, row: Any) -> None:
@@ -470,11 +486,11 @@ class Tickets:
                 ticket = Ticket.of(await row_of(db, ticket_id))
                 db.add(AuditRow(ticket_id=ticket_id, at=now, actor="system", action="reminded",
                                 detail=f"it expires at {ticket.expires_at:%Y-%m-%d %H:%M} UTC"))
-                self.outbox.add(db, "ticket.reminder", ticket, now)
+                await self.outbox.add(db, "ticket.reminder", ticket, now)
                 if escalate_to:
                     db.add(AuditRow(ticket_id=ticket_id, at=now, actor="system", action="escalated",
                                     detail=f"to {', '.join(escalate_to)}"))
-                    self.outbox.add(db, "ticket.escalated", ticket, now)
+                    await self.outbox.add(db, "ticket.escalated", ticket, now)
             reminded.append(ticket)
         return reminded
 
