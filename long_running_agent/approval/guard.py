@@ -38,7 +38,7 @@ from google.adk.apps import App
 from google.adk.events import Event
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
-from google.adk.sessions import DatabaseSessionService, Session
+from google.adk.sessions import DatabaseSessionService, InMemorySessionService, Session
 from google.adk.sessions.schemas.v1 import StorageSession
 from google.genai import types
 from sqlalchemy import bindparam, select
@@ -186,13 +186,20 @@ _SESSION_VERSION = select(StorageSession.update_time).where(
 
 
 def _session_version(context: InvocationContext, ledger: Ledger) -> Any:
-    """A read of the stored session's version (ADK's `update_time`), when it lives in the ledger's database.
+    """A read of the stored session's version, to make in the transaction that takes the lock.
 
-    Read in the transaction that takes the lock: the loaded session is fresh
-    if it is still at that version, as ADK's own stale-session check judges.
-    None (always reload) for a store in another database or in memory.
+    The loaded session is fresh if the stored one is still at its version, as
+    ADK's own stale-session check judges: `update_time` in the ledger's own
+    database, `last_update_time` in memory. None (always reload) for a store
+    elsewhere.
     """
     service, session = context.session_service, context.session
+    if isinstance(service, InMemorySessionService):
+        async def in_memory(_db: AsyncConnection) -> float | None:
+            stored = service.sessions.get(session.app_name, {}).get(session.user_id, {}).get(session.id)
+            return stored.last_update_time if stored is not None else None
+
+        return in_memory
     if not isinstance(service, DatabaseSessionService) or service.db_engine is not ledger.engine:
         return None
 
