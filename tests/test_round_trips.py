@@ -9,6 +9,8 @@ for the same flow on ADK's stock store.
 
 from __future__ import annotations
 
+import asyncpg
+import pytest
 from google.adk.sessions import DatabaseSessionService
 from google.genai import types
 from support.conversation import pending_calls, responses
@@ -16,6 +18,7 @@ from support.round_trips import ledger_visits, session_store_calls
 
 from benchmarks.baseline import Bank, seed_runner
 from long_running_agent.approval.courier import Outcome, decide_and_deliver
+from long_running_agent.ledger import engine
 from long_running_agent.services import services
 
 MAX_LEDGER_ROUND_TRIPS = 6
@@ -83,3 +86,39 @@ async def test_an_approved_flow_calls_the_session_store_no_more_than_the_seed_pa
 
     assert len(our_calls) <= len(seed_calls), (our_calls, seed_calls)
     assert our_calls.count("get_session") <= seed_calls.count("get_session")
+
+
+@pytest.mark.postgres
+async def test_an_approved_flow_pings_no_connection_used_a_moment_ago(postgres_url, configure, monkeypatch):
+    configure(database_url=postgres_url)
+    ledger = services().ledger
+    await _our_flow("warm-up")
+    pinged = []
+    ping = ledger.engine.dialect.do_ping
+    monkeypatch.setattr(ledger.engine.dialect, "do_ping", lambda connection: pinged.append(1) or ping(connection))
+
+    await _our_flow("alice")
+
+    # Each connection came back to the pool milliseconds before its next use.
+    assert len(pinged) <= 1, len(pinged)
+
+
+@pytest.mark.postgres
+async def test_a_pooled_connection_the_server_dropped_is_replaced_before_use(postgres_url, configure, monkeypatch):
+    configure(database_url=postgres_url)
+    ledger = services().ledger
+    await _our_flow("warm-up")
+    # Every pooled connection is now idle "long enough"; the server drops them all (a restart would).
+    monkeypatch.setattr(engine, "PING_AFTER_IDLE_S", 0.0)
+    admin = await asyncpg.connect(postgres_url.replace("postgresql+asyncpg", "postgresql"))
+    try:
+        dropped = await admin.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    finally:
+        await admin.close()
+    assert dropped >= 1
+
+    ticket_id = await _our_flow("alice")
+
+    assert len(await ledger.payouts.find(ticket_id=ticket_id)) == 1
