@@ -20,7 +20,9 @@ from ..refusals import NotSettleable, without_sql
 from .database import Database, new_id
 from .records import Conversation, Payout, Ticket, TicketStatus
 from .schema import (
+    AUDIT,
     IN_BOUND_CONVERSATION,
+    TICKET_COLUMNS,
     AuditRow,
     PayoutRow,
     TicketRow,
@@ -28,7 +30,7 @@ from .schema import (
     in_conversation,
     undelivered,
 )
-from .tickets import AUDIT, TICKET_COLUMNS, Tickets, approver_name, row_of
+from .tickets import Tickets, approver_name, row_of
 
 
 def undelivered_in(

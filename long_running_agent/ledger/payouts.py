@@ -24,7 +24,9 @@ from ..refusals import DAILY_LIMIT, SAME_PURPOSE, NeedsApproval, NotApproved
 from .database import Database, new_id
 from .records import Conversation, Payout, TicketStatus
 from .schema import (
+    AUDIT,
     IN_BOUND_CONVERSATION,
+    TICKET_COLUMNS,
     AuditRow,
     AutoApprovedPayoutRow,
     DailyAutoApprovalRow,
@@ -32,7 +34,6 @@ from .schema import (
     TicketRow,
     conversation_params,
 )
-from .tickets import AUDIT, TICKET_COLUMNS
 
 # The counter column is a 32-bit integer on PostgreSQL; a larger limit is no limit.
 _MAX_CENTS = 2**31 - 1

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     bindparam,
+    insert,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -234,6 +235,11 @@ def undelivered() -> Any:
     """The partial index's condition (`_UNDELIVERED_SQL`), as the queries state it."""
     return TicketRow.delivered_at.is_(None) & TicketRow.settled_at.is_(None) & TicketRow.decided_at.is_not(None)
 
+
+# Every column of a ticket, for Core statements that read or return a whole ticket (records.Ticket.of).
+TICKET_COLUMNS = tuple(TicketRow.__table__.columns)
+# An audit entry, its values bound at execution.
+AUDIT = insert(AuditRow)
 
 # `in_conversation` with its values bound at execution: {"app_name": ..., "user_id": ..., "session_id": ...}.
 IN_BOUND_CONVERSATION = (

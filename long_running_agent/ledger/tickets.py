@@ -40,7 +40,7 @@ from .database import Database, new_id
 from .outbox import Outbox
 from .policy import approved_cents, from_cents, purpose_key, requester_of
 from .records import AuditEntry, Conversation, Ticket, TicketStatus, _utc
-from .schema import AuditRow, PendingCountRow, RequestTotalRow, TicketRow, in_conversation
+from .schema import AUDIT, TICKET_COLUMNS, AuditRow, PendingCountRow, RequestTotalRow, TicketRow, in_conversation
 
 
 def approver_name(raw: object, approvers: frozenset[str] | None) -> str:
@@ -51,13 +51,10 @@ def approver_name(raw: object, approvers: frozenset[str] | None) -> str:
     return name
 
 
-TICKET_COLUMNS = tuple(TicketRow.__table__.columns)
-
 # Run inside the transaction that decides a ticket, once it is decided (e.g. take its conversation).
 Then = Callable[[AsyncConnection, Ticket], Awaitable[None]]
 
 # The statements of a flow's steps, built once; their values are bound at execution (database.py).
-AUDIT = insert(AuditRow)
 _OPEN = insert(TicketRow)
 _ROW = select(*TICKET_COLUMNS).where(TicketRow.id == bindparam("t_id"))
 
