@@ -119,7 +119,8 @@ def test_report_marks_each_target_and_draws_the_chart(tmp_path: Path) -> None:
     chart(results, tmp_path / "performance.png")
 
     assert "| Duplicate approval: 0 extra model calls, 0 extra payouts | ours 0 calls / 0 payouts" in text
-    assert "| One flow, ours / seed on the same store <= 1.5x (SQLite file) | 30.0 ms vs 30.0 ms = 1.00x | met |" in text
+    assert "| One flow, ours / seed on the same store <= 1.5x (SQLite file) | 30.0 ms vs 30.0 ms = 1.00x " \
+           "| met |" in text
     assert "| Ledger round trips per approved flow <= 6 | in-memory 6 (17 statements); SQLite 6 (17 statements) " \
            "| met |" in text
     assert "Retired: '1,000 concurrent flows on SQLite: >= 50 flows/s'" in text

@@ -217,8 +217,8 @@ async def test_the_pending_count_follows_every_change_to_the_tickets_even_by_han
             await conn.execute(text(
                 "INSERT INTO approval_tickets (id, app_name, user_id, session_id, call_id, call_name, purpose, "
                 "amount_cents, status, created_at, expires_at, approvals_needed, session_store) "
-                "SELECT id || '-copy', app_name, user_id, session_id, call_id || '-copy', call_name, purpose, amount_cents, "
-                "status, created_at, expires_at, approvals_needed, session_store FROM approval_tickets"))
+                "SELECT id || '-copy', app_name, user_id, session_id, call_id || '-copy', call_name, purpose, "
+                "amount_cents, status, created_at, expires_at, approvals_needed, session_store FROM approval_tickets"))
             await conn.execute(text("DELETE FROM approval_tickets WHERE id = :id"), {"id": opened[3].id})
         clock.now += timedelta(days=4)
         await ledger.tickets.expire_due()

@@ -244,6 +244,7 @@ def test_an_approver_command_on_a_current_database_does_not_import_alembic(sqlit
     inbox = run("inbox", url=sqlite_url, env={"PYTHONPROFILEIMPORTTIME": "1"})
 
     assert inbox.returncode == 0, inbox.stderr
-    imported = {line.rsplit("|", 1)[-1].strip() for line in inbox.stderr.splitlines() if line.startswith("import time:")}
+    imported = {line.rsplit("|", 1)[-1].strip() for line in inbox.stderr.splitlines()
+                if line.startswith("import time:")}
     assert "long_running_agent.ledger.migrate" in imported
     assert "alembic" not in imported
