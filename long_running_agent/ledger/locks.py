@@ -151,16 +151,22 @@ class HeldLock:
         self.delivered_by = "approval_guard"
         self.delivered: list[str] = []
         self._owner = asyncio.current_task()
-        self._released = asyncio.Event()
-        self._renewer = asyncio.create_task(self._renew())
+        self._released = False
+        self._wake: asyncio.Event | None = None
+        self._renewer: asyncio.Task[None] | None = None
+        # Most runs end well within a third of the lease: the renewing task starts only for one
+        # still running then, so a short run costs a timer, not a task.
+        self._timer = asyncio.get_running_loop().call_later(LEASE.total_seconds() / 3, self._start_renewing)
+
+    def _start_renewing(self) -> None:
+        if not self._released:
+            self._wake = asyncio.Event()
+            self._renewer = asyncio.create_task(self._renew())
 
     async def _renew(self) -> None:
         interval = LEASE.total_seconds() / 3
-        while not self._released.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._released.wait(), timeout=interval)
-            if self._released.is_set():
-                return
+        assert self._wake is not None
+        while not self._released:
             if self._owner is not None and self._owner.done():
                 # The run that took the lock was cancelled without releasing
                 # it (a client that hung up): free the conversation now.
@@ -172,6 +178,8 @@ class HeldLock:
                     return
             except Exception:  # the database is unreachable: the lease will lapse
                 logger.warning("Could not renew the lock on %s", self.conversation.session_id, exc_info=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=interval)
 
     async def release(self) -> None:
         """Free the conversation, recording `deliveries` in the same transaction.
@@ -179,9 +187,12 @@ class HeldLock:
         A failure to record a delivery is raised, as a failed write of the
         ledger is; a lock that cannot be removed only lapses.
         """
-        if self._released.is_set():
+        if self._released:
             return
-        self._released.set()
+        self._released = True
+        self._timer.cancel()
+        if self._wake is not None:
+            self._wake.set()
         try:
             self.delivered = await self.locks._release(
                 self.conversation, self.holder, self.deliveries, self.delivered_by)
