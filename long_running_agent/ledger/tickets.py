@@ -59,11 +59,14 @@ _OPEN = insert(TicketRow)
 _ROW = select(*TICKET_COLUMNS).where(TicketRow.id == bindparam("t_id"))
 
 
-def _move_statement(*, before_expiry: bool) -> Any:
-    """Move a pending ticket (before it expires, unless it is the expiry) and return its row."""
+def _move_statement(*, before_expiry: bool, one_approver: bool = False) -> Any:
+    """Move a pending ticket (before it expires, unless it is the expiry; only one needing one approver) and
+    return its row."""
     within = [TicketRow.id == bindparam("t_id"), TicketRow.status == TicketStatus.PENDING]
     if before_expiry:
         within.append(TicketRow.expires_at > bindparam("t_now"))
+    if one_approver:
+        within.append(TicketRow.approvals_needed == 1)
     return (update(TicketRow).where(*within)
             .values(status=bindparam("status"), decided_by=bindparam("decided_by"),
                     decided_at=bindparam("decided_at"), reason=bindparam("reason"),
@@ -71,7 +74,9 @@ def _move_statement(*, before_expiry: bool) -> Any:
             .returning(*TICKET_COLUMNS))
 
 
-_MOVE = {True: _move_statement(before_expiry=True), False: _move_statement(before_expiry=False)}
+# By (before its expiry?, only a ticket that needs one approver?).
+_MOVE = {(before, one): _move_statement(before_expiry=before, one_approver=one)
+         for before in (True, False) for one in (True, False) if before or not one}
 # By (PostgreSQL?, number of request groups).
 _ADD_TO_TOTALS: dict[tuple[bool, int], Any] = {}
 
@@ -281,6 +286,11 @@ class Tickets:
         now = self.database.now()
         # One transaction: the ticket read, checked, decided, audited (and `then`), in one go.
         async with self.database.transaction() as db:
+            moved = await self._decide_at_once(db, ticket_id, approver, approve, reason, amount, from_chat, now)
+            if moved is not None:
+                if then is not None:
+                    await then(db, moved)
+                return moved
             ticket = Ticket.of(await row_of(db, ticket_id))
             if ticket.status is not TicketStatus.PENDING:
                 raise AlreadyDecided(ticket)
@@ -312,8 +322,38 @@ class Tickets:
             return await self._approve_as_one_of_two(ticket, approver, reason, cents, detail, then)
         if moved is not None:
             return moved
+        assert current is not None  # read by _move when it moved nothing
         await self._why_not_decided(current, approver, None, now)
         raise AssertionError("unreachable")  # _why_not_decided always raises
+
+    async def _decide_at_once(
+        self, db: AsyncConnection, ticket_id: str, approver: str, approve: bool, reason: str | None,
+        amount: object, from_chat: bool, now: datetime,
+    ) -> Ticket | None:
+        """The usual decision (one approver, the amount asked) as one UPDATE ... RETURNING; None if it is not that.
+
+        The ticket comes back from the statement that decides it; a requester
+        deciding their own ticket is found then, and refused, which rolls the
+        whole transaction back. Anything else (an amount, two approvers, a
+        ticket decided or expired, a missing reason) is left to `decide`'s
+        reading of the ticket first, which refuses it in the same order as ever.
+        """
+        if amount is not None or from_chat:
+            return None
+        try:
+            reason = inputs.reason(reason, required=not approve,
+                                   needed_by="Approving less than was asked" if approve else "A rejection")
+        except InputError:
+            return None
+
+        def not_the_requester(ticket: Ticket) -> None:
+            if _same_person(ticket.user_id, approver):
+                raise NotAllowed(ticket_id, approver)
+
+        moved, _current = await self._move(
+            db, ticket_id, TicketStatus.APPROVED if approve else TicketStatus.REJECTED, now, actor=approver,
+            reason=reason, detail=reason, one_approver=True, check=not_the_requester)
+        return moved
 
     async def _approve_as_one_of_two(
         self, ticket: Ticket, approver: str, reason: str | None, cents: int | None, detail: str | None,
@@ -418,26 +458,30 @@ class Tickets:
                                               approved_cents=approved_cents, detail=detail)
         if moved is not None:
             return moved
+        assert current is not None  # read by _move when it moved nothing
         await self._why_not_decided(current, actor, None, now)
         raise AssertionError("unreachable")
 
     async def _move(
         self, db: AsyncConnection, ticket_id: str, status: TicketStatus, now: datetime, *, actor: str,
         reason: str | None, approved_cents: int | None = None, detail: str | None = None,
-    ) -> tuple[Ticket | None, Ticket]:
+        one_approver: bool = False, check: Callable[[Ticket], None] | None = None,
+    ) -> tuple[Ticket | None, Ticket | None]:
         """Move a pending ticket to `status` in `db`'s transaction: (the moved ticket, it) or (None, as it is).
 
         One conditional UPDATE ... RETURNING: the decision and the row it
         leaves come back together.
         """
-        row = (await db.execute(_MOVE[status is not TicketStatus.EXPIRED], {
+        row = (await db.execute(_MOVE[status is not TicketStatus.EXPIRED, one_approver], {
             "t_id": ticket_id, "t_now": now, "status": status.value, "decided_by": actor, "decided_at": now,
             "reason": reason, "approved_cents": approved_cents,
         })).first()
         if row is None:
-            current = Ticket.of(await row_of(db, ticket_id))
-            return None, current
+            # Read now only to say why (`one_approver`'s caller reads the ticket itself).
+            return None, None if one_approver else Ticket.of(await row_of(db, ticket_id))
         ticket = Ticket.of(row)
+        if check is not None:
+            check(ticket)
         if status is not TicketStatus.APPROVED:
             await self._take_back(db, row)
         await db.execute(AUDIT, {"ticket_id": ticket_id, "at": now, "actor": actor, "action": status.value,
