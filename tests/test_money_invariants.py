@@ -139,7 +139,7 @@ class Money:
             return
         if ticket.status is TicketStatus.APPROVED:
             await ledger.payouts.pay_approved(conversation=ticket.conversation, call_id=f"call-{next(self.calls)}",
-                                      purpose=ticket.purpose, amount_cents=ticket.payable_cents, prefer=[ticket_id])
+                                      purpose=ticket.purpose, amount_cents=ticket.payable_cents, prefer=[ticket])
         await ledger.deliveries.mark_delivered(ticket_id, actor="approval_guard")
 
     async def fail_delivery(self, n: int, ticket_id: str) -> None:

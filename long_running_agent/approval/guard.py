@@ -138,10 +138,12 @@ def paid_now(ticket_id: str | None) -> None:
         run.unpaid.discard(ticket_id)
 
 
-def delivering_now() -> list[str]:
-    """The tickets whose decisions the current run delivers: `reimburse` pays these first."""
+def delivering_now() -> list[Ticket]:
+    """The tickets whose decisions the current run delivers, as read under its lock: `reimburse` pays these first."""
     run = _current_run.get()
-    return list(run.delivering) if run is not None else []
+    if run is None:
+        return []
+    return [ticket for ticket in run.known.values() if ticket.id in run.delivering]
 
 
 def conversation_of(context: InvocationContext) -> Conversation:

@@ -19,10 +19,11 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..refusals import DAILY_LIMIT, SAME_PURPOSE, NeedsApproval, NotApproved
 from .database import Database, new_id
-from .records import Conversation, Payout, TicketStatus
+from .records import Conversation, Payout, Ticket, TicketStatus
 from .schema import (
     AUDIT,
     IN_BOUND_CONVERSATION,
@@ -65,17 +66,33 @@ class Payouts:
 
     async def pay_approved(
         self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int,
-        prefer: Collection[str] = (),
+        prefer: Collection[Ticket] = (),
     ) -> tuple[Payout, bool]:
         """Pay the approved ticket of this session matching purpose and amount.
 
         The amount may be what was asked or what was approved; the payout is
         what was approved, never more. Among equal matches, a ticket in
-        `prefer` (the decisions the current run delivers) is paid first.
+        `prefer` (the decisions the current run delivers, as the ledger read
+        them under the conversation's lock) is paid first.
         Returns (payout, already_paid). Raises NotApproved when no approved
         ticket matches: whatever the conversation says, no ticket, no money.
         """
+        wanted = purpose.casefold()
+        delivered_now = sorted(
+            (t for t in prefer if t.status is TicketStatus.APPROVED and t.conversation == conversation
+             and t.purpose.casefold() == wanted and amount_cents in (t.amount_cents, t.approved_cents)),
+            key=lambda t: t.created_at)
+        if delivered_now:
+            # The ticket this run delivers, read from the ledger under the lock: paid without
+            # reading it again. The payout's UNIQUE ticket keeps it to one; if it was paid
+            # before, the full reading below says so.
+            try:
+                async with self.database.transaction() as db:
+                    return await self._pay(db, delivered_now[0], conversation, call_id), False
+            except IntegrityError:
+                pass
         # One transaction: the matching tickets read, the payout and its audit entry written.
+        preferred = {t.id for t in prefer}
         ticket = None
         try:
             async with self.database.transaction() as db:
@@ -83,20 +100,11 @@ class Payouts:
                 # An unpaid match first; a paid one only to report "already paid". Of two equal
                 # tickets, the one whose approval this run delivers: the other one's approval has
                 # not reached the conversation yet, and pays when it does.
-                matching.sort(key=lambda pair: (pair[1], pair[0].id not in prefer))
+                matching.sort(key=lambda pair: (pair[1], pair[0].id not in preferred))
                 ticket = matching[0][0] if matching else None
                 if ticket is None:
                     raise NotApproved(purpose, amount_cents)
-                payout = {
-                    "id": new_id("P"), "paid_at": self.database.now(), "ticket_id": ticket.id,
-                    "app_name": conversation.app_name, "call_id": call_id, "user_id": conversation.user_id,
-                    "session_id": conversation.session_id, "purpose": ticket.purpose,
-                    "amount_cents": ticket.amount_cents if ticket.approved_cents is None else ticket.approved_cents,
-                }
-                await db.execute(_PAY, payout)
-                await db.execute(AUDIT, {"ticket_id": ticket.id, "at": payout["paid_at"], "actor": "reimburse",
-                                         "action": "paid", "detail": payout["id"]})
-            return Payout.of(SimpleNamespace(**payout)), False
+                return await self._pay(db, ticket, conversation, call_id), False
         except IntegrityError:
             # Someone paid this ticket first: report that payout.
             assert ticket is not None  # the conflict was its payout's
@@ -104,6 +112,19 @@ class Payouts:
             if earlier is None:
                 raise
             return earlier
+
+    async def _pay(self, db: AsyncConnection, ticket: Any, conversation: Conversation, call_id: str) -> Payout:
+        """Write the payout of approved `ticket` (what was approved) and its audit entry, in `db`'s transaction."""
+        payout = {
+            "id": new_id("P"), "paid_at": self.database.now(), "ticket_id": ticket.id,
+            "app_name": conversation.app_name, "call_id": call_id, "user_id": conversation.user_id,
+            "session_id": conversation.session_id, "purpose": ticket.purpose,
+            "amount_cents": ticket.amount_cents if ticket.approved_cents is None else ticket.approved_cents,
+        }
+        await db.execute(_PAY, payout)
+        await db.execute(AUDIT, {"ticket_id": ticket.id, "at": payout["paid_at"], "actor": "reimburse",
+                                 "action": "paid", "detail": payout["id"]})
+        return Payout.of(SimpleNamespace(**payout))
 
     async def _approved_tickets(
         self, conversation: Conversation, purpose: str, amount_cents: int, db: Any = None
