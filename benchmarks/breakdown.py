@@ -1,36 +1,88 @@
-"""Where one flow's time goes: the session store, the ledger, and the rest.
+"""Where one flow's time goes: the session store, the ledger, and the rest; and the ledger's round trips.
 
 For a few flows in a row on each configuration, the session service's and
 the ledger's coroutine methods are wrapped with timers (calls made from inside
 an already-timed call of the same part are not counted twice). What is left
-of the flow's wall time is ADK's runner, the plugins, the tools' own code and
-the offline model. One flow at a time, so wall time is this flow's own.
+of the flow's wall time is ADK's runner, the plugins (the approval guard), the
+tools' own code and the offline model. One flow at a time, so wall time is
+this flow's own.
+
+A ledger round trip is one visit of the ledger to its database: a connection
+checked out of the pool, the statements sent on it (one transaction, or one
+read), and the connection checked back in; a visit is the ledger's when one of
+its statements names a ledger table (ADK's session store visits the same
+engine for its own tables). tests/test_round_trips.py holds the flow to 6.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from google.adk.sessions import BaseSessionService
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from long_running_agent.ledger.database import Database
 from long_running_agent.ledger.deliveries import Deliveries
 from long_running_agent.ledger.inbox import InboxQueries
+from long_running_agent.ledger.locks import ConversationLocks
 from long_running_agent.ledger.outbox import Outbox
 from long_running_agent.ledger.payouts import Payouts
+from long_running_agent.ledger.schema import Base
 from long_running_agent.ledger.tickets import Tickets
 
 from .flows import OURS, SEED, System, open_system
 from .stores import Stores
 
-# The ledger's parts (ledger/ledger.py). Its conversation locks are timed through the
-# database sessions they open, not while they wait for a conversation.
-LEDGER_PARTS = (Database, Tickets, Payouts, Deliveries, Outbox, InboxQueries)
+# The ledger's parts (ledger/ledger.py). One flow at a time never waits for a conversation's lock.
+LEDGER_PARTS = (Database, Tickets, Payouts, Deliveries, Outbox, InboxQueries, ConversationLocks)
+LEDGER_TABLE = re.compile(r"\b(" + "|".join(sorted(Base.metadata.tables)) + r")\b")
+
+
+class _Visits:
+    """The ledger's visits to its database (round trips) and the statements it sent on them."""
+
+    def __init__(self) -> None:
+        self.round_trips = 0
+        self.statements = 0
+        self._open: dict[int, list[str]] = {}
+
+    def checkout(self, dbapi_connection: Any, *_: Any) -> None:
+        self._open[id(dbapi_connection)] = []
+
+    def checkin(self, dbapi_connection: Any, *_: Any) -> None:
+        sent = self._open.pop(id(dbapi_connection), [])
+        if any(LEDGER_TABLE.search(statement) for statement in sent):
+            self.round_trips += 1
+            self.statements += len(sent)
+
+    def sent(self, connection: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        self._open.setdefault(id(connection.connection.dbapi_connection), []).append(statement)
+
+
+@contextmanager
+def _counted(engine: AsyncEngine | None, visits: _Visits) -> Iterator[None]:
+    if engine is None:
+        yield
+        return
+    sync = engine.sync_engine
+    listeners: list[tuple[Any, str, Callable[..., Any]]] = [
+        (sync.pool, "checkout", visits.checkout), (sync.pool, "checkin", visits.checkin),
+        (sync, "before_cursor_execute", visits.sent),
+    ]
+    for target, name, listener in listeners:
+        event.listen(target, name, listener)
+    try:
+        yield
+    finally:
+        for target, name, listener in listeners:
+            event.remove(target, name, listener)
 
 
 class _Clock:
@@ -90,11 +142,12 @@ async def measure_breakdown(stores: Stores, *, flows: int, warmup_flows: int) ->
 async def _breakdown(system: System, flows: int, warmup_flows: int) -> dict[str, Any]:
     for n in range(warmup_flows):
         await system.flow(n)
-    sessions, ledger = _Clock(), _Clock()
+    sessions, ledger, visits = _Clock(), _Clock(), _Visits()
     service_class = type(system.runner.session_service)
     assert issubclass(service_class, BaseSessionService)
     total = 0.0
-    with _timed(service_class, sessions), ExitStack() as parts:
+    with _timed(service_class, sessions), _counted(system.ledger.engine if system.ledger else None, visits), \
+            ExitStack() as parts:
         for part in LEDGER_PARTS:  # one clock: a part's call from inside another's is counted once
             parts.enter_context(_timed(part, ledger))
         for n in range(flows):
@@ -109,5 +162,7 @@ async def _breakdown(system: System, flows: int, warmup_flows: int) -> dict[str,
         "session_store_calls": sessions.calls / flows,
         "ledger_s": ledger.seconds / flows,
         "ledger_calls": ledger.calls / flows,
+        "ledger_round_trips": visits.round_trips / flows,
+        "ledger_statements": visits.statements / flows,
         "rest_s": (total - sessions.seconds - ledger.seconds) / flows,
     }

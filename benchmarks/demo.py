@@ -4,7 +4,10 @@ Each run starts the interpreter, imports ADK and the app, creates the SQLite
 store under ./.data, runs the approval flow and the small payout, and exits.
 Wall time is measured around the process; peak RSS is the child's own
 (`os.wait4` rusage), so nothing of the benchmark process is counted. To show
-where the time goes, the same number of runs only import `main` and exit.
+where the time goes, the same number of runs only import `main` and exit, only
+`import google.adk` (the yardstick the ratio is taken to), and only import what
+the seed's bare pattern imports from ADK (its runner, agent, tools and session
+services).
 """
 
 from __future__ import annotations
@@ -40,18 +43,31 @@ def _run_cold(args: list[str], *, expect: bytes) -> tuple[float, float]:
         return wall, usage.ru_maxrss / 1024  # KiB on Linux
 
 
+# What the seed's pattern imports from ADK to run its agent (benchmarks/baseline.py).
+SEED_IMPORTS = ("from google.adk.agents import LlmAgent; from google.adk.apps import App; "
+                "from google.adk.runners import Runner; from google.adk.tools import LongRunningFunctionTool; "
+                "from google.adk.sessions import DatabaseSessionService")
+
+
 def measure_demo(repeats: int) -> dict[str, float]:
-    runs, imports = [], []
+    runs, imports, adk, seed = [], [], [], []
     for _ in range(repeats):
         runs.append(_run_cold([str(MAIN)], expect=b"The flow completed."))
         imports.append(_run_cold(
             ["-c", f"import sys; sys.path.insert(0, {str(MAIN.parent)!r}); import main; print('imported')"],
             expect=b"imported",
         ))
+        adk.append(_run_cold(["-c", "import google.adk; print('imported')"], expect=b"imported"))
+        seed.append(_run_cold(["-c", f"{SEED_IMPORTS}; print('imported')"], expect=b"imported"))
+    wall = statistics.median(wall for wall, _rss in runs)
+    adk_wall = statistics.median(wall for wall, _rss in adk)
     return {
-        "wall_s": statistics.median(wall for wall, _rss in runs),
+        "wall_s": wall,
         "fastest_wall_s": min(wall for wall, _rss in runs),
         "peak_rss_mb": statistics.median(rss for _wall, rss in runs),
         "import_wall_s": statistics.median(wall for wall, _rss in imports),
+        "adk_import_wall_s": adk_wall,
+        "seed_imports_wall_s": statistics.median(wall for wall, _rss in seed),
+        "x_adk_import": wall / adk_wall,
         "runs": float(repeats),
     }

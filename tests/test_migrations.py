@@ -226,3 +226,25 @@ def test_a_table_dropped_by_hand_is_refused_in_one_line_not_met_mid_request(sqli
 
     for command in (("migrate",), ("request", "Reimburse $250 for the team lunch")):
         assert _one_line_naming(run(*command, url=sqlite_url), "request_totals", migrate.head())
+
+
+def test_the_revisions_read_without_alembic_are_alembics():
+    from alembic.script import ScriptDirectory
+
+    scripts = ScriptDirectory.from_config(migrate.config())
+
+    assert migrate._revisions() == {s.revision: s.down_revision for s in scripts.walk_revisions()}
+    assert migrate.head() == scripts.get_current_head()
+
+
+def test_an_approver_command_on_a_current_database_does_not_import_alembic(sqlite_url):
+    assert run("migrate", url=sqlite_url).returncode == 0
+
+    # Python lists every module it imports on stderr (-X importtime).
+    inbox = run("inbox", url=sqlite_url, env={"PYTHONPROFILEIMPORTTIME": "1"})
+
+    assert inbox.returncode == 0, inbox.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in inbox.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "long_running_agent.ledger.migrate" in imported
+    assert "alembic" not in imported

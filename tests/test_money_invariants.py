@@ -42,7 +42,7 @@ from support.postgres import new_postgres_database
 from long_running_agent.ledger import Conversation, Ledger, LedgerError, Ticket, TicketStatus
 from long_running_agent.ledger.inputs import InputError
 from long_running_agent.ledger.policy import purpose_key
-from long_running_agent.ledger.schema import Base, TicketRow
+from long_running_agent.ledger.schema import Base, PendingCountRow, TicketRow
 
 APP = "long_running_agent"
 APPROVERS = frozenset({"bob", "carol", "dave"})
@@ -139,7 +139,7 @@ class Money:
             return
         if ticket.status is TicketStatus.APPROVED:
             await ledger.payouts.pay_approved(conversation=ticket.conversation, call_id=f"call-{next(self.calls)}",
-                                      purpose=ticket.purpose, amount_cents=ticket.payable_cents, prefer=[ticket_id])
+                                      purpose=ticket.purpose, amount_cents=ticket.payable_cents, prefer=[ticket])
         await ledger.deliveries.mark_delivered(ticket_id, actor="approval_guard")
 
     async def fail_delivery(self, n: int, ticket_id: str) -> None:
@@ -169,6 +169,8 @@ async def empty(ledger: Ledger) -> None:
     async with await ledger.database.session() as db, db.begin():
         for table in reversed(Base.metadata.sorted_tables):
             await db.execute(table.delete())
+        # Emptying the tickets moved the pending count (a trigger); it starts again from nothing.
+        await db.execute(PendingCountRow.__table__.delete())
 
 
 # What two people can do to one ticket at the same moment.

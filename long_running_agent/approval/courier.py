@@ -14,7 +14,8 @@ decision did not arrive, the refusal that says why and what to do
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from google.adk.agents.invocation_context import InvocationContext, new_invocation_context_id
@@ -22,9 +23,11 @@ from google.adk.apps import App
 from google.adk.events import Event
 from google.adk.sessions import Session
 from google.genai import types
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..ledger import Ticket, TicketExpired, TicketStatus
-from ..ledger.locks import DEFAULT_WAIT, ConversationBusy
+from ..ledger.locks import DEFAULT_WAIT, ConversationBusy, HeldLock, new_holder
+from ..ledger.tickets import row_of
 from ..names import AGENT_NAME, Outcome
 from ..refusals import AlreadyDelivered, NotDelivered, Refusal, StillPending
 from ..services import services
@@ -34,7 +37,7 @@ from .guard import (
     call_gone,
     conversation_of,
     decision_message,
-    held_conversations,
+    holding,
     holds_call,
     running_app,
 )
@@ -77,65 +80,93 @@ async def deliver(
     whatever stopped it, so people can see it and an approver can settle the
     ticket; only a conversation busy with another run is left to a retry.
     """
+    return await _deliver(ticket_id, actor=actor, wait=wait, app=app)
+
+
+async def _deliver(
+    ticket_id: str, *, actor: str, wait: timedelta = DEFAULT_WAIT, app: App | None = None,
+    decided: Ticket | None = None, lock: HeldLock | None = None,
+) -> Delivery:
+    """`deliver`; `decided` and `lock`: the ticket as just decided, and its conversation taken in that transaction."""
     ledger = services().ledger
-    ticket = await ledger.tickets.get(ticket_id)
-    if ticket.status is TicketStatus.PENDING:
-        return Delivery(ticket, Outcome.STILL_PENDING)
-    if ticket.delivered_at:
-        return Delivery(ticket, Outcome.ALREADY_DELIVERED)
-    if ticket.settled_at:
-        return Delivery(ticket, Outcome.SETTLED)
-    where = store_in_words(ticket.session_store)
     try:
-        store = open_store(ticket.session_store)
-    except Unreachable as unreachable:
-        await _record_failure(ticket, actor, str(unreachable))
-        return Delivery(ticket, Outcome.UNREACHABLE, unreachable.why, where)
-    except Exception as error:  # e.g. a database URL this process has no driver for
-        why = f"the session store cannot be opened: {_error_text(error)}"
-        await _record_failure(ticket, actor, why)
-        return Delivery(ticket, Outcome.UNREACHABLE, why, where)
-    conversation = ticket.conversation
-    try:
-        async with ledger.locks.hold(conversation, purpose=f"delivering {ticket.id}", wait=wait):
-            # Checked again under the lock: another process may have delivered it.
-            ticket = await ledger.tickets.get(ticket_id)
-            if ticket.delivered_at:
-                return Delivery(ticket, Outcome.ALREADY_DELIVERED)
-            if ticket.settled_at:
-                return Delivery(ticket, Outcome.SETTLED)
-            session = await store.get_session(
-                app_name=ticket.app_name, user_id=ticket.user_id, session_id=ticket.session_id
-            )
-            if gone := conversation_gone(ticket, session, where):
-                await _record_failure(ticket, actor, gone)
-                return Delivery(ticket, Outcome.CONVERSATION_MISSING, gone, where)
-            token = held_conversations.set(held_conversations.get() | {conversation})
+        ticket = decided or await ledger.tickets.get(ticket_id)
+        if ticket.status is TicketStatus.PENDING:
+            return Delivery(ticket, Outcome.STILL_PENDING)
+        if ticket.delivered_at:
+            return Delivery(ticket, Outcome.ALREADY_DELIVERED)
+        if ticket.settled_at:
+            return Delivery(ticket, Outcome.SETTLED)
+        where = store_in_words(ticket.session_store)
+        try:
+            store = open_store(ticket.session_store)
+        except Unreachable as unreachable:
+            await _record_failure(ticket, actor, str(unreachable))
+            return Delivery(ticket, Outcome.UNREACHABLE, unreachable.why, where)
+        except Exception as error:  # e.g. a database URL this process has no driver for
+            why = f"the session store cannot be opened: {_error_text(error)}"
+            await _record_failure(ticket, actor, why)
+            return Delivery(ticket, Outcome.UNREACHABLE, why, where)
+        conversation = ticket.conversation
+        try:
+            if lock is None:
+                # Read again in the transaction that takes the lock: another process may have delivered it.
+                lock = await ledger.locks.acquire(conversation, purpose=f"delivering {ticket.id}", wait=wait,
+                                                  read=_read_ticket(ticket_id))
+                ticket = lock.found
+                if ticket.delivered_at:
+                    return Delivery(ticket, Outcome.ALREADY_DELIVERED)
+                if ticket.settled_at:
+                    return Delivery(ticket, Outcome.SETTLED)
             try:
-                events = [
-                    event
-                    async for event in services().runner(store, app).run_async(
-                        user_id=ticket.user_id, session_id=ticket.session_id,
-                        new_message=decision_message(ticket),
-                    )
-                ]
+                # A ticket decided in the transaction that took the lock has no payout yet.
+                with holding(conversation, lock, [ticket], unpaid=[ticket.id] if decided else []):
+                    events = [
+                        event
+                        async for event in services().runner(store, app).run_async(
+                            user_id=ticket.user_id, session_id=ticket.session_id,
+                            new_message=decision_message(ticket),
+                        )
+                    ]
+            except Exception:
+                # ADK refuses a conversation that is gone, or no longer holds the call; only then
+                # is it read here, to say so (the run itself reads it on the way in).
+                session = await store.get_session(
+                    app_name=ticket.app_name, user_id=ticket.user_id, session_id=ticket.session_id
+                )
+                if gone := conversation_gone(ticket, session, where):
+                    await _record_failure(ticket, actor, gone)
+                    return Delivery(ticket, Outcome.CONVERSATION_MISSING, gone, where)
+                raise
             finally:
-                held_conversations.reset(token)
-    except ConversationBusy as busy:
-        return Delivery(ticket, Outcome.BUSY, str(busy), where, retry_after=busy.retry_after)
-    except Exception as error:  # the store, the model, the network or ADK itself failed mid-run
-        why = _error_text(error)
-        logger.warning("Delivering %s to %s failed: %s", ticket_id, where, why)
-        logger.debug("Delivering %s failed", ticket_id, exc_info=True)
-        # A failure inside the agent's run is recorded by the run's guard; one before it (the
-        # store, ADK refusing the message), here.
-        await _record_failure(ticket, actor, why, unless_recorded_since=True)
-        return Delivery(ticket, Outcome.FAILED, why, where)
+                await lock.release()
+        except ConversationBusy as busy:
+            return Delivery(ticket, Outcome.BUSY, str(busy), where, retry_after=busy.retry_after)
+        except Exception as error:  # the store, the model, the network or ADK itself failed mid-run
+            why = _error_text(error)
+            logger.warning("Delivering %s to %s failed: %s", ticket_id, where, why)
+            logger.debug("Delivering %s failed", ticket_id, exc_info=True)
+            # A failure inside the agent's run is recorded by the run's guard; one before it (the
+            # store, ADK refusing the message), here.
+            await _record_failure(ticket, actor, why, unless_recorded_since=True)
+            return Delivery(ticket, Outcome.FAILED, why, where)
+    finally:
+        if lock is not None and decided is not None:
+            await lock.release()  # taken with the decision, and never used (a no-op once released)
+    if ticket.id in lock.delivered:
+        return Delivery(replace(ticket, delivered_at=ledger.now()), Outcome.DELIVERED, where=where, events=events)
     ticket = await ledger.tickets.get(ticket_id)
     if ticket.delivered_at:
         return Delivery(ticket, Outcome.DELIVERED, where=where, events=events)
     why = ticket.delivery_error or "the agent did not accept it"
     return Delivery(ticket, Outcome.FAILED, why, where, events=events)
+
+
+def _read_ticket(ticket_id: str) -> Callable[[AsyncConnection], Awaitable[Ticket]]:
+    async def read(db: AsyncConnection) -> Ticket:
+        return Ticket.of(await row_of(db, ticket_id))
+
+    return read
 
 
 def conversation_gone(ticket: Ticket, session: Session | None, where: str) -> str | None:
@@ -177,13 +208,25 @@ async def decide_and_deliver(
     ticket is refused, but its expiry is still delivered, so the requester
     learns what happened.
     """
+    ledger = services().ledger
+    taken: list[str] = []
+
+    async def take_conversation(db: AsyncConnection, decided: Ticket) -> None:
+        # The delivery's lock, taken in the deciding transaction if the conversation is free.
+        holder = new_holder()
+        if await ledger.locks.take_in(db, decided.conversation, holder, f"delivering {decided.id}"):
+            taken.append(holder)
+
     try:
-        ticket = await services().ledger.tickets.decide(
-            ticket_id, approver=approver, approve=approve, reason=reason, amount=amount
+        ticket = await ledger.tickets.decide(
+            ticket_id, approver=approver, approve=approve, reason=reason, amount=amount, then=take_conversation
         )
     except TicketExpired:
         await deliver(ticket_id, actor=approver, app=app)
         raise
+    if taken:
+        return await _delivered(ticket, actor=approver, app=app,
+                                lock=ledger.locks.held(ticket.conversation, taken[0]))
     if ticket.status is TicketStatus.PENDING:
         # The first of two approvals: the requester sees the progress; the second approver decides.
         told = await tell_progress(ticket, f"{ticket.first_approved_by} approved ticket {ticket.id} "
@@ -254,8 +297,8 @@ async def answer_withdrawal(ticket: Ticket, context: InvocationContext) -> None:
     await services().ledger.deliveries.mark_delivered(ticket.id, actor=ticket.user_id)
 
 
-async def _delivered(ticket: Ticket, *, actor: str, app: App | None) -> Delivery:
-    delivery = await deliver(ticket.id, actor=actor, app=app)
+async def _delivered(ticket: Ticket, *, actor: str, app: App | None, lock: HeldLock | None = None) -> Delivery:
+    delivery = await _deliver(ticket.id, actor=actor, app=app, decided=ticket if lock else None, lock=lock)
     if delivery.outcome is Outcome.ALREADY_DELIVERED:
         # A message in the same conversation got the lock first and delivered
         # this new decision before answering: it arrived, once.

@@ -27,8 +27,12 @@ its store could not be reached).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
+from datetime import UTC
+from types import MappingProxyType
 from typing import Any
 
 from google.adk.agents.callback_context import CallbackContext
@@ -37,9 +41,12 @@ from google.adk.apps import App
 from google.adk.events import Event
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
-from google.adk.sessions import Session
+from google.adk.sessions import DatabaseSessionService, InMemorySessionService, Session
+from google.adk.sessions.schemas.v1 import StorageSession
 from google.genai import types
+from sqlalchemy import bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..ledger import Conversation, DatabaseFileGone, Ledger, LedgerError, Ticket, TicketStatus
 from ..ledger.inputs import InputError
@@ -65,9 +72,38 @@ logger = logging.getLogger(__name__)
 # them again (turn_order.py leaves them out of its requests).
 NOTE_MARK = "approval_guard_note"
 
+@dataclass(frozen=True)
+class Holding:
+    """A conversation the current task holds, and what it read under the lock: its open tickets by call id.
+
+    `lock` is set when its holder (the courier's `deliver`) records the run's
+    deliveries as it frees the conversation: one transaction for both.
+    """
+
+    lock: HeldLock | None = None
+    tickets: Mapping[str, Ticket] = field(default_factory=dict)
+    # Tickets known to have no payout when the lock was taken (decided in that very transaction).
+    unpaid: frozenset[str] = frozenset()
+
+
 # Conversations whose lock the current task holds (re-entrant: a delivery
 # made while answering a message, or by deliver(), takes it once).
-held_conversations: ContextVar[frozenset[Conversation]] = ContextVar("held_conversations", default=frozenset())
+held_conversations: ContextVar[Mapping[Conversation, Holding]] = ContextVar(
+    "held_conversations", default=MappingProxyType({}))
+
+
+@contextmanager
+def holding(
+    conversation: Conversation, lock: HeldLock | None = None, tickets: Iterable[Ticket] = (),
+    unpaid: Iterable[str] = (),
+) -> Iterator[None]:
+    """Mark `conversation` as held by the current task (its runs take no lock of their own)."""
+    held = Holding(lock, {ticket.call_id: ticket for ticket in tickets}, frozenset(unpaid))
+    token = held_conversations.set({**held_conversations.get(), conversation: held})
+    try:
+        yield
+    finally:
+        held_conversations.reset(token)
 
 
 @dataclass
@@ -75,18 +111,42 @@ class _Run:
     invocation_id: str
     conversation: Conversation
     lock: HeldLock | None = None
-    held_token: Token[frozenset[Conversation]] | None = None
+    held_token: Token[Mapping[Conversation, Holding]] | None = None
     delivering: list[str] = field(default_factory=list)
     note: str | None = None
+    # What the lock's transaction read: the conversation's open tickets, by call id.
+    known: Mapping[str, Ticket] = field(default_factory=dict)
+    # Tickets with no payout yet, as far as this run knows (see `known_unpaid`).
+    unpaid: set[str] = field(default_factory=set)
 
 
 _current_run: ContextVar[_Run | None] = ContextVar("approval_guard_run", default=None)
 
 
-def delivering_now() -> list[str]:
-    """The tickets whose decisions the current run delivers: `reimburse` pays these first."""
+def known_unpaid(ticket_id: str) -> bool:
+    """Whether the current run knows that `ticket_id` has no payout, without asking the ledger.
+
+    True only for a ticket decided in the transaction that took this run's
+    conversation, and not paid by this run since: nothing else can pay it
+    while the conversation is held.
+    """
     run = _current_run.get()
-    return list(run.delivering) if run is not None else []
+    return run is not None and ticket_id in run.unpaid
+
+
+def paid_now(ticket_id: str | None) -> None:
+    """`reimburse` paid `ticket_id` in the current run."""
+    run = _current_run.get()
+    if run is not None and ticket_id is not None:
+        run.unpaid.discard(ticket_id)
+
+
+def delivering_now() -> list[Ticket]:
+    """The tickets whose decisions the current run delivers, as read under its lock: `reimburse` pays these first."""
+    run = _current_run.get()
+    if run is None:
+        return []
+    return [ticket for ticket in run.known.values() if ticket.id in run.delivering]
 
 
 def conversation_of(context: InvocationContext) -> Conversation:
@@ -125,12 +185,49 @@ def call_gone(ticket: Ticket, where: str = "") -> str:
             f"{ticket.call_id} that ticket {ticket.id} answers (it was deleted and started again)")
 
 
+_SESSION_VERSION = select(StorageSession.update_time).where(
+    StorageSession.app_name == bindparam("app_name"), StorageSession.user_id == bindparam("user_id"),
+    StorageSession.id == bindparam("session_id"))
+
+
+def _session_version(context: InvocationContext, ledger: Ledger) -> Any:
+    """A read of the stored session's version, to make in the transaction that takes the lock.
+
+    The loaded session is fresh if the stored one is still at its version, as
+    ADK's own stale-session check judges: `update_time` in the ledger's own
+    database, `last_update_time` in memory. None (always reload) for a store
+    elsewhere.
+    """
+    service, session = context.session_service, context.session
+    if isinstance(service, InMemorySessionService):
+        async def in_memory(_db: AsyncConnection) -> float | None:
+            stored = service.sessions.get(session.app_name, {}).get(session.user_id, {}).get(session.id)
+            return stored.last_update_time if stored is not None else None
+
+        return in_memory
+    if not isinstance(service, DatabaseSessionService) or service.db_engine is not ledger.engine:
+        return None
+
+    async def read(db: AsyncConnection) -> float | None:
+        stored = await db.scalar(_SESSION_VERSION, {"app_name": session.app_name, "user_id": session.user_id,
+                                                    "session_id": session.id})
+        if stored is None:
+            return None
+        return (stored if stored.tzinfo else stored.replace(tzinfo=UTC)).timestamp()
+
+    return read
+
+
 def _stored_call(context: InvocationContext, call_id: str | None) -> types.FunctionCall | None:
     for event in reversed(context.session.events):
         for call in event.get_function_calls():
             if call.id == call_id:
                 return call
     return None
+
+
+class CallNotHeld(Exception):
+    """A delivery's conversation does not hold the call its decision answers."""
 
 
 # What the ledger's database raises when it cannot be used at all: down, gone, or at another schema.
@@ -185,18 +282,39 @@ class ApprovalGuard(BasePlugin):
         run = _Run(invocation_context.invocation_id, conversation)
         _current_run.set(run)
         ledger = services().ledger
-        if conversation not in held_conversations.get():
-            run.lock = await ledger.locks.acquire(conversation, purpose="a message")
-            run.held_token = held_conversations.set(held_conversations.get() | {conversation})
-            await self._refresh(invocation_context)
+        held = held_conversations.get().get(conversation)
+        if held is None:
+            session_read = _session_version(invocation_context, ledger)
+            open_read = ledger.deliveries.read_open_in(conversation)
+
+            async def read(db: AsyncConnection) -> tuple[list[Ticket], Any]:
+                return await open_read(db), (await session_read(db) if session_read else None)
+
+            run.lock = await ledger.locks.acquire(conversation, purpose="a message", read=read)
+            open_tickets, version = run.lock.found
+            run.known = {ticket.call_id: ticket for ticket in open_tickets}
+            run.held_token = held_conversations.set(
+                {**held_conversations.get(), conversation: Holding(tickets=run.known)})
+            # ADK loaded the session before this run took the lock: it is reloaded only if another
+            # run may have written to it since (the lock was busy, or its stored version moved).
+            if run.lock.waited or version is None or version != invocation_context.session.last_update_time:
+                await self._refresh(invocation_context)
+        else:
+            run.known = held.tickets
+            run.unpaid = set(held.unpaid)
 
         responses = [p.function_response for p in user_message.parts or [] if p.function_response]
+        if held is not None and held.lock is not None and any(
+                not holds_call(invocation_context.session, response.id or "") for response in responses):
+            # A delivery to a conversation that no longer holds the call (deleted and started
+            # again): nothing is written to it, and the courier records why (courier.py).
+            raise CallNotHeld()
         if problem := unacceptable(invocation_context, user_message):
             note, kept = problem
             run.note = note
             return kept
         if not responses:
-            await self._deliver_owed(invocation_context, ledger, conversation)
+            await self._deliver_owed(invocation_context, ledger, conversation, run.known.values())
             return None
         try:
             answers = [await self._authoritative(invocation_context, ledger, run, r) for r in responses]
@@ -238,10 +356,17 @@ class ApprovalGuard(BasePlugin):
         run = self._finish()
         if run is None:
             return
+        # Recorded in the transaction that frees the conversation: this run's own lock, or
+        # the lock of the delivery that runs it (approval/courier.py).
+        held = held_conversations.get().get(run.conversation)
+        lock = run.lock or (held.lock if held is not None else None)
         try:
-            ledger = services().ledger
-            for ticket_id in run.delivering:
-                await ledger.deliveries.mark_delivered(ticket_id, actor="approval_guard")
+            if lock is not None:
+                lock.deliveries.extend(run.delivering)
+            else:
+                ledger = services().ledger
+                for ticket_id in run.delivering:
+                    await ledger.deliveries.mark_delivered(ticket_id, actor="approval_guard")
         finally:
             await self._release(run)
 
@@ -275,6 +400,8 @@ class ApprovalGuard(BasePlugin):
                 await run.lock.release()
             except UNUSABLE as error:  # the lease lapses by itself (locks.py)
                 logger.warning("Could not release the lock on %s: %s", run.conversation, without_sql(str(error)))
+                if run.lock.deliveries:
+                    raise
 
     # --- helpers -------------------------------------------------------------------
 
@@ -288,11 +415,20 @@ class ApprovalGuard(BasePlugin):
             context.session = fresh
 
     async def _deliver_owed(
-        self, context: InvocationContext, ledger: Ledger, conversation: Conversation
+        self, context: InvocationContext, ledger: Ledger, conversation: Conversation, open_tickets: Iterable[Ticket]
     ) -> None:
-        """Deliver what this conversation is owed before answering its new message."""
-        await ledger.tickets.expire_due(conversation=conversation)
-        owed = await ledger.deliveries.undelivered(conversation)
+        """Deliver what this conversation is owed before answering its new message.
+
+        `open_tickets`: its pending and undelivered tickets, read under its lock.
+        """
+        now = ledger.now()
+        due = [t for t in open_tickets if t.status is TicketStatus.PENDING and t.expires_at <= now]
+        if due:
+            await ledger.tickets.expire_due(conversation=conversation)
+            owed = await ledger.deliveries.undelivered(conversation)
+        else:
+            owed = sorted((t for t in open_tickets if t.decided_at is not None),
+                          key=lambda t: (t.decided_at, t.id))
         if not owed:
             return
         # The same agent, model and plugins as this run, on the same store.
@@ -336,7 +472,9 @@ class ApprovalGuard(BasePlugin):
             raise NoSuchCall(response.id)
         if call.name != APPROVAL_TOOL:
             raise NotAnApproval(call.name)
-        ticket = await ledger.tickets.find_by_call(run.conversation, call.id or "")
+        # Read under the conversation's lock by this run or the delivery running it; else, a
+        # ticket that is no longer open (already delivered or settled), read now.
+        ticket = run.known.get(call.id or "") or await ledger.tickets.find_by_call(run.conversation, call.id or "")
         if ticket is None:
             raise NoTicketForCall()
         ticket = await self._bring_up_to_date(ledger, ticket, response, context)

@@ -26,7 +26,7 @@ from google.genai import types
 
 from ..names import APPROVAL_TOOL
 from ..services import services
-from .guard import NOTE_MARK
+from .guard import NOTE_MARK, known_unpaid
 
 
 async def prepare_model_request(
@@ -72,8 +72,9 @@ async def _with_payouts(content: types.Content) -> types.Content:
     ledger, shown = services().ledger, []
     for part in parts:
         response = part.function_response
-        if response in approved and response is not None:
-            paid = await ledger.payouts.find(ticket_id=str((response.response or {}).get("ticket_id")))
+        ticket_id = str(((response.response if response else None) or {}).get("ticket_id"))
+        if response in approved and response is not None and not known_unpaid(ticket_id):
+            paid = await ledger.payouts.find(ticket_id=ticket_id)
             if paid:
                 part = types.Part(function_response=response.model_copy(
                     update={"response": {**(response.response or {}), "payout_id": paid[0].id}}))

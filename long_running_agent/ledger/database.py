@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from datetime import date, datetime
 
 from sqlalchemy import insert
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from ..refusals import SchemaBehind
 from .engine import create_engine
@@ -53,11 +54,27 @@ class Database:
 
     async def session(self) -> AsyncSession:
         """A database session, once the tables are at this code's schema (migrate.py)."""
+        await self._ready()
+        return self._sessions()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncConnection]:
+        """One transaction on one connection, for Core statements: what a flow's steps use.
+
+        A flow's steps send statements built once, with their values bound at
+        execution (tickets.py, locks.py, ...): no ORM unit of work and no
+        statement to build and key for the cache on every call, which cost
+        more than the database's own work for these small statements.
+        """
+        await self._ready()
+        async with self.engine.begin() as connection:
+            yield connection
+
+    async def _ready(self) -> None:
         if not self._schema_ready:
             async with self._schema_lock:
                 if not self._schema_ready:
                     await self.prepare()
-        return self._sessions()
 
     async def prepare(self) -> tuple[str | None, str]:
         """Bring the tables to this code's schema, or refuse (AUTO_MIGRATE=false); returns (from, to)."""

@@ -7,17 +7,29 @@ gone is settled by an approver: an approved one is paid without the agent.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Select, func, select, update
+from sqlalchemy import Select, bindparam, func, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..refusals import NotSettleable, without_sql
 from .database import Database, new_id
 from .records import Conversation, Payout, Ticket, TicketStatus
-from .schema import AuditRow, PayoutRow, TicketRow, in_conversation, undelivered
+from .schema import (
+    AUDIT,
+    IN_BOUND_CONVERSATION,
+    TICKET_COLUMNS,
+    AuditRow,
+    PayoutRow,
+    TicketRow,
+    conversation_params,
+    in_conversation,
+    undelivered,
+)
 from .tickets import Tickets, approver_name, row_of
 
 
@@ -30,6 +42,18 @@ def undelivered_in(
         .order_by(TicketRow.decided_at, TicketRow.id).offset(offset).limit(limit)
     )
     return query if conversation is None else query.where(in_conversation(conversation))
+
+
+_OPEN_IN = select(*TICKET_COLUMNS).where(
+    IN_BOUND_CONVERSATION,
+    (TicketRow.status == TicketStatus.PENDING) | (TicketRow.delivered_at.is_(None) & TicketRow.settled_at.is_(None)),
+)
+_MARK_DELIVERED = (
+    update(TicketRow)
+    .where(TicketRow.id.in_(bindparam("ids", expanding=True)), TicketRow.delivered_at.is_(None))
+    .values(delivered_at=bindparam("now"), delivery_error=None)
+    .returning(TicketRow.id)
+)
 
 
 def count_undelivered_in() -> Select[int]:
@@ -58,13 +82,16 @@ class Deliveries:
 
     async def open_in(self, conversation: Conversation) -> list[Ticket]:
         """Tickets that still need this conversation: pending, or decided and not yet delivered."""
-        async with await self.database.session() as db:
-            rows = await db.scalars(select(TicketRow).where(
-                in_conversation(conversation),
-                (TicketRow.status == TicketStatus.PENDING)
-                | (TicketRow.delivered_at.is_(None) & TicketRow.settled_at.is_(None)),
-            ))
-            return [Ticket.of(row) for row in rows]
+        async with self.database.transaction() as db:
+            return await self.read_open_in(conversation)(db)
+
+    @staticmethod
+    def read_open_in(conversation: Conversation) -> Callable[[AsyncConnection], Awaitable[list[Ticket]]]:
+        """`open_in` as a read to make in a transaction of one's own (e.g. the one that takes a lock)."""
+        async def read(db: AsyncConnection) -> list[Ticket]:
+            return [Ticket.of(row) for row in await db.execute(_OPEN_IN, conversation_params(conversation))]
+
+        return read
 
     async def settle(self, ticket_id: str, *, approver: str) -> tuple[Ticket, Payout | None]:
         """Finish a decision that cannot reach its conversation: pay an approved one, close the rest.
@@ -120,18 +147,19 @@ class Deliveries:
 
     async def mark_delivered(self, ticket_id: str, *, actor: str) -> bool:
         """Record that the decision reached the conversation; False if it already had."""
+        async with self.database.transaction() as db:
+            return bool(await self.record_delivered(db, [ticket_id], actor))
+
+    async def record_delivered(self, db: AsyncConnection, ticket_ids: Sequence[str], actor: str) -> list[str]:
+        """Mark these decisions delivered in `db`'s transaction; returns those not marked before."""
         now = self.database.now()
-        async with await self.database.session() as db, db.begin():
-            changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
-                update(TicketRow)
-                .where(TicketRow.id == ticket_id, TicketRow.delivered_at.is_(None))
-                .values(delivered_at=now, delivery_error=None)
-            )
-            if changed.rowcount != 1:
-                return False
-            db.add(AuditRow(ticket_id=ticket_id, at=now, actor=actor, action="delivered",
-                            detail="the decision reached the conversation"))
-        return True
+        marked = list(await db.scalars(_MARK_DELIVERED, {"ids": list(ticket_ids), "now": now}))
+        if marked:
+            await db.execute(AUDIT, [
+                {"ticket_id": ticket_id, "at": now, "actor": actor, "action": "delivered",
+                 "detail": "the decision reached the conversation"} for ticket_id in marked
+            ])
+        return marked
 
     async def mark_undelivered(self, ticket_id: str, *, actor: str, error: str) -> None:
         """Record why a delivery did not happen, so people can see it and act (never the SQL of a database error)."""

@@ -35,7 +35,7 @@ from .locks import ConversationLocks
 from .outbox import Outbox
 from .payouts import Payouts
 from .policy import Policy, needs_approval, parse_request, purpose_key, requester_of, to_cents
-from .records import Payout, Requested, ToolCall, utc_now
+from .records import Payout, Requested, Ticket, ToolCall, utc_now
 from .tickets import Tickets
 
 
@@ -61,7 +61,7 @@ class Ledger:
         self.payouts = Payouts(self.database)
         self.deliveries = Deliveries(self.database, self.tickets)
         self.inbox = InboxQueries(self.database, self.tickets)
-        self.locks = ConversationLocks(self.database)
+        self.locks = ConversationLocks(self.database, record_deliveries=self.deliveries.record_delivered)
 
     # --- what the agent's tools ask: one call each ------------------------------------
 
@@ -97,7 +97,7 @@ class Ledger:
                          dual_approval_above=self.policy.dual_approval_above)
 
     async def reimburse(
-        self, call: ToolCall, *, purpose: object, amount: object, prefer: Collection[str] = ()
+        self, call: ToolCall, *, purpose: object, amount: object, prefer: Collection[Ticket] = ()
     ) -> tuple[Payout, bool]:
         """Pay an expense: above the threshold only through an approved ticket, within it under the daily rules.
 

@@ -20,14 +20,16 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .database import Database
 from .records import Conversation, _utc
@@ -102,22 +104,69 @@ class ConversationBusy(Exception):
         )
 
 
-class HeldLock:
-    """A lock this process holds; renewed in the background until released."""
+# What a run reads in the transaction that takes a conversation, and what it records in the one that frees it.
+Read = Callable[[AsyncConnection], Awaitable[Any]]
+RecordDeliveries = Callable[[AsyncConnection, Sequence[str], str], Awaitable[list[str]]]
 
-    def __init__(self, locks: ConversationLocks, conversation: Conversation, holder: str) -> None:
+
+def _take_statement(upsert: Any) -> Any:
+    """INSERT the lock, or take it over where its lease lapsed; RETURNING its holder (values bound at execution)."""
+    statement = upsert(ConversationLockRow).values(
+        app_name=bindparam("app_name"), user_id=bindparam("user_id"), session_id=bindparam("session_id"),
+        holder=bindparam("holder"), purpose=bindparam("purpose"), acquired_at=bindparam("acquired_at"),
+        expires_at=bindparam("expires_at"),
+    )
+    return statement.on_conflict_do_update(
+        index_elements=[ConversationLockRow.app_name, ConversationLockRow.user_id, ConversationLockRow.session_id],
+        set_={"holder": statement.excluded.holder, "purpose": statement.excluded.purpose,
+              "acquired_at": statement.excluded.acquired_at, "expires_at": statement.excluded.expires_at},
+        where=ConversationLockRow.expires_at <= bindparam("lapsed_by"),
+    ).returning(ConversationLockRow.holder)
+
+
+# By dialect: is it PostgreSQL?
+_TAKE = {True: _take_statement(postgresql_insert), False: _take_statement(sqlite_insert)}
+_FREE = delete(ConversationLockRow).where(
+    ConversationLockRow.app_name == bindparam("app_name"), ConversationLockRow.user_id == bindparam("user_id"),
+    ConversationLockRow.session_id == bindparam("session_id"), ConversationLockRow.holder == bindparam("holder"),
+)
+
+
+class HeldLock:
+    """A lock this process holds; renewed in the background until released.
+
+    `found` is what the taking transaction read (`acquire(..., read=...)`), and
+    `waited` whether it had to wait for another run. Tickets added to
+    `deliveries` are marked delivered in the transaction that releases the
+    lock; `delivered` then holds those that were.
+    """
+
+    def __init__(
+        self, locks: ConversationLocks, conversation: Conversation, holder: str, *, found: Any = None,
+        waited: bool = False,
+    ) -> None:
         self.locks, self.conversation, self.holder = locks, conversation, holder
+        self.found, self.waited = found, waited
+        self.deliveries: list[str] = []
+        self.delivered_by = "approval_guard"
+        self.delivered: list[str] = []
         self._owner = asyncio.current_task()
-        self._released = asyncio.Event()
-        self._renewer = asyncio.create_task(self._renew())
+        self._released = False
+        self._wake: asyncio.Event | None = None
+        self._renewer: asyncio.Task[None] | None = None
+        # Most runs end well within a third of the lease: the renewing task starts only for one
+        # still running then, so a short run costs a timer, not a task.
+        self._timer = asyncio.get_running_loop().call_later(LEASE.total_seconds() / 3, self._start_renewing)
+
+    def _start_renewing(self) -> None:
+        if not self._released:
+            self._wake = asyncio.Event()
+            self._renewer = asyncio.create_task(self._renew())
 
     async def _renew(self) -> None:
         interval = LEASE.total_seconds() / 3
-        while not self._released.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._released.wait(), timeout=interval)
-            if self._released.is_set():
-                return
+        assert self._wake is not None
+        while not self._released:
             if self._owner is not None and self._owner.done():
                 # The run that took the lock was cancelled without releasing
                 # it (a client that hung up): free the conversation now.
@@ -129,14 +178,27 @@ class HeldLock:
                     return
             except Exception:  # the database is unreachable: the lease will lapse
                 logger.warning("Could not renew the lock on %s", self.conversation.session_id, exc_info=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=interval)
 
     async def release(self) -> None:
-        if self._released.is_set():
+        """Free the conversation, recording `deliveries` in the same transaction.
+
+        A failure to record a delivery is raised, as a failed write of the
+        ledger is; a lock that cannot be removed only lapses.
+        """
+        if self._released:
             return
-        self._released.set()
+        self._released = True
+        self._timer.cancel()
+        if self._wake is not None:
+            self._wake.set()
         try:
-            await self.locks._release(self.conversation, self.holder)
+            self.delivered = await self.locks._release(
+                self.conversation, self.holder, self.deliveries, self.delivered_by)
         except Exception:
+            if self.deliveries:
+                raise
             logger.warning("Could not release the lock on %s; it lapses in %s s",
                            self.conversation.session_id, LEASE.total_seconds(), exc_info=True)
 
@@ -144,24 +206,38 @@ class HeldLock:
 class ConversationLocks:
     """Leases on conversations, kept in the ledger's database."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, record_deliveries: RecordDeliveries | None = None) -> None:
+        """`record_deliveries`: marks tickets delivered inside a release's transaction (deliveries.py)."""
         self.database = database
+        self.record_deliveries = record_deliveries
 
     async def acquire(
-        self, conversation: Conversation, *, purpose: str, wait: timedelta = DEFAULT_WAIT
+        self, conversation: Conversation, *, purpose: str, wait: timedelta = DEFAULT_WAIT, read: Read | None = None
     ) -> HeldLock:
-        """Wait until `conversation` is free, take it, and keep it until released."""
+        """Wait until `conversation` is free, take it, and keep it until released.
+
+        `read` runs in the transaction that takes the lock, so what it reads
+        is what the holder works on; its result is the lock's `found`.
+        """
         holder = new_holder()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait.total_seconds()
         pause = 0.02
+        waited = False
         while True:
-            if await self._try(conversation, holder, purpose):
-                return HeldLock(self, conversation, holder)
+            async with self.database.transaction() as db:
+                if await self.take_in(db, conversation, holder, purpose):
+                    found = await read(db) if read is not None else None
+                    return HeldLock(self, conversation, holder, found=found, waited=waited)
+            waited = True
             state = await self.state(conversation)
             if state is not None and state.dead and await self._take_from(conversation, state.holder, holder, purpose):
                 logger.info("Took over conversation %s from a stopped process", conversation.session_id)
-                return HeldLock(self, conversation, holder)
+                found = None
+                if read is not None:
+                    async with self.database.transaction() as db:
+                        found = await read(db)
+                return HeldLock(self, conversation, holder, found=found, waited=True)
             if loop.time() >= deadline:
                 raise ConversationBusy(conversation, state, wait)
             await asyncio.sleep(pause)
@@ -188,26 +264,23 @@ class ConversationLocks:
             dead=holder_is_dead(row.holder) or _utc(row.expires_at) <= self.database.now(),  # type: ignore[operator]
         )
 
-    async def _try(self, conversation: Conversation, holder: str, purpose: str) -> bool:
+    def held(self, conversation: Conversation, holder: str) -> HeldLock:
+        """The lock `take_in` took for `holder`, once its transaction has committed."""
+        return HeldLock(self, conversation, holder)
+
+    async def take_in(self, db: Any, conversation: Conversation, holder: str, purpose: str) -> bool:
+        """Take `conversation` for `holder` in `db`'s transaction if it is free or its lease has lapsed.
+
+        One statement: an INSERT, or on a held lock an UPDATE only where the
+        lease has lapsed; a row comes back only if this holder has it.
+        """
         now = self.database.now()
-        try:
-            async with await self.database.session() as db, db.begin():
-                db.add(ConversationLockRow(
-                    app_name=conversation.app_name, user_id=conversation.user_id,
-                    session_id=conversation.session_id, holder=holder, purpose=purpose,
-                    acquired_at=now, expires_at=now + LEASE,
-                ))
-            return True
-        except IntegrityError:
-            pass
-        # Taken: take it over only if its lease has lapsed.
-        async with await self.database.session() as db, db.begin():
-            changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
-                update(ConversationLockRow)
-                .where(_locked(conversation), ConversationLockRow.expires_at <= now)
-                .values(holder=holder, purpose=purpose, acquired_at=now, expires_at=now + LEASE)
-            )
-        return changed.rowcount == 1
+        taken = await db.execute(_TAKE[self.database.is_postgresql], {
+            "app_name": conversation.app_name, "user_id": conversation.user_id,
+            "session_id": conversation.session_id, "holder": holder, "purpose": purpose,
+            "acquired_at": now, "expires_at": now + LEASE, "lapsed_by": now,
+        })
+        return taken.scalar() == holder
 
     async def _take_from(self, conversation: Conversation, dead: str, holder: str, purpose: str) -> bool:
         now = self.database.now()
@@ -228,8 +301,13 @@ class ConversationLocks:
             )
         return changed.rowcount == 1
 
-    async def _release(self, conversation: Conversation, holder: str) -> None:
-        async with await self.database.session() as db, db.begin():
-            await db.execute(
-                delete(ConversationLockRow).where(_locked(conversation), ConversationLockRow.holder == holder)
-            )
+    async def _release(
+        self, conversation: Conversation, holder: str, deliveries: Sequence[str] = (), actor: str = ""
+    ) -> list[str]:
+        delivered: list[str] = []
+        async with self.database.transaction() as db:
+            if deliveries and self.record_deliveries is not None:
+                delivered = await self.record_deliveries(db, deliveries, actor)
+            await db.execute(_FREE, {"app_name": conversation.app_name, "user_id": conversation.user_id,
+                                     "session_id": conversation.session_id, "holder": holder})
+        return delivered

@@ -23,15 +23,12 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import re
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import DBAPIError
@@ -43,30 +40,55 @@ from ..refusals import SchemaAhead, SchemaError, SchemaMismatch
 from .engine import tune_sqlite
 from .schema import Base
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 # Any fixed number: the key of this app's advisory lock on PostgreSQL.
 ADVISORY_LOCK_KEY = 2_024_113_001
 
 
 def config() -> Config:
+    from alembic.config import Config  # Alembic is imported only to change a schema
+
     cfg = Config(str(MIGRATIONS / "alembic.ini"))
     cfg.set_main_option("script_location", str(MIGRATIONS))
     return cfg
 
 
+_REVISION = re.compile(r"^(down_revision|revision)\b[^=]*=\s*(?:None|[\"']([^\"']+)[\"'])", re.MULTILINE)
+
+
+def _revisions() -> dict[str, str | None]:
+    """Each revision of ledger/migrations/versions/ and the one it follows, read from the files.
+
+    Read as text, without Alembic: a process whose database is at this
+    code's schema (every process but the first after an upgrade) never
+    needs Alembic, which takes longer to import than to check the revision.
+    tests/test_migrations.py checks that this reads what Alembic reads.
+    """
+    found: dict[str, str | None] = {}
+    for script in sorted((MIGRATIONS / "versions").glob("*.py")):
+        names = {name: value for name, value in _REVISION.findall(script.read_text())}
+        if "revision" in names:
+            found[names["revision"]] = names.get("down_revision") or None
+    return found
+
+
 def head() -> str:
-    revision = ScriptDirectory.from_config(config()).get_current_head()
-    assert revision is not None
+    revisions = _revisions()
+    [revision] = set(revisions) - set(revisions.values())
     return revision
 
 
 def _known(revision: str) -> bool:
-    return revision in {script.revision for script in ScriptDirectory.from_config(config()).walk_revisions()}
+    return revision in _revisions()
 
 
 def _current(connection: Connection) -> str | None:
     """The database's schema revision; SchemaAhead for one this version does not know."""
-    heads = MigrationContext.configure(connection).get_current_heads()
+    heads = (sorted(row[0] for row in connection.execute(text("SELECT version_num FROM alembic_version")))
+             if inspect(connection).has_table("alembic_version") else [])
     if len(heads) > 1:
         raise SchemaError(None, head(), (
             f"The database's alembic_version table names several schema revisions ({', '.join(sorted(heads))}); "
@@ -88,6 +110,9 @@ def _current(connection: Connection) -> str | None:
 
 
 def _upgrade(connection: Connection) -> tuple[str | None, str]:
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+
     cfg = config()
     cfg.attributes["connection"] = connection
     before = MigrationContext.configure(connection).get_current_revision()

@@ -21,8 +21,8 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from .database import Database, new_id
 from .records import Notification, Ticket, TicketStatus, _utc
@@ -46,6 +46,9 @@ EVENTS = {
     "ticket.reminder": "Reminder: ticket {id} ({what}, from {who}) expires at {expires} UTC{needs}.",
     "ticket.escalated": "Escalated to {escalated}: ticket {id} ({what}, from {who}) expires at {expires} UTC.",
 }
+
+
+_ADD = insert(NotificationRow)
 
 
 def backoff(attempts: int) -> timedelta:
@@ -130,15 +133,15 @@ class Outbox:
         self.database = database
         self.enabled = enabled
 
-    def add(self, db: AsyncSession, event: str, ticket: Ticket, at: datetime) -> None:
+    async def add(self, db: AsyncSession | AsyncConnection, event: str, ticket: Ticket, at: datetime) -> None:
         """Add the notification of `event` to the transaction that makes the change (if webhooks are on)."""
         if not self.enabled:
             return
         event_id = new_id("N")
-        db.add(NotificationRow(
-            id=event_id, ticket_id=ticket.id, event=event, created_at=at, next_attempt_at=at, attempts=0,
-            payload=json.dumps(payload(event_id, event, ticket, at)),
-        ))
+        await db.execute(_ADD, {
+            "id": event_id, "ticket_id": ticket.id, "event": event, "created_at": at, "next_attempt_at": at,
+            "attempts": 0, "payload": json.dumps(payload(event_id, event, ticket, at)),
+        })
 
     def add_message(self, db: AsyncSession, *, ticket_id: str, event: str, body: dict[str, Any],
                     due: datetime) -> str:

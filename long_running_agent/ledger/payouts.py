@@ -11,21 +11,47 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import UTC, date
+from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, insert, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..refusals import DAILY_LIMIT, SAME_PURPOSE, NeedsApproval, NotApproved
 from .database import Database, new_id
-from .records import Conversation, Payout, TicketStatus
-from .schema import AuditRow, AutoApprovedPayoutRow, DailyAutoApprovalRow, PayoutRow, TicketRow, in_conversation
+from .records import Conversation, Payout, Ticket, TicketStatus
+from .schema import (
+    AUDIT,
+    IN_BOUND_CONVERSATION,
+    TICKET_COLUMNS,
+    AuditRow,
+    AutoApprovedPayoutRow,
+    DailyAutoApprovalRow,
+    PayoutRow,
+    TicketRow,
+    conversation_params,
+)
 
 # The counter column is a 32-bit integer on PostgreSQL; a larger limit is no limit.
 _MAX_CENTS = 2**31 - 1
+
+
+_PAY = insert(PayoutRow)
+# Approved tickets of one conversation for an amount (asked or approved), with their payout if any, oldest first.
+_APPROVED = (
+    select(*TICKET_COLUMNS, PayoutRow.id.label("payout_id"))
+    .outerjoin(PayoutRow, PayoutRow.ticket_id == TicketRow.id)
+    .where(
+        IN_BOUND_CONVERSATION,
+        (TicketRow.amount_cents == bindparam("cents")) | (TicketRow.approved_cents == bindparam("cents")),
+        TicketRow.status == TicketStatus.APPROVED,
+    )
+    .order_by(TicketRow.created_at)
+)
 
 
 class _OverDailyLimit(Exception):
@@ -40,48 +66,79 @@ class Payouts:
 
     async def pay_approved(
         self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int,
-        prefer: Collection[str] = (),
+        prefer: Collection[Ticket] = (),
     ) -> tuple[Payout, bool]:
         """Pay the approved ticket of this session matching purpose and amount.
 
         The amount may be what was asked or what was approved; the payout is
         what was approved, never more. Among equal matches, a ticket in
-        `prefer` (the decisions the current run delivers) is paid first.
+        `prefer` (the decisions the current run delivers, as the ledger read
+        them under the conversation's lock) is paid first.
         Returns (payout, already_paid). Raises NotApproved when no approved
         ticket matches: whatever the conversation says, no ticket, no money.
         """
-        matching = await self._approved_tickets(conversation, purpose, amount_cents)
-        # An unpaid match first; a paid one only to report "already paid". Of two equal
-        # tickets, the one whose approval this run delivers: the other one's approval has
-        # not reached the conversation yet, and pays when it does.
-        matching.sort(key=lambda pair: (pair[1], pair[0].id not in prefer))
-        ticket = matching[0][0] if matching else None
-        if ticket is None:
-            raise NotApproved(purpose, amount_cents)
-        payable = ticket.amount_cents if ticket.approved_cents is None else ticket.approved_cents
-        return await self._insert_payout(
-            ticket_id=ticket.id, app_name=conversation.app_name, call_id=call_id,
-            user_id=conversation.user_id, session_id=conversation.session_id,
-            purpose=ticket.purpose, amount_cents=payable,
-        )
+        wanted = purpose.casefold()
+        delivered_now = sorted(
+            (t for t in prefer if t.status is TicketStatus.APPROVED and t.conversation == conversation
+             and t.purpose.casefold() == wanted and amount_cents in (t.amount_cents, t.approved_cents)),
+            key=lambda t: t.created_at)
+        if delivered_now:
+            # The ticket this run delivers, read from the ledger under the lock: paid without
+            # reading it again. The payout's UNIQUE ticket keeps it to one; if it was paid
+            # before, the full reading below says so.
+            try:
+                async with self.database.transaction() as db:
+                    return await self._pay(db, delivered_now[0], conversation, call_id), False
+            except IntegrityError:
+                pass
+        # One transaction: the matching tickets read, the payout and its audit entry written.
+        preferred = {t.id for t in prefer}
+        ticket = None
+        try:
+            async with self.database.transaction() as db:
+                matching = await self._approved_tickets(conversation, purpose, amount_cents, db)
+                # An unpaid match first; a paid one only to report "already paid". Of two equal
+                # tickets, the one whose approval this run delivers: the other one's approval has
+                # not reached the conversation yet, and pays when it does.
+                matching.sort(key=lambda pair: (pair[1], pair[0].id not in preferred))
+                ticket = matching[0][0] if matching else None
+                if ticket is None:
+                    raise NotApproved(purpose, amount_cents)
+                return await self._pay(db, ticket, conversation, call_id), False
+        except IntegrityError:
+            # Someone paid this ticket first: report that payout.
+            assert ticket is not None  # the conflict was its payout's
+            earlier = await self._earlier_payout(ticket_id=ticket.id)
+            if earlier is None:
+                raise
+            return earlier
+
+    async def _pay(self, db: AsyncConnection, ticket: Any, conversation: Conversation, call_id: str) -> Payout:
+        """Write the payout of approved `ticket` (what was approved) and its audit entry, in `db`'s transaction."""
+        payout = {
+            "id": new_id("P"), "paid_at": self.database.now(), "ticket_id": ticket.id,
+            "app_name": conversation.app_name, "call_id": call_id, "user_id": conversation.user_id,
+            "session_id": conversation.session_id, "purpose": ticket.purpose,
+            "amount_cents": ticket.amount_cents if ticket.approved_cents is None else ticket.approved_cents,
+        }
+        await db.execute(_PAY, payout)
+        await db.execute(AUDIT, {"ticket_id": ticket.id, "at": payout["paid_at"], "actor": "reimburse",
+                                 "action": "paid", "detail": payout["id"]})
+        return Payout.of(SimpleNamespace(**payout))
 
     async def _approved_tickets(
-        self, conversation: Conversation, purpose: str, amount_cents: int
-    ) -> list[tuple[TicketRow, bool]]:
-        """Approved tickets of this conversation for purpose and amount (asked or approved), oldest first."""
-        async with await self.database.session() as db:
-            candidates = (await db.execute(
-                select(TicketRow, PayoutRow.id)
-                .outerjoin(PayoutRow, PayoutRow.ticket_id == TicketRow.id)
-                .where(
-                    in_conversation(conversation),
-                    (TicketRow.amount_cents == amount_cents) | (TicketRow.approved_cents == amount_cents),
-                    TicketRow.status == TicketStatus.APPROVED,
-                )
-                .order_by(TicketRow.created_at)
-            )).all()
+        self, conversation: Conversation, purpose: str, amount_cents: int, db: Any = None
+    ) -> list[tuple[Any, bool]]:
+        """Approved tickets of this conversation for purpose and amount (asked or approved), oldest first.
+
+        In `db`'s transaction, or in a session of its own.
+        """
+        if db is None:
+            async with self.database.transaction() as own:
+                return await self._approved_tickets(conversation, purpose, amount_cents, own)
+        candidates = (await db.execute(_APPROVED, {**conversation_params(conversation), "cents": amount_cents})).all()
         wanted = purpose.casefold()
-        return [(t, paid is not None) for t, paid in candidates if t.purpose.casefold() == wanted]
+        return [(t, t.payout_id is not None) for t in candidates if t.purpose.casefold() == wanted]
 
     async def pay_small(
         self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int,
@@ -249,17 +306,22 @@ class Payouts:
         except IntegrityError:
             # Someone paid this ticket (or ran this call) first: report that
             # payout instead of making a second one.
-            async with await self.database.session() as db:
-                key = (
-                    PayoutRow.ticket_id == fields["ticket_id"]
-                    if fields["ticket_id"]
-                    else (PayoutRow.app_name == fields["app_name"]) & (PayoutRow.user_id == fields["user_id"])
-                    & (PayoutRow.session_id == fields["session_id"]) & (PayoutRow.call_id == fields["call_id"])
-                )
-                existing = await db.scalar(select(PayoutRow).where(key))
-            if existing is None:
+            earlier = await self._earlier_payout(**fields)
+            if earlier is None:
                 raise
-            return Payout.of(existing), True
+            return earlier
+
+    async def _earlier_payout(self, **fields: Any) -> tuple[Payout, bool] | None:
+        """The payout an insert of `fields` ran into: its ticket's, or its call's (None: another conflict)."""
+        key = (
+            PayoutRow.ticket_id == fields["ticket_id"]
+            if fields.get("ticket_id")
+            else (PayoutRow.app_name == fields["app_name"]) & (PayoutRow.user_id == fields["user_id"])
+            & (PayoutRow.session_id == fields["session_id"]) & (PayoutRow.call_id == fields["call_id"])
+        )
+        async with await self.database.session() as db:
+            existing = await db.scalar(select(PayoutRow).where(key))
+        return (Payout.of(existing), True) if existing is not None else None
 
     async def find(self, *, session_id: str | None = None, ticket_id: str | None = None) -> list[Payout]:
         """The payouts of a conversation's session, or of a ticket (or every payout), oldest first."""

@@ -80,7 +80,8 @@ class Ticket:
     settled_at: datetime | None
 
     @classmethod
-    def of(cls, row: TicketRow) -> Ticket:
+    def of(cls, row: TicketRow | Any) -> Ticket:
+        """From a TicketRow, or a Core row of its columns (tickets.TICKET_COLUMNS)."""
         return cls(
             **{name: getattr(row, name) for name in cls.__dataclass_fields__}
             | {
@@ -230,7 +231,7 @@ class Payout:
     paid_at: datetime
 
     @classmethod
-    def of(cls, row: PayoutRow) -> Payout:
+    def of(cls, row: PayoutRow | Any) -> Payout:
         return cls(
             **{name: getattr(row, name) for name in cls.__dataclass_fields__}
             | {"paid_at": _utc(row.paid_at)}

@@ -22,6 +22,8 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    bindparam,
+    insert,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -205,6 +207,21 @@ class NotificationRow(Base):
     )
 
 
+class PendingCountRow(Base):
+    """How many tickets are pending, kept by the database itself (migration 0007's triggers).
+
+    Every statement that opens, decides, expires or deletes a ticket moves the
+    count in the same transaction, so the inbox reads its total from a few rows
+    instead of counting a backlog. The total is the sum of the rows: on
+    PostgreSQL each statement adds to one of a few rows picked at random, so
+    concurrent transactions seldom wait for each other's count.
+    """
+
+    __tablename__ = "pending_counts"
+    shard: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    pending: Mapped[int] = mapped_column(BigInteger)
+
+
 class ConversationLockRow(Base):
     __tablename__ = "conversation_locks"
     app_name: Mapped[str] = mapped_column(String(128), primary_key=True)
@@ -219,6 +236,25 @@ class ConversationLockRow(Base):
 def undelivered() -> Any:
     """The partial index's condition (`_UNDELIVERED_SQL`), as the queries state it."""
     return TicketRow.delivered_at.is_(None) & TicketRow.settled_at.is_(None) & TicketRow.decided_at.is_not(None)
+
+
+# Every column of a ticket, for Core statements that read or return a whole ticket (records.Ticket.of).
+TICKET_COLUMNS = tuple(TicketRow.__table__.columns)
+# An audit entry, its values bound at execution.
+AUDIT = insert(AuditRow)
+
+# `in_conversation` with its values bound at execution: {"app_name": ..., "user_id": ..., "session_id": ...}.
+IN_BOUND_CONVERSATION = (
+    (TicketRow.app_name == bindparam("c_app_name"))
+    & (TicketRow.user_id == bindparam("c_user_id"))
+    & (TicketRow.session_id == bindparam("c_session_id"))
+)
+
+
+def conversation_params(conversation: Conversation) -> dict[str, str]:
+    """The values of IN_BOUND_CONVERSATION."""
+    return {"c_app_name": conversation.app_name, "c_user_id": conversation.user_id,
+            "c_session_id": conversation.session_id}
 
 
 def in_conversation(conversation: Conversation) -> Any:

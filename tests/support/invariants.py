@@ -13,7 +13,9 @@ these after each step (tests/test_money_invariants.py):
    failed delivery that `settle` accepts;
 6. split requests: the payouts of one-approver tickets of one requester, for
    one purpose on one UTC day, or from one message, add up to at most the
-   two-person line.
+   two-person line;
+7. the pending count the database keeps (the inbox's total) is the number of
+   pending tickets.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from long_running_agent.ledger import Ledger, TicketStatus
 from long_running_agent.ledger.policy import purpose_key, requester_of
-from long_running_agent.ledger.schema import PayoutRow, TicketRow
+from long_running_agent.ledger.schema import PayoutRow, PendingCountRow, TicketRow
 
 
 @dataclass
@@ -45,6 +47,9 @@ async def check_money_invariants(
     async with await ledger.database.session() as db:
         tickets = {row.id: row for row in await db.scalars(select(TicketRow))}
         payouts = list(await db.scalars(select(PayoutRow).where(PayoutRow.ticket_id.is_not(None))))
+        kept_pending = int(await db.scalar(select(func.coalesce(func.sum(PendingCountRow.pending), 0))) or 0)
+    pending = sum(1 for row in tickets.values() if TicketStatus(row.status) is TicketStatus.PENDING)
+    assert kept_pending == pending, f"the kept pending count is {kept_pending}, with {pending} tickets pending"
     paid: dict[str, list[PayoutRow]] = defaultdict(list)
     for payout in payouts:
         paid[payout.ticket_id or ""].append(payout)
