@@ -1,9 +1,9 @@
 """The one place this app relies on ADK's private names and on the words of ADK's errors.
 
-ADK's public API does not say where a session store keeps its data, how a
-model declares what it can do before 2.7, how its evaluator sends one user
-turn, or which of its errors mean "this message cannot resume anything".
-The app needs all four, so each is read here, with the ADK behaviour it
+ADK's public API does not say where a session store keeps its data or a
+stored session's version, how a model declares what it can do before 2.7,
+how its evaluator sends one user turn, or which of its errors mean "this
+message cannot resume anything". The app needs all five, so each is read here, with the ADK behaviour it
 relies on, the releases it was checked on (google-adk 2.8 to 2.13), and what
 the app does when a release no longer has it. tests/test_adk_compat.py checks
 every assumption and names the one a new release breaks; `make test-adk` runs
@@ -16,14 +16,16 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncGenerator, Callable
+from datetime import datetime
 from pathlib import Path
 
 from google.adk.cli.utils.local_storage import PerAgentDatabaseSessionService
 from google.adk.events import Event
 from google.adk.runners import Runner
-from google.adk.sessions import BaseSessionService
+from google.adk.sessions import BaseSessionService, InMemorySessionService
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
+from sqlalchemy import Select, bindparam, select
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +72,34 @@ def sqlite_file(service: SqliteSessionService) -> str | None:
     """The file a SqliteSessionService opens, or None if this release does not say."""
     path = getattr(service, SQLITE_FILE, None)
     return path if isinstance(path, str) and path not in ("", ":memory:") else None
+
+
+# --- A stored session's version ----------------------------------------------------
+# ADK's stale-session check compares a loaded session's `last_update_time` with
+# the stored one's. DatabaseSessionService keeps it in the `update_time` column
+# of its sessions table (`StorageSession` in google.adk.sessions.schemas.v1, no
+# public accessor); InMemorySessionService in `sessions[app][user][session]`.
+# The guard reads it to skip reloading a conversation nobody wrote to since ADK
+# loaded it. Without either, the version is unknown (None) and the guard
+# reloads the conversation on every run: one read more, nothing less safe.
+try:
+    from google.adk.sessions.schemas.v1 import StorageSession
+
+    STORED_SESSION_VERSION: Select[datetime] | None = select(StorageSession.update_time).where(
+        StorageSession.app_name == bindparam("app_name"), StorageSession.user_id == bindparam("user_id"),
+        StorageSession.id == bindparam("session_id"))
+except (ImportError, AttributeError):  # another storage layout: the version is not read
+    STORED_SESSION_VERSION = None
+
+
+def in_memory_version(service: InMemorySessionService, app_name: str, user_id: str, session_id: str) -> float | None:
+    """The stored session's `last_update_time` in an InMemorySessionService, or None if it cannot be read."""
+    try:
+        stored = service.sessions[app_name][user_id][session_id]
+    except (AttributeError, KeyError, TypeError):
+        return None
+    version = getattr(stored, "last_update_time", None)
+    return version if isinstance(version, float) else None
 
 
 # --- How ADK's evaluator runs one user turn ----------------------------------------

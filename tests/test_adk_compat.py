@@ -13,6 +13,7 @@ import ast
 import inspect
 import logging
 import re
+from datetime import UTC
 from pathlib import Path
 
 import google.adk
@@ -24,7 +25,7 @@ from google.adk.cli.utils.local_storage import PerAgentDatabaseSessionService, c
 from google.adk.events import Event
 from google.adk.models import BaseLlm
 from google.adk.runners import Runner
-from google.adk.sessions import InMemorySessionService
+from google.adk.sessions import DatabaseSessionService, InMemorySessionService
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
 from support.models import ScriptedModel
@@ -100,6 +101,48 @@ def test_a_sqlite_store_that_does_not_say_its_file_is_not_named():
         pass
 
     assert adk_compat.sqlite_file(WithoutPath()) is None  # type: ignore[arg-type]
+
+
+# --- A stored session's version ----------------------------------------------------
+
+
+async def test_the_stored_version_is_read_where_adks_database_store_keeps_it(tmp_path):
+    assert adk_compat.STORED_SESSION_VERSION is not None, broken(
+        "STORED_SESSION_VERSION", "google.adk.sessions.schemas.v1 has no StorageSession with update_time")
+    service = DatabaseSessionService(f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}")
+    try:
+        session = await service.create_session(app_name=APP_FOLDER, user_id="alice")
+        await service.append_event(session, Event(author="user", content=types.Content(
+            role="user", parts=[types.Part(text="hello")])))
+        async with service.db_engine.connect() as db:
+            stored = await db.scalar(adk_compat.STORED_SESSION_VERSION, {
+                "app_name": APP_FOLDER, "user_id": "alice", "session_id": session.id})
+    finally:
+        await service.close()
+    assert stored is not None, broken("STORED_SESSION_VERSION", "the query finds no row for a stored session")
+    seen = (stored if stored.tzinfo else stored.replace(tzinfo=UTC)).timestamp()
+    assert seen == pytest.approx(session.last_update_time, abs=1e-3), broken(
+        "STORED_SESSION_VERSION", f"update_time {seen} is not the session's last_update_time "
+        f"{session.last_update_time}, which ADK's stale-session check compares")
+
+
+async def test_the_stored_version_is_read_where_adks_memory_store_keeps_it():
+    service = InMemorySessionService()
+    session = await service.create_session(app_name=APP_FOLDER, user_id="alice")
+    await service.append_event(session, Event(author="user", content=types.Content(
+        role="user", parts=[types.Part(text="hello")])))
+    version = adk_compat.in_memory_version(service, APP_FOLDER, "alice", session.id)
+    assert version == session.last_update_time, broken(
+        "in_memory_version", f"InMemorySessionService.sessions[app][user][id] gives {version}, "
+        f"not the session's last_update_time {session.last_update_time}")
+
+
+def test_a_memory_store_laid_out_otherwise_gives_no_version_and_the_guard_reloads():
+    class Elsewhere:
+        sessions = ["not", "a", "mapping"]
+
+    assert adk_compat.in_memory_version(Elsewhere(), APP_FOLDER, "alice", "s1") is None  # type: ignore[arg-type]
+    assert adk_compat.in_memory_version(InMemorySessionService(), APP_FOLDER, "alice", "nope") is None
 
 
 # --- How ADK's evaluator runs one user turn ----------------------------------------

@@ -42,12 +42,11 @@ from google.adk.events import Event
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
 from google.adk.sessions import DatabaseSessionService, InMemorySessionService, Session
-from google.adk.sessions.schemas.v1 import StorageSession
 from google.genai import types
-from sqlalchemy import bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ..adk_compat import STORED_SESSION_VERSION, in_memory_version
 from ..ledger import Conversation, DatabaseFileGone, Ledger, LedgerError, Ticket, TicketStatus
 from ..ledger.inputs import InputError
 from ..ledger.locks import HeldLock
@@ -185,11 +184,6 @@ def call_gone(ticket: Ticket, where: str = "") -> str:
             f"{ticket.call_id} that ticket {ticket.id} answers (it was deleted and started again)")
 
 
-_SESSION_VERSION = select(StorageSession.update_time).where(
-    StorageSession.app_name == bindparam("app_name"), StorageSession.user_id == bindparam("user_id"),
-    StorageSession.id == bindparam("session_id"))
-
-
 def _session_version(context: InvocationContext, ledger: Ledger) -> Any:
     """A read of the stored session's version, to make in the transaction that takes the lock.
 
@@ -201,16 +195,17 @@ def _session_version(context: InvocationContext, ledger: Ledger) -> Any:
     service, session = context.session_service, context.session
     if isinstance(service, InMemorySessionService):
         async def in_memory(_db: AsyncConnection) -> float | None:
-            stored = service.sessions.get(session.app_name, {}).get(session.user_id, {}).get(session.id)
-            return stored.last_update_time if stored is not None else None
+            return in_memory_version(service, session.app_name, session.user_id, session.id)
 
         return in_memory
-    if not isinstance(service, DatabaseSessionService) or service.db_engine is not ledger.engine:
+    if (not isinstance(service, DatabaseSessionService) or service.db_engine is not ledger.engine
+            or STORED_SESSION_VERSION is None):
         return None
+    query = STORED_SESSION_VERSION
 
     async def read(db: AsyncConnection) -> float | None:
-        stored = await db.scalar(_SESSION_VERSION, {"app_name": session.app_name, "user_id": session.user_id,
-                                                    "session_id": session.id})
+        stored = await db.scalar(query, {"app_name": session.app_name, "user_id": session.user_id,
+                                         "session_id": session.id})
         if stored is None:
             return None
         return (stored if stored.tzinfo else stored.replace(tzinfo=UTC)).timestamp()
