@@ -28,7 +28,7 @@ from google.adk.tools import ToolContext
 
 from .approval.conversations import tool_call
 from .approval.courier import answer_withdrawal
-from .approval.guard import delivering_now, paid_now
+from .approval.guard import delivering_now
 from .approval.notes import tool_error
 from .names import TicketStatus
 from .notifications import send_soon
@@ -57,7 +57,6 @@ async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> d
             call, purpose=purpose, amount=amount, prefer=delivering_now())
     except Refusal as refusal:
         return tool_error(refusal)
-    paid_now(payout.ticket_id)
     return payout.as_response(already_paid=already_paid)
 
 

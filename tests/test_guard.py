@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 from datetime import timedelta
 from decimal import Decimal
+from types import SimpleNamespace
 
 import pytest
 from google.genai import types
@@ -30,10 +31,12 @@ from support.models import (
     text_part,
 )
 
+from long_running_agent.approval import guard as guard_module
 from long_running_agent.approval.courier import decide_and_deliver
-from long_running_agent.approval.guard import NOTE_MARK
+from long_running_agent.approval.guard import NOTE_MARK, ApprovalGuard
 from long_running_agent.approval.notes import REFUSAL_PREFIX
 from long_running_agent.ledger import AlreadyDecided, NotAllowed
+from long_running_agent.ledger import Conversation as Where
 from long_running_agent.ledger.locks import NAMESPACE
 from long_running_agent.services import close_services
 
@@ -408,3 +411,19 @@ async def test_a_database_at_another_schema_is_told_in_the_chat_not_raised(sqlit
     events = await chat.say("Please reimburse $250 for the team lunch")
 
     assert "schema revision 0099" in event_texts(events)[-1] and not calls(events, "ask_for_approval")
+
+
+async def test_a_ticket_reimburse_paid_in_this_run_is_no_longer_taken_for_unpaid():
+    # The model's next request in the same run shows the approval with its payout
+    # (approval/turn_order.py) only if the run stops counting the ticket as unpaid.
+    guard, reimburse_tool = ApprovalGuard(), SimpleNamespace(name="reimburse")
+    run = guard_module._Run("inv-1", Where("app", "alice", "s1"), unpaid={"T-1", "T-2"})
+    token = guard_module._current_run.set(run)
+    try:
+        await guard.after_tool_callback(tool=reimburse_tool, tool_args={}, tool_context=None,
+                                        result={"status": "paid", "payout_id": "P-1", "ticket_id": "T-1"})
+        await guard.after_tool_callback(tool=reimburse_tool, tool_args={}, tool_context=None,
+                                        result={"status": "error", "error": "not approved", "ticket_id": "T-2"})
+        assert (guard_module.known_unpaid("T-1"), guard_module.known_unpaid("T-2")) == (False, True)
+    finally:
+        guard_module._current_run.reset(token)

@@ -50,7 +50,7 @@ from ..adk_compat import STORED_SESSION_VERSION, in_memory_version
 from ..ledger import Conversation, DatabaseFileGone, Ledger, LedgerError, Ticket, TicketStatus
 from ..ledger.inputs import InputError
 from ..ledger.locks import HeldLock
-from ..names import APPROVAL_TOOL, ERROR
+from ..names import APPROVAL_TOOL, ERROR, REIMBURSE_TOOL, PayoutStatus
 from ..refusals import (
     AlreadyDelivered,
     LedgerUnusable,
@@ -131,6 +131,9 @@ def known_unpaid(ticket_id: str) -> bool:
     """
     run = _current_run.get()
     return run is not None and ticket_id in run.unpaid
+
+
+PAID = {PayoutStatus.PAID.value, PayoutStatus.ALREADY_PAID.value}
 
 
 def paid_now(ticket_id: str | None) -> None:
@@ -260,6 +263,14 @@ class ApprovalGuard(BasePlugin):
             responses = [p.function_response for p in user_message.parts or [] if p.function_response]
             return types.Content(role="user", parts=[types.Part(text=as_sent(responses), thought=True)]) \
                 if responses else None
+
+    async def after_tool_callback(
+        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any, result: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """`reimburse` paid a ticket in this run: the run no longer counts it as unpaid."""
+        if tool.name == REIMBURSE_TOOL and isinstance(result, dict) and result.get("status") in PAID:
+            paid_now(result.get("ticket_id"))
+        return None
 
     async def on_tool_error_callback(
         self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any, error: Exception
