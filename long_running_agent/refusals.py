@@ -19,6 +19,7 @@ the wording may.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from datetime import date, timedelta
 from decimal import Decimal
@@ -84,6 +85,16 @@ def dollars(cents: int) -> str:
 # parameters and a link to the driver's message.
 _SQL_TAIL = re.compile(r"\s*(?:\[SQL: |\[parameters: |\(Background on this error at: ).*", re.DOTALL)
 _DRIVER = re.compile(r"\((?:sqlalchemy|sqlite3|asyncpg|psycopg)[\w.]*\) ")
+
+
+def causes(error: BaseException) -> Iterator[BaseException]:
+    """`error` and what caused it, outermost first (ADK and google-genai wrap the errors they pass on)."""
+    seen: list[BaseException] = []
+    cause: BaseException | None = error
+    while cause is not None and cause not in seen:
+        seen.append(cause)
+        yield cause
+        cause = cause.__cause__ or cause.__context__
 
 
 def without_sql(text: str | None) -> str | None:

@@ -45,39 +45,23 @@ def failing_app() -> FastAPI:
 
 
 async def test_an_unexpected_error_is_json_and_the_connection_stays_open():
-    # Bound here, and handed to uvicorn: no other test running beside this one can take the port meanwhile.
-    listening = socket.socket()
-    listening.bind(("127.0.0.1", 0))
-    port = listening.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(failing_app(), log_level="critical"))
-    serving = asyncio.create_task(server.serve(sockets=[listening]))
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started:
-            assert time.monotonic() < deadline and not serving.done(), "uvicorn did not start within 30 s"
-            await asyncio.sleep(0.05)
-        opened: list[int] = []
+    opened: list[int] = []
 
-        async def count_connections(request: httpx.Request) -> None:
-            pool = client._transport._pool  # type: ignore[attr-defined]
-            opened.append(len(pool.connections))
+    async def count_connections(request: httpx.Request) -> None:
+        pool = client._transport._pool  # type: ignore[attr-defined]
+        opened.append(len(pool.connections))
 
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}",
-                                     event_hooks={"request": [count_connections]}) as client:
-            failed = await client.get("/boom")
-            fine = await client.get("/fine")
+    async with served(failing_app()) as port, httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", event_hooks={"request": [count_connections]}) as client:
+        failed = await client.get("/boom")
+        fine = await client.get("/fine")
 
-        assert failed.status_code == 500 and failed.headers["content-type"] == "application/json"
-        assert failed.json()["error"] == "internal_error" and failed.json()["fix"]
-        assert "a bug nobody foresaw" not in failed.text  # no internals leak to the client
-        assert fine.json() == {"status": "ok"}
-        # The second request went over the connection the first one opened.
-        assert opened == [0, 1]
-    finally:
-        server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await serving
-        listening.close()
+    assert failed.status_code == 500 and failed.headers["content-type"] == "application/json"
+    assert failed.json()["error"] == "internal_error" and failed.json()["fix"]
+    assert "a bug nobody foresaw" not in failed.text  # no internals leak to the client
+    assert fine.json() == {"status": "ok"}
+    # The second request went over the connection the first one opened.
+    assert opened == [0, 1]
 
 
 # --- every route of ADK's app on make web's server, with bad input ----------------------------
@@ -184,6 +168,7 @@ async def test_adks_plain_text_403s_are_json():
 @contextlib.asynccontextmanager
 async def served(app: FastAPI) -> AsyncIterator[int]:
     """`app` on a real uvicorn (real WebSocket handshakes), on a port bound here; yields the port."""
+    # Bound here, and handed to uvicorn: no other test running beside this one can take the port meanwhile.
     listening = socket.socket()
     listening.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, log_level="critical"))

@@ -30,7 +30,7 @@ from google.auth import exceptions as auth_errors
 from google.genai import errors as genai_errors
 
 from ..ledger.inputs import printable
-from ..refusals import ModelUnavailable
+from ..refusals import ModelUnavailable, causes
 from ..settings import model_settings
 
 # How ADK's records of a model failure are logged: "once" (one paragraph, no
@@ -61,7 +61,7 @@ def unavailable(error: BaseException, model: str) -> ModelUnavailable | None:
     if not _is_gemini(model):
         return None
     address = model_settings().gemini_address
-    for cause in _chain(error):
+    for cause in causes(error):
         if isinstance(cause, genai_errors.APIError):
             return ModelUnavailable(model, address, _said(cause), _kind(cause))
         if isinstance(cause, (httpx.TransportError, OSError)):  # OSError: DNS, refused, timeouts; aiohttp's too
@@ -115,15 +115,6 @@ def _is_gemini(model: str) -> bool:
         return False
 
 
-def _chain(error: BaseException) -> Iterator[BaseException]:
-    seen: list[BaseException] = []
-    cause: BaseException | None = error
-    while cause is not None and cause not in seen:
-        seen.append(cause)
-        yield cause
-        cause = cause.__cause__ or cause.__context__
-
-
 # --- ADK's log records of the failure -------------------------------------------------------
 
 
@@ -137,7 +128,7 @@ class _OneParagraph(logging.Filter):
     """ADK's records of a ModelUnavailable: the first one as the failure's paragraph, the others dropped."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        failure = next((c for c in _chain(record.exc_info[1]) if isinstance(c, ModelUnavailable)), None) \
+        failure = next((c for c in causes(record.exc_info[1]) if isinstance(c, ModelUnavailable)), None) \
             if record.exc_info and record.exc_info[1] else None
         if failure is None:
             return True

@@ -14,7 +14,8 @@ import contextlib
 import json
 import logging
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError, WebSocketRequestValidationError
@@ -27,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..adk_compat import is_resume_refusal
 from ..ledger.inputs import MAX_ID, printable
 from ..paging import DEFAULT_LIMIT, MAX_LIMIT
-from ..refusals import Actions, DatabaseFileGone, ModelUnavailable, Refusal, without_sql
+from ..refusals import Actions, DatabaseFileGone, ModelUnavailable, Refusal, causes, without_sql
 
 logger = logging.getLogger(__name__)
 
@@ -184,15 +185,23 @@ def json_handshake_refusals(scope: Scope, send: Send) -> Send:
     return sending
 
 
+def problems(errors: Sequence[Any], within: str | None = None) -> str:
+    """FastAPI's validation errors in one line: each field's path and what is wrong with it.
+
+    `within` ("body") words the paths inside that part of the request, as the approvals API's fields.
+    """
+    def where(location: Sequence[Any]) -> str:
+        inside = location[1:] if within else location
+        return ".".join(str(part) for part in inside) or within or "request"
+
+    return "; ".join("body: not valid JSON" if e["type"] == "json_invalid" else f"{where(e['loc'])}: {e['msg']}"
+                     for e in errors)
+
+
 def invalid_request(error: RequestValidationError | WebSocketRequestValidationError) -> ApiError:
     """FastAPI's validation of one of ADK's routes (a field missing or of the wrong type), as JSON."""
-    problems = "; ".join(
-        "body: not valid JSON" if e["type"] == "json_invalid"
-        else f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {e['msg']}"
-        for e in error.errors()
-    )
     return ApiError(
-        422, "invalid_request", f"The request is not valid: {printable(problems)[:500]}.",
+        422, "invalid_request", f"The request is not valid: {printable(problems(error.errors()))[:500]}.",
         "Send the fields the route takes, with their types (docs/http-api.md shows /run and the session routes; "
         "the server's /docs page lists every route's, except in production mode).",
     )
@@ -221,19 +230,9 @@ def database_unavailable(method: str, path: str, ticket: str | None) -> ApiError
     return ApiError(503, "database_unavailable", message, fix, headers={"Retry-After": "5"})
 
 
-def _chain(error: BaseException) -> Iterator[BaseException]:
-    """`error` and what caused it, outermost first (ADK wraps its store's errors in an HTTPException)."""
-    seen: list[BaseException] = []
-    cause: BaseException | None = error
-    while cause is not None and cause not in seen:
-        seen.append(cause)
-        yield cause
-        cause = cause.__cause__ or cause.__context__
-
-
 def database_failure(error: BaseException) -> BaseException | None:
     """The database's own error behind `error` (a driver's, SQLAlchemy's, or the OS's), if any."""
-    for cause in _chain(error):
+    for cause in causes(error):
         if isinstance(cause, (DBAPIError, sqlite3.Error, OSError, DatabaseFileGone)):
             return cause
     return None
@@ -252,7 +251,7 @@ _BAD_VALUE_MESSAGES = {
 
 def _bad_value(error: BaseException) -> str | None:
     """Why the database refused a value of the request (not the database's fault), or None."""
-    for cause in _chain(error):
+    for cause in causes(error):
         if isinstance(cause, UnicodeError):
             return "a text is not valid Unicode"
         code = getattr(cause, "sqlstate", None) or getattr(getattr(cause, "orig", None), "sqlstate", None)
@@ -277,7 +276,7 @@ def database_error(error: BaseException, method: str, path: str, ticket: str | N
         return ApiError(422, "invalid_value", f"The request was refused: {why}. Nothing was stored.",
                         f"Remove NUL characters (\\u0000), keep ids to at most {MAX_ID} characters, and send it "
                         "again.")
-    if any(isinstance(cause, (IntegrityError, sqlite3.IntegrityError)) for cause in _chain(error)):
+    if any(isinstance(cause, (IntegrityError, sqlite3.IntegrityError)) for cause in causes(error)):
         return ApiError(409, "conflict", "The request conflicts with what is stored: something with the same "
                         "id exists.", "Use another id (or none, to have one made), or read the one that exists.")
     return database_unavailable(method, path, ticket)
@@ -319,7 +318,7 @@ def refusal_error(refusal: Refusal) -> ApiError:
 
 def file_gone(error: BaseException) -> DatabaseFileGone | None:
     """The DatabaseFileGone behind `error`, if any: ADK wraps some errors (a 500 `{"detail"}` from it)."""
-    return next((cause for cause in _chain(error) if isinstance(cause, DatabaseFileGone)), None)
+    return next((cause for cause in causes(error) if isinstance(cause, DatabaseFileGone)), None)
 
 
 def database_file_gone(error: DatabaseFileGone) -> ApiError:
@@ -399,20 +398,15 @@ def install(server: FastAPI) -> None:
         if not request.url.path.startswith("/api/approvals"):
             return invalid_request(error).response()
         if all(e["loc"][0] == "query" for e in error.errors()):  # the list's paging (web/routes.py's InboxQuery)
-            problems = "; ".join(f"{e['loc'][-1]}: {e['msg']}" for e in error.errors())
+            wrong = "; ".join(f"{e['loc'][-1]}: {e['msg']}" for e in error.errors())
             return ApiError(
-                422, "invalid_query", f"The query is not valid: {problems}.",
+                422, "invalid_query", f"The query is not valid: {wrong}.",
                 f"Page with ?limit=N&offset=N (N from 1 to {MAX_LIMIT}, default {DEFAULT_LIMIT}; offset from 0) for "
                 "pending tickets and ?undelivered_limit=N&undelivered_offset=N for decisions not delivered yet; "
                 "each answer's pending_page.next_offset is where the next page starts.",
             ).response()
-        problems = "; ".join(
-            "body: not valid JSON" if e["type"] == "json_invalid"
-            else f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}"
-            for e in error.errors()
-        )
         return ApiError(
-            422, "invalid_body", f"The request body is not valid: {problems}.",
+            422, "invalid_body", f"The request body is not valid: {problems(error.errors(), within='body')}.",
             'Send JSON like {"reason": "not a business expense"} (reason: text, at most 500 '
             "characters; required to reject), or no body to approve; to approve less than was asked, "
             '{"amount": 200, "reason": "..."}.',
