@@ -18,7 +18,10 @@ import os
 from collections.abc import AsyncGenerator, Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+from google.adk.agents.callback_context import CallbackContext
+from google.adk.agents.invocation_context import InvocationContext
 from google.adk.cli.utils.local_storage import PerAgentDatabaseSessionService
 from google.adk.events import Event
 from google.adk.runners import Runner
@@ -72,6 +75,23 @@ def sqlite_file(service: SqliteSessionService) -> str | None:
     """The file a SqliteSessionService opens, or None if this release does not say."""
     path = getattr(service, SQLITE_FILE, None)
     return path if isinstance(path, str) and path not in ("", ":memory:") else None
+
+
+# --- A run's own metadata ----------------------------------------------------------
+# Each invocation has a `custom_metadata` dict that lives in memory for the
+# run and is never stored (only `RunConfig.custom_metadata`, which this app
+# leaves alone, is copied into events). Tools and callbacks read it through
+# their context's public `custom_metadata`; a plugin's `on_user_message_callback`
+# gets the InvocationContext itself, whose dict the same public property of a
+# `CallbackContext` wraps. ADK copies an invocation context shallowly for
+# its agent, so every context of one run shares the dict (checked on 2.8 to
+# 2.13 by tests/test_adk_compat.py).
+
+
+def run_metadata(context: InvocationContext) -> dict[str, Any]:
+    """The run's own metadata dict: what its tools' and callbacks' `custom_metadata` show."""
+    metadata: dict[str, Any] = CallbackContext(context).custom_metadata
+    return metadata
 
 
 # --- A stored session's version ----------------------------------------------------

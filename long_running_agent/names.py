@@ -18,6 +18,8 @@ AGENT_NAME = "expense_agent"
 # `make demo` creates, which works whether or not that virtualenv was activated.
 PYTHON = ".venv/bin/python"
 MAIN_PY = f"{PYTHON} main.py"
+# The approver CLI, a console script of this project (pyproject.toml's [project.scripts]).
+EXPENSES = ".venv/bin/expenses"
 
 # The tools, by the names ADK declares them to the model (their function names in tools.py).
 APPROVAL_TOOL = "ask_for_approval"

@@ -45,15 +45,17 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from .ledger import Ledger, Notification, TicketStatus
 from .ledger.outbox import LEASE, ticket_fields
-from .services import services
 from .settings import Settings
 from .slack_messages import Buttons, notification_blocks, updated_message
+
+if TYPE_CHECKING:
+    from .desk import Desk
 
 logger = logging.getLogger(__name__)
 
@@ -154,15 +156,14 @@ def _by_ticket(claimed: list[Notification]) -> list[list[Notification]]:
     return list(tickets.values())
 
 
-def send_soon() -> None:
+def send_soon(desk: Desk) -> None:
     """Send what is due in the background of the running loop, if a webhook is set.
 
     Never delays the caller (a tool), and never fails it: a notification
     that is not sent now waits in the outbox for the next sender.
     """
-    parts = services()
-    if parts.settings.webhook_url is not None:
-        parts.in_background(_send_quietly(parts.ledger, parts.settings))
+    if desk.settings.webhook_url is not None:
+        desk.in_background(_send_quietly(desk.ledger, desk.settings))
 
 
 async def _send_quietly(ledger: Ledger, settings: Settings) -> None:

@@ -7,7 +7,7 @@ order is total (oldest first, the ticket id breaking ties), so pages never
 overlap; a ticket decided meanwhile moves the later ones up a place, onto an
 earlier page, never out of the list.
 
-Used by the approvals API (`?limit=&offset=`) and `python main.py inbox`.
+Used by the approvals API (`?limit=&offset=`) and `expenses inbox`.
 """
 
 from __future__ import annotations

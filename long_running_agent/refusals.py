@@ -11,7 +11,7 @@ surface only renders them:
 
 A next step names the actions it needs - {inbox}, {show}, {deliver},
 {decide}, {approve}, {settle}, {approve_less}, {restart} - and each surface
-words them in its own terms (`Actions`): ".venv/bin/python main.py deliver T-...", or
+words them in its own terms (`Actions`): ".venv/bin/expenses deliver T-...", or
 "POST /api/approvals/T-.../deliver". The code never changes for a refusal;
 the wording may.
 """
@@ -25,7 +25,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, ClassVar
 
-from .names import MAIN_PY, Outcome, TicketStatus
+from .names import EXPENSES, Outcome, TicketStatus
 
 if TYPE_CHECKING:
     from .ledger.records import Payout, Ticket
@@ -339,7 +339,7 @@ class SchemaBehind(SchemaError):
     """The database is at an older schema, and this process may not upgrade it."""
 
     code = "schema_behind"
-    next_step = f"Upgrade it with: {MAIN_PY} migrate (or set AUTO_MIGRATE=true)."
+    next_step = f"Upgrade it with: {EXPENSES} migrate (or set AUTO_MIGRATE=true)."
 
     def __init__(self, current: str | None, head: str) -> None:
         super().__init__(current, head,
@@ -351,7 +351,7 @@ class SchemaAhead(SchemaError):
 
     code = "schema_ahead"
     next_step = ("A newer version of the app has upgraded it: run that version, or restore a backup made before "
-                 f"the upgrade ({MAIN_PY} migrate never goes back).")
+                 f"the upgrade ({EXPENSES} migrate never goes back).")
 
     def __init__(self, current: str, head: str) -> None:
         super().__init__(current, head, f"The database is at schema revision {current}, which this version does "
@@ -363,7 +363,7 @@ class SchemaMismatch(SchemaError):
 
     code = "schema_mismatch"
     next_step = ("Restore a backup, or undo the partial change by hand (ledger/migrations/versions/ says what each "
-                 f"revision adds), then run: {MAIN_PY} migrate")
+                 f"revision adds), then run: {EXPENSES} migrate")
 
     def __init__(self, current: str | None, head: str, detail: str) -> None:
         self.detail = detail
@@ -453,6 +453,17 @@ class NoTicketForCall(NotAcceptedAnswer):
 
     def __init__(self) -> None:
         super().__init__("This approval call has no ticket (the request was invalid).")
+
+
+class AnswerDisagrees(NotAcceptedAnswer):
+    """A response that claims a decision the ledger records otherwise (approval/decisions.py)."""
+
+    code = "answer_disagrees"
+    next_step = ("Send the decision as the ledger records it ({show} shows it), or let the app deliver it: "
+                 "{deliver}.")
+
+    def __init__(self, ticket_id: str, why: str) -> None:
+        super().__init__(f"The response does not agree with the ledger: {why}.", ticket_id=ticket_id)
 
 
 class StillPending(Refusal):

@@ -1,10 +1,10 @@
 """Settings, read from the environment once per process; each one is documented in `.env.example`.
 
 `Settings` is a pydantic-settings `BaseSettings` (the environment after
-`long_running_agent/__init__.py` has loaded `.env`). `settings()` reads it on
-first use and keeps it; tests and benchmarks hand over their own with
-`use_settings(...)` instead of editing `os.environ`. A value the app cannot use
-fails here, at start: a `SettingsError` names the variable and what to set it to.
+`long_running_agent/__init__.py` has loaded `.env`). Each entry point reads it
+once (`load_settings()`) and builds its approval desk from it (desk.py); tests
+and benchmarks build theirs from their own `Settings`. A value the app cannot
+use fails here, at start: a `SettingsError` names the variable and what to set it to.
 """
 
 from __future__ import annotations
@@ -318,18 +318,13 @@ def database_in_words(url: str) -> str:
     return parsed.render_as_string(hide_password=True)
 
 
-_current: Settings | None = None
+def settings_or_exit() -> Settings:
+    """`load_settings()` for a program's start: a setting it cannot use ends the program with one line naming it.
 
-
-def settings() -> Settings:
-    """This process's settings: read from the environment on first use, then kept."""
-    global _current
-    if _current is None:
-        _current = load_settings()
-    return _current
-
-
-def use_settings(new: Settings | None) -> None:
-    """Run with `new` from now on (tests, benchmarks); None reads the environment again on next use."""
-    global _current
-    _current = new
+    What agent.py calls as plain `adk` commands load it, so they stop as
+    main.py and `make web` do, with the variable and its fix, no traceback.
+    """
+    try:
+        return load_settings()
+    except SettingsError as error:
+        raise SystemExit(f"error: {error.message} {error.next_step}") from None

@@ -14,10 +14,11 @@ rules apply, and an amount they send to an approver is answered
 `cancel_request` lets the requester withdraw a pending ticket from the chat.
 
 Each tool makes one call to the ledger, which applies the policy
-(ledger/ledger.py, ledger/policy.py); a refusal comes back as the tool's
-answer, in the words every surface shares (refusals.py). The docstrings are
-what the model reads, in every request of every turn, so they say only what
-the model needs; the responses likewise carry only what the model acts on.
+(ledger/ledger.py, ledger/policy.py). The ledger comes from the tool's run
+(`approval_run`: what the approval guard hands every run, approval/run.py).
+A refusal comes back as the tool's answer, in the words every surface shares
+(refusals.py). ADK turns each docstring into the declaration the model reads
+on every turn, so they say only what the model needs.
 """
 
 from __future__ import annotations
@@ -26,46 +27,60 @@ from typing import Any
 
 from google.adk.tools import ToolContext
 
-from .approval.conversations import tool_call
 from .approval.courier import answer_withdrawal
-from .approval.guard import delivering_now
 from .approval.notes import tool_error
+from .approval.run import approval_run
 from .names import TicketStatus
 from .notifications import send_soon
 from .refusals import Refusal
-from .services import services
 
 
 async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContext) -> dict[str, Any]:
-    """Open a ticket for an approver, one per expense."""
-    call = await tool_call(tool_context)  # the call's id, its conversation, and the store that keeps it
+    """Open a ticket for an approver, one per expense.
+
+    Args:
+        purpose: What the expense was for, in a few words, e.g. "team lunch".
+        amount: The amount in US dollars, e.g. 250.00.
+    """
+    run = approval_run(tool_context)  # this run: the desk, and the conversation's store (approval/run.py)
     try:
-        requested = await services().ledger.request_approval(call, purpose=purpose, amount=amount)
+        requested = await run.ledger.request_approval(await run.tool_call(tool_context), purpose=purpose,
+                                                      amount=amount)
     except Refusal as refusal:
         return tool_error(refusal)
-    send_soon()  # approvers hear of it now, if a webhook is set (notifications.py)
+    send_soon(run.desk)  # approvers hear of it now, if a webhook is set (notifications.py)
     # Returned at once: the call stays pending until the decision answers it with the same id.
     return requested.as_response()  # {"status": "pending", "ticket_id": "T-..."}
 
 
 async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> dict[str, Any]:
-    """Pay an expense in US dollars."""
-    call = await tool_call(tool_context)
+    """Pay an expense.
+
+    Args:
+        purpose: What the expense was for, as the request or its ticket says, e.g. "team lunch".
+        amount: The amount in US dollars: for an approved ticket, the amount it approved.
+    """
+    run = approval_run(tool_context)
     try:
         # Whatever the conversation says: the ledger pays an approved ticket, or a small amount, once.
-        payout, already_paid = await services().ledger.reimburse(
-            call, purpose=purpose, amount=amount, prefer=delivering_now())
+        payout, already_paid = await run.ledger.reimburse(await run.tool_call(tool_context), purpose=purpose,
+                                                          amount=amount)
     except Refusal as refusal:
         return tool_error(refusal)
     return payout.as_response(already_paid=already_paid)
 
 
 async def cancel_request(ticket_id: str, tool_context: ToolContext) -> dict[str, Any]:
-    """Withdraw the user's pending ticket when they ask to."""
+    """Withdraw the user's pending ticket when they ask to.
+
+    Args:
+        ticket_id: The ticket to withdraw, e.g. "T-1a2b3c4d5e6f".
+    """
+    run = approval_run(tool_context)
     try:
-        ticket = await services().ledger.tickets.cancel(str(ticket_id).strip(), requester=tool_context.session.user_id)
+        ticket = await run.ledger.tickets.cancel(str(ticket_id).strip(), requester=tool_context.session.user_id)
     except Refusal as refusal:
         return tool_error(refusal)
-    await answer_withdrawal(ticket, tool_context.get_invocation_context())  # the pending call is answered
-    send_soon()
+    await answer_withdrawal(run.desk, ticket, tool_context.get_invocation_context())  # the pending call is answered
+    send_soon(run.desk)
     return {"status": TicketStatus.CANCELLED.value, "ticket_id": ticket.id}

@@ -1,6 +1,6 @@
 """The flow as a transcript: what the agent and its tools do, one labelled line each.
 
-Used by the demo (main.py) and the approver CLI (cli.py), with the helpers
+Used by the demo (main.py) and the approver CLI (cli/), with the helpers
 that find the pending long-running call in a run's events.
 """
 

@@ -24,7 +24,7 @@ from playwright.async_api import BrowserContext, Page, Route, async_playwright, 
 from support.fake_gemini import BAD_KEY, FakeGemini
 from support.http import request_over_run
 from support.models import ledger_at
-from support.project import fresh_project, main_py, plain_adk
+from support.project import fresh_project, expenses, plain_adk
 from support.servers import TOKENS, WebServer, web_server
 from support.tickets import decide_and_mark_delivered, decided_not_delivered, open_tickets
 
@@ -395,7 +395,7 @@ async def test_plain_adk_web_request_approved_by_main_py_shows_payout_after_relo
             await expect(note.first).to_be_visible()
             await chat.screenshot(path=tmp_path / "1-plain-adk-web-pending.png")
 
-            approved = main_py(project, home, "approve", ticket_id, "--approver", "bob")
+            approved = expenses(project, home, "approve", ticket_id, "--approver", "bob")
             assert approved.returncode == 0, approved.stderr
 
             await chat.reload()

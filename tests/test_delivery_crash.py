@@ -17,11 +17,11 @@ import textwrap
 import time
 
 from support.conversation import pending_request
+from support.desks import current
 from support.models import ledger_at
 from support.processes import ROOT, run
 
 from long_running_agent.ledger import Conversation
-from long_running_agent.services import close_services
 
 # A delivery whose model never answers: the process sits inside the run, holding the lock.
 STALLED_DELIVERY = textwrap.dedent("""
@@ -29,6 +29,8 @@ STALLED_DELIVERY = textwrap.dedent("""
     from google.adk.models import BaseLlm
     from long_running_agent.agent import build_app
     from long_running_agent.approval.courier import deliver
+    from long_running_agent.desk import Desk
+    from long_running_agent.settings import load_settings
 
     class Stalled(BaseLlm):
         model: str = "stalled"
@@ -37,7 +39,8 @@ STALLED_DELIVERY = textwrap.dedent("""
             await asyncio.sleep(3600)
             yield  # never reached
 
-    asyncio.run(deliver(sys.argv[1], actor="doomed", app=build_app(model=Stalled())))
+    desk = Desk(load_settings(), app=build_app)
+    asyncio.run(deliver(desk, sys.argv[1], actor="doomed", app=build_app(desk, model=Stalled())))
 """)
 
 
@@ -45,14 +48,14 @@ async def lock_state(url: str, conversation: Conversation):
     try:
         return await ledger_at(url).locks.state(conversation)
     finally:
-        await close_services()
+        await current().close()
 
 
 def test_resume_right_after_a_killed_delivery_delivers_once(db_url, tmp_path):
     async def prepare():
         chat, _call, ticket_id = await pending_request(db_url)
         await ledger_at(db_url).tickets.decide(ticket_id, approver="bob", approve=True)
-        await close_services()
+        await current().close()
         return Conversation("long_running_agent", "alice", chat.session_id), ticket_id
 
     conversation, ticket_id = asyncio.run(prepare())

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from support.processes import ROOT
-from support.project import fresh_project, main_py, plain_adk, plain_env, ticket_in
+from support.project import fresh_project, expenses, plain_adk, plain_env, ticket_in
 from support.releases import load_release_0_1
 from support.servers import APP, LUNCH, web_server
 from support.transcripts import Session, blocks, normalize, parse, run, update, updating
@@ -79,7 +79,7 @@ def test_docs_approval_of_a_conversation_kept_in_another_process(project):
 
 def test_docs_ticket_history(project):
     folder, home = project
-    requested = main_py(folder, home, "request", LUNCH, "--user", "alice")
+    requested = expenses(folder, home, "request", LUNCH, "--user", "alice")
     ticket = re.search(r"Ticket (T-[0-9a-f]+) is pending", requested.stdout)
     assert ticket, requested.stdout + requested.stderr
     check("ticket-history", Session(folder, plain_env(home), ticket.group(1), {str(folder): HOME_SHOWN}))
@@ -116,7 +116,7 @@ print(main.model_line(choose_model(model_settings())))
 
 def test_docs_two_approvers(project):
     folder, home = project
-    requested = main_py(folder, home, "request", "Please reimburse $6,000 for the conference sponsorship",
+    requested = expenses(folder, home, "request", "Please reimburse $6,000 for the conference sponsorship",
                         "--user", "alice")
     ticket = re.search(r"Ticket (T-[0-9a-f]+) is pending", requested.stdout)
     assert ticket, requested.stdout + requested.stderr

@@ -29,14 +29,14 @@ from google.adk.models.google_llm import Gemini
 from google.adk.runners import Runner
 from google.genai import errors, types
 from support.conversation import Conversation, calls, event_texts, function_response, pending_calls, responses
+from support.desks import current
 from support.fake_gemini import FakeGemini, Reply, gemini_call, gemini_text
-from support.models import ledger_at
+from support.models import ledger_at, session_service
 
 from long_running_agent.agent import build_app
 from long_running_agent.approval.notes import REFUSAL_PREFIX
 from long_running_agent.ledger import Ledger
 from long_running_agent.refusals import ModelUnavailable
-from long_running_agent.services import session_service
 
 MODEL = "gemini-3.5-flash"
 API_KEY = "test-key-not-a-real-one"
@@ -168,7 +168,8 @@ async def start(database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
         monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.base_url)
         # A new Gemini per test: google-genai's client is cached on the model
         # instance (per event loop) and reads the key and base URL when built.
-        runner = Runner(app=build_app(model=Gemini(model=MODEL)), session_service=session_service(database_url))
+        runner = Runner(app=build_app(current(), model=Gemini(model=MODEL)),
+                        session_service=session_service(database_url))
         runners.append(runner)
         return Wired(fake, await Conversation(runner, REQUESTER).start(), ledger_at(database_url))
 
@@ -504,7 +505,7 @@ async def test_progress_on_a_pending_call_keeps_every_request_paired(start: Star
 
     # The first of two approvals: an update of the same call, still pending, and a note for people only.
     first = await wired.ledger.tickets.decide(ticket["ticket_id"], approver=APPROVER, approve=True)
-    assert await tell_progress(first, "bob approved it (1 of 2 approvals); it now waits for a second approver.")
+    assert await tell_progress(current(), first, "bob approved it (1 of 2 approvals); it now waits for a second approver.")
     assert len(fake.requests) == 2  # no model turn for it
     await wired.chat.say("Any news?")
     news = fake.requests[2].body["contents"]

@@ -32,22 +32,22 @@ def test_every_command_the_cli_and_the_agent_print_runs_as_printed(tmp_path):
     project, env = _clone(tmp_path)
     printed = []
 
-    def main_py(*args: str, **extra: str) -> str:
+    def expenses(*args: str, **extra: str) -> str:
         done = _shell(" ".join([".venv/bin/python main.py", *args]), project, env | extra)
         assert "Traceback" not in done.stderr, done.stderr
         printed.append(done.stdout + done.stderr)
         return printed[-1]
 
-    lunch = _ticket(main_py("request", "'Reimburse $250 for the team lunch'"))  # who approves it
-    sponsorship = _ticket(main_py("request", "'Reimburse $6,000 for the conference sponsorship'"))
-    main_py("request", "'Reimburse $0 for a pen'")  # refused: how to write a request
-    main_py("inbox", "--limit", "1")  # the next page
-    main_py("inbox", "--offset", "60")  # past the end: the last page
-    main_py("approve", sponsorship, "--approver", "bob")  # the first of two approvals: who decides next
-    main_py("approve", sponsorship, "--approver", "bob")  # refused: a second approver
-    main_py("--text", "'Reimburse $250 EUR for the hotel'")  # the demo asks a question
-    main_py("--text", "'Reimburse $6,000 for a server'")  # the demo leaves a ticket to a second approver
-    main_py("inbox", APPROVAL_WEBHOOK_URL="http://127.0.0.1:9/hook")  # a setting refused: how to make a secret
+    lunch = _ticket(expenses("request", "'Reimburse $250 for the team lunch'"))  # who approves it
+    sponsorship = _ticket(expenses("request", "'Reimburse $6,000 for the conference sponsorship'"))
+    expenses("request", "'Reimburse $0 for a pen'")  # refused: how to write a request
+    expenses("inbox", "--limit", "1")  # the next page
+    expenses("inbox", "--offset", "60")  # past the end: the last page
+    expenses("approve", sponsorship, "--approver", "bob")  # the first of two approvals: who decides next
+    expenses("approve", sponsorship, "--approver", "bob")  # refused: a second approver
+    expenses("--text", "'Reimburse $250 EUR for the hotel'")  # the demo asks a question
+    expenses("--text", "'Reimburse $6,000 for a server'")  # the demo leaves a ticket to a second approver
+    expenses("inbox", APPROVAL_WEBHOOK_URL="http://127.0.0.1:9/hook")  # a setting refused: how to make a secret
     # Each refusal's next step, as the CLI and the chat (the agent's tool errors) word it.
     for actions in (CLI, CHAT):
         printed.extend(getattr(actions, field).format(ticket=lunch) for field in vars(actions))

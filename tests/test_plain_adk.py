@@ -19,7 +19,7 @@ import httpx
 import pytest
 from support.http import as_approver, json_texts, run_body, user_text
 from support.processes import ROOT
-from support.project import ADK, cloned_project, fresh_project, main_py, plain_adk, plain_env, ticket_in
+from support.project import ADK, cloned_project, fresh_project, expenses, plain_adk, plain_env, ticket_in
 from support.servers import APP, LUNCH, web_server
 
 # ADK's per-agent store, relative to the project folder.
@@ -65,7 +65,7 @@ def test_ticket_from_plain_api_server_is_paid_by_main_py_approve(tmp_path):
         session_id = new_session(server, "alice")
         ticket_id = ticket_in(" ".join(json_texts(ask(server, "alice", session_id, LUNCH))))
 
-        approved = main_py(project, home, "approve", ticket_id, "--approver", "bob")
+        approved = expenses(project, home, "approve", ticket_id, "--approver", "bob")
 
         assert approved.returncode == 0, approved.stderr
         assert "Traceback" not in approved.stderr
@@ -75,10 +75,10 @@ def test_ticket_from_plain_api_server_is_paid_by_main_py_approve(tmp_path):
         assert paid["status"] == "paid" and paid["ticket_id"] == ticket_id
 
         # A second approval, or a re-delivery, changes nothing.
-        again = main_py(project, home, "deliver", ticket_id)
+        again = expenses(project, home, "deliver", ticket_id)
         assert again.returncode == 0 and "nothing to do" in again.stdout
         assert len(payouts_in(events_of(server, "alice", session_id))) == 1
-    shown = main_py(project, home, "show", ticket_id)
+    shown = expenses(project, home, "show", ticket_id)
     assert shown.stdout.count(" paid ") == 1 and shown.stdout.count(" delivered ") == 1, shown.stdout
 
 
@@ -89,7 +89,7 @@ def test_unreachable_conversation_gets_a_clear_message_then_delivers_on_the_next
         session_id = new_session(server, "alice")
         ticket_id = ticket_in(" ".join(json_texts(ask(server, "alice", session_id, LUNCH))))
 
-        approved = main_py(project, home, "approve", ticket_id, "--approver", "bob")
+        approved = expenses(project, home, "approve", ticket_id, "--approver", "bob")
 
         assert approved.returncode == 3, (approved.stdout, approved.stderr)
         assert "Traceback" not in approved.stderr + approved.stdout
@@ -115,23 +115,23 @@ def test_a_conversation_deleted_and_started_again_empty_gets_its_decision_record
         assert httpx.delete(f"{session_url}/{session_id}", timeout=30).status_code == 200
         assert httpx.post(session_url, json={"sessionId": session_id}, timeout=30).status_code == 200
 
-        approved = main_py(project, home, "approve", ticket_id, "--approver", "bob")
-        redelivered = main_py(project, home, "deliver", ticket_id)
+        approved = expenses(project, home, "approve", ticket_id, "--approver", "bob")
+        redelivered = expenses(project, home, "deliver", ticket_id)
         # The requester writes in the new conversation: answered, not failed on the decision it cannot take.
         ask(server, "alice", session_id, "any news?")
 
         for attempt in (approved, redelivered):
             assert attempt.returncode == 3, (attempt.stdout, attempt.stderr)
             assert "Traceback" not in attempt.stdout + attempt.stderr
-            assert f"python main.py settle {ticket_id} --approver" in attempt.stderr
+            assert f"expenses settle {ticket_id} --approver" in attempt.stderr
         assert payouts_in(events_of(server, "alice", session_id)) == []
 
-        settled = main_py(project, home, "settle", ticket_id, "--approver", "bob")
+        settled = expenses(project, home, "settle", ticket_id, "--approver", "bob")
         assert settled.returncode == 0, (settled.stdout, settled.stderr)
         assert "Traceback" not in settled.stdout + settled.stderr
         assert re.search(r"paid \$250\.00 \(P-[0-9a-f]{12}\)", settled.stdout), settled.stdout
 
-    shown = main_py(project, home, "show", ticket_id)
+    shown = expenses(project, home, "show", ticket_id)
     assert shown.returncode == 0, shown.stderr
     # Each failed attempt is in the history with its time; the payout once.
     attempts = re.findall(r"^  (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)  undelivered +by ([^:]+):", shown.stdout, re.M)
@@ -187,9 +187,9 @@ def test_adk_run_refuses_the_typed_answer_and_hears_the_decision_made_elsewhere(
         terminal.wait_for("[HITL] Waiting for input for ask_for_approval")
         terminal.type("approved")  # ADK sends this as the call's answer; only an approver may decide
         note = terminal.wait_for("not accepted")
-        assert f"python main.py approve {ticket_id}" in note
+        assert f"expenses approve {ticket_id}" in note
 
-        approved = main_py(project, home, "approve", ticket_id, "--approver", "bob")
+        approved = expenses(project, home, "approve", ticket_id, "--approver", "bob")
         assert approved.returncode == 0, approved.stderr
 
         terminal.type("any news?")
@@ -217,7 +217,7 @@ def test_adk_run_answers_a_question_typed_at_its_prompt_with_the_news(tmp_path):
         terminal.type("Please reimburse $300 for a training course")
         course = ticket_in(terminal.wait_for("is waiting for an approver"))
         terminal.wait_for("[HITL] Waiting for input for ask_for_approval")
-        approved = main_py(project, home, "approve", course, "--approver", "bob")
+        approved = expenses(project, home, "approve", course, "--approver", "bob")
         assert approved.returncode == 0, approved.stderr
         terminal.type("any news?")  # the decision reached the conversation meanwhile
         news = terminal.wait_for("[expense_agent]:")
@@ -229,18 +229,18 @@ def test_adk_run_answers_a_question_typed_at_its_prompt_with_the_news(tmp_path):
     finally:
         terminal.close()
     assert "Traceback" not in "".join(terminal.seen)
-    shown = main_py(project, home, "show", course)
+    shown = expenses(project, home, "show", course)
     assert f"Paid: {payout.group()} $300.00" in shown.stdout, shown.stdout
 
 
 @pytest.mark.parametrize("command", ["approve", "reject"])
 def test_main_py_decides_tickets_opened_by_main_py_request_in_a_fresh_clone(tmp_path, command):
     project, home = fresh_project(tmp_path), tmp_path / "home"
-    requested = main_py(project, home, "request", LUNCH, "--user", "alice")
+    requested = expenses(project, home, "request", LUNCH, "--user", "alice")
     assert requested.returncode == 0, requested.stderr
     ticket_id = ticket_in(requested.stdout)
 
-    decided = main_py(project, home, command, ticket_id, "--approver", "bob", "--reason", "as agreed")
+    decided = expenses(project, home, command, ticket_id, "--approver", "bob", "--reason", "as agreed")
 
     assert decided.returncode == 0, decided.stderr
     assert (project / ".data" / "expenses.db").exists()  # the default ledger sits in the project

@@ -41,7 +41,7 @@ def test_the_demo_shows_the_database_line_the_readme_shows(tmp_path):
     """On the default database, a fresh clone's demo names it as the README does: in the project folder."""
     shown = re.search(r"<!-- transcript: python main.py -->\n```text\n.*?^(Database: .*?)$", README, re.S | re.M)
     assert shown, "the README's transcript lost its Database line"
-    result = main_py(fresh_project(tmp_path), tmp_path / "home")
+    result = expenses(fresh_project(tmp_path), tmp_path / "home")
     assert result.returncode == 0, result.stdout + result.stderr
     assert shown.group(1) in result.stdout.splitlines()
 

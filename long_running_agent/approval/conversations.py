@@ -19,20 +19,24 @@ from __future__ import annotations
 
 import os
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from google.adk.cli.utils.local_storage import PerAgentDatabaseSessionService
 from google.adk.sessions import BaseSessionService, DatabaseSessionService, InMemorySessionService
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
-from google.adk.tools import ToolContext
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..adk_compat import per_agent_store, sqlite_file
-from ..ledger import Conversation, ToolCall
+from ..ledger import Conversation, Ledger
 from ..ledger.locks import new_holder
 from ..refusals import ConversationInUse
-from ..services import services
+
+if TYPE_CHECKING:
+    from ..desk import Desk
 
 APP_STORE = "app"
 # In-memory stores this process wrote tickets from: only it can reach them.
@@ -63,20 +67,16 @@ def same_database(a: str | URL, b: str | URL) -> bool:
 class GuardedSessionService(DatabaseSessionService):
     """ADK's session store that refuses to delete a conversation an approval still needs."""
 
+    def __init__(self, db_engine: AsyncEngine, ledger: Callable[[], Ledger]) -> None:
+        """`ledger`: the ledger to ask, once the server's loop runs (the desk's)."""
+        super().__init__(db_engine=db_engine)
+        self._ledger = ledger
+
     async def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
-        waiting = await services().ledger.deliveries.open_in(Conversation(app_name, user_id, session_id))
+        waiting = await self._ledger().deliveries.open_in(Conversation(app_name, user_id, session_id))
         if waiting:
             raise ConversationInUse([t.id for t in waiting])
         await super().delete_session(app_name=app_name, user_id=user_id, session_id=session_id)
-
-
-async def tool_call(context: ToolContext) -> ToolCall:
-    """The tool call `context` runs: its conversation, call id, message, and the store that keeps it."""
-    session = context.session
-    store = await locate(context.get_invocation_context().session_service,
-                         app_name=session.app_name, app_database_url=services().settings.database_url)
-    return ToolCall(Conversation(session.app_name, session.user_id, session.id),
-                    call_id=context.function_call_id or "", message_id=context.invocation_id, session_store=store)
 
 
 async def locate(service: BaseSessionService, *, app_name: str, app_database_url: str) -> str:
@@ -112,12 +112,11 @@ def store_in_words(locator: str) -> str:
     }.get(kind, f"a session store this app cannot open ({where})")
 
 
-def open_store(locator: str) -> BaseSessionService:
+def open_store(desk: Desk, locator: str) -> BaseSessionService:
     """A session service for the store named by `locator`; raises Unreachable."""
     kind, _, where = locator.partition(":")
-    parts = services()
     if kind == APP_STORE:
-        return parts.sessions
+        return desk.sessions
     if kind == "sqlite":
         if not os.path.exists(where):
             raise Unreachable(where, "the session file no longer exists")
@@ -125,8 +124,8 @@ def open_store(locator: str) -> BaseSessionService:
     if kind == "database":
         # The password is not stored with the ticket; it is the app's own
         # database under another name, or a database that needs none.
-        url = parts.settings.database_url if same_database(where, parts.settings.database_url) else where
-        return parts.sessions_at(url)
+        url = desk.settings.database_url if same_database(where, desk.settings.database_url) else where
+        return desk.sessions_at(url)
     if kind == "memory":
         process, _, key = where.rpartition(":")
         service = _in_memory.get(int(key)) if key.isdigit() else None

@@ -1,6 +1,6 @@
 """The courier: deciding a ticket, then taking the decision to its conversation.
 
-Used by the approver CLI (`python main.py approve|reject|deliver`) and the
+Used by the approver CLI (`expenses approve|reject|deliver`) and the
 inbox server. The ledger is written first; then the decision is delivered:
 the FunctionResponse is rebuilt from the ledger's stored call id and name and
 sent to the conversation in the store where it lives (conversations.py), so a
@@ -17,6 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from google.adk.agents.invocation_context import InvocationContext, new_invocation_context_id
 from google.adk.apps import App
@@ -25,22 +26,19 @@ from google.adk.sessions import Session
 from google.genai import types
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..ledger import Ticket, TicketExpired, TicketStatus
+from ..ledger import Ledger, Ticket, TicketExpired, TicketStatus
 from ..ledger.locks import DEFAULT_WAIT, ConversationBusy, HeldLock, new_holder
 from ..ledger.tickets import row_of
 from ..names import AGENT_NAME, Outcome
 from ..refusals import AlreadyDelivered, NotDelivered, Refusal, StillPending
-from ..services import services
 from .conversations import Unreachable, open_store, store_in_words
-from .guard import (
-    NOTE_MARK,
-    call_gone,
-    conversation_of,
-    decision_message,
-    holding,
-    holds_call,
-    running_app,
-)
+from .decisions import call_gone, decision_message, holds_call
+from .delivery import holding_app, running_app
+from .guard import NOTE_MARK, conversation_of
+from .run import Holding
+
+if TYPE_CHECKING:
+    from ..desk import Desk
 
 logger = logging.getLogger(__name__)
 
@@ -71,24 +69,24 @@ class Delivery:
 
 
 async def deliver(
-    ticket_id: str, *, actor: str, wait: timedelta = DEFAULT_WAIT, app: App | None = None
+    desk: Desk, ticket_id: str, *, actor: str, wait: timedelta = DEFAULT_WAIT, app: App | None = None
 ) -> Delivery:
     """Send the ledger's decision on `ticket_id` to its conversation, once.
 
-    `app` is the agent app to run (default: the one `services()` runs).
+    `app` is the agent app to run (default: the desk's).
     Every attempt that fails is recorded in the ledger (when, by whom, why),
     whatever stopped it, so people can see it and an approver can settle the
     ticket; only a conversation busy with another run is left to a retry.
     """
-    return await _deliver(ticket_id, actor=actor, wait=wait, app=app)
+    return await _deliver(desk, ticket_id, actor=actor, wait=wait, app=app)
 
 
 async def _deliver(
-    ticket_id: str, *, actor: str, wait: timedelta = DEFAULT_WAIT, app: App | None = None,
+    desk: Desk, ticket_id: str, *, actor: str, wait: timedelta = DEFAULT_WAIT, app: App | None = None,
     decided: Ticket | None = None, lock: HeldLock | None = None,
 ) -> Delivery:
     """`deliver`; `decided` and `lock`: the ticket as just decided, and its conversation taken in that transaction."""
-    ledger = services().ledger
+    ledger = desk.ledger
     try:
         ticket = decided or await ledger.tickets.get(ticket_id)
         if ticket.status is TicketStatus.PENDING:
@@ -99,13 +97,13 @@ async def _deliver(
             return Delivery(ticket, Outcome.SETTLED)
         where = store_in_words(ticket.session_store)
         try:
-            store = open_store(ticket.session_store)
+            store = open_store(desk, ticket.session_store)
         except Unreachable as unreachable:
-            await _record_failure(ticket, actor, str(unreachable))
+            await _record_failure(ledger, ticket, actor, str(unreachable))
             return Delivery(ticket, Outcome.UNREACHABLE, unreachable.why, where)
         except Exception as error:  # e.g. a database URL this process has no driver for
             why = f"the session store cannot be opened: {_error_text(error)}"
-            await _record_failure(ticket, actor, why)
+            await _record_failure(ledger, ticket, actor, why)
             return Delivery(ticket, Outcome.UNREACHABLE, why, where)
         conversation = ticket.conversation
         try:
@@ -120,14 +118,11 @@ async def _deliver(
                     return Delivery(ticket, Outcome.SETTLED)
             try:
                 # A ticket decided in the transaction that took the lock has no payout yet.
-                with holding(conversation, lock, [ticket], unpaid=[ticket.id] if decided else []):
-                    events = [
-                        event
-                        async for event in services().runner(store, app).run_async(
-                            user_id=ticket.user_id, session_id=ticket.session_id,
-                            new_message=decision_message(ticket),
-                        )
-                    ]
+                held = Holding(conversation, lock, {ticket.call_id: ticket},
+                               frozenset([ticket.id]) if decided else frozenset())
+                runner = desk.runner(store, holding_app(app or desk.app, held))
+                events = [event async for event in runner.run_async(
+                    user_id=ticket.user_id, session_id=ticket.session_id, new_message=decision_message(ticket))]
             except Exception:
                 # ADK refuses a conversation that is gone, or no longer holds the call; only then
                 # is it read here, to say so (the run itself reads it on the way in).
@@ -135,7 +130,7 @@ async def _deliver(
                     app_name=ticket.app_name, user_id=ticket.user_id, session_id=ticket.session_id
                 )
                 if gone := conversation_gone(ticket, session, where):
-                    await _record_failure(ticket, actor, gone)
+                    await _record_failure(ledger, ticket, actor, gone)
                     return Delivery(ticket, Outcome.CONVERSATION_MISSING, gone, where)
                 raise
             finally:
@@ -148,7 +143,7 @@ async def _deliver(
             logger.debug("Delivering %s failed", ticket_id, exc_info=True)
             # A failure inside the agent's run is recorded by the run's guard; one before it (the
             # store, ADK refusing the message), here.
-            await _record_failure(ticket, actor, why, unless_recorded_since=True)
+            await _record_failure(ledger, ticket, actor, why, unless_recorded_since=True)
             return Delivery(ticket, Outcome.FAILED, why, where)
     finally:
         if lock is not None and decided is not None:
@@ -183,9 +178,10 @@ def conversation_gone(ticket: Ticket, session: Session | None, where: str) -> st
     return None
 
 
-async def _record_failure(ticket: Ticket, actor: str, why: str, *, unless_recorded_since: bool = False) -> None:
+async def _record_failure(
+    ledger: Ledger, ticket: Ticket, actor: str, why: str, *, unless_recorded_since: bool = False
+) -> None:
     """Record a failed attempt; with `unless_recorded_since`, not if one was recorded since `ticket` was read."""
-    ledger = services().ledger
     try:
         if unless_recorded_since and (await ledger.tickets.get(ticket.id)).delivery_error != ticket.delivery_error:
             return
@@ -199,7 +195,7 @@ def _error_text(error: BaseException) -> str:
 
 
 async def decide_and_deliver(
-    ticket_id: str, *, approver: str, approve: bool, reason: str | None = None, amount: object = None,
+    desk: Desk, ticket_id: str, *, approver: str, approve: bool, reason: str | None = None, amount: object = None,
     app: App | None = None,
 ) -> Delivery:
     """Record the decision, then deliver it; raises LedgerError if the decision is refused.
@@ -208,7 +204,7 @@ async def decide_and_deliver(
     ticket is refused, but its expiry is still delivered, so the requester
     learns what happened.
     """
-    ledger = services().ledger
+    ledger = desk.ledger
     taken: list[str] = []
 
     async def take_conversation(db: AsyncConnection, decided: Ticket) -> None:
@@ -222,21 +218,21 @@ async def decide_and_deliver(
             ticket_id, approver=approver, approve=approve, reason=reason, amount=amount, then=take_conversation
         )
     except TicketExpired:
-        await deliver(ticket_id, actor=approver, app=app)
+        await deliver(desk, ticket_id, actor=approver, app=app)
         raise
     if taken:
-        return await _delivered(ticket, actor=approver, app=app,
+        return await _delivered(desk, ticket, actor=approver, app=app,
                                 lock=ledger.locks.held(ticket.conversation, taken[0]))
     if ticket.status is TicketStatus.PENDING:
         # The first of two approvals: the requester sees the progress; the second approver decides.
-        told = await tell_progress(ticket, f"{ticket.first_approved_by} approved ticket {ticket.id} "
+        told = await tell_progress(desk, ticket, f"{ticket.first_approved_by} approved ticket {ticket.id} "
                                            f"({ticket.approvals_so_far} approvals); it now waits for a second "
                                            "approver.")
         return Delivery(ticket, Outcome.WAITING, "told the conversation" if told else "not told the conversation")
-    return await _delivered(ticket, actor=approver, app=app)
+    return await _delivered(desk, ticket, actor=approver, app=app)
 
 
-async def tell_progress(ticket: Ticket, note: str) -> bool:
+async def tell_progress(desk: Desk, ticket: Ticket, note: str) -> bool:
     """Tell a ticket's conversation of something short of a decision, without a model turn.
 
     The pending call gets an intermediate update (same id and name, status
@@ -245,9 +241,9 @@ async def tell_progress(ticket: Ticket, note: str) -> bool:
     never pays and never closes the call. False if the conversation could not
     be reached; it then learns the state with the decision.
     """
-    ledger = services().ledger
+    ledger = desk.ledger
     try:
-        store = open_store(ticket.session_store)
+        store = open_store(desk, ticket.session_store)
         async with ledger.locks.hold(ticket.conversation, purpose=f"progress on {ticket.id}", wait=DEFAULT_WAIT):
             session = await store.get_session(
                 app_name=ticket.app_name, user_id=ticket.user_id, session_id=ticket.session_id
@@ -271,17 +267,17 @@ async def tell_progress(ticket: Ticket, note: str) -> bool:
         return False
 
 
-async def withdraw_and_deliver(ticket_id: str, *, requester: str, app: App | None = None) -> Delivery:
+async def withdraw_and_deliver(desk: Desk, ticket_id: str, *, requester: str, app: App | None = None) -> Delivery:
     """The requester withdraws a pending request; the pending call is answered "cancelled"."""
     try:
-        ticket = await services().ledger.tickets.cancel(ticket_id, requester=requester)
+        ticket = await desk.ledger.tickets.cancel(ticket_id, requester=requester)
     except TicketExpired:
-        await deliver(ticket_id, actor=requester, app=app)
+        await deliver(desk, ticket_id, actor=requester, app=app)
         raise
-    return await _delivered(ticket, actor=requester, app=app)
+    return await _delivered(desk, ticket, actor=requester, app=app)
 
 
-async def answer_withdrawal(ticket: Ticket, context: InvocationContext) -> None:
+async def answer_withdrawal(desk: Desk, ticket: Ticket, context: InvocationContext) -> None:
     """Answer the pending call of a ticket withdrawn in the chat with its "cancelled" record.
 
     In the conversation this run holds, the answer is added to the session
@@ -290,15 +286,17 @@ async def answer_withdrawal(ticket: Ticket, context: InvocationContext) -> None:
     there, as an approver's decision would be.
     """
     if ticket.conversation != conversation_of(context):
-        await deliver(ticket.id, actor=ticket.user_id, app=running_app(context))
+        await deliver(desk, ticket.id, actor=ticket.user_id, app=running_app(context))
         return
     answer = Event(invocation_id=context.invocation_id, author="user", content=decision_message(ticket))
     await context.session_service.append_event(context.session, answer)
-    await services().ledger.deliveries.mark_delivered(ticket.id, actor=ticket.user_id)
+    await desk.ledger.deliveries.mark_delivered(ticket.id, actor=ticket.user_id)
 
 
-async def _delivered(ticket: Ticket, *, actor: str, app: App | None, lock: HeldLock | None = None) -> Delivery:
-    delivery = await _deliver(ticket.id, actor=actor, app=app, decided=ticket if lock else None, lock=lock)
+async def _delivered(
+    desk: Desk, ticket: Ticket, *, actor: str, app: App | None, lock: HeldLock | None = None
+) -> Delivery:
+    delivery = await _deliver(desk, ticket.id, actor=actor, app=app, decided=ticket if lock else None, lock=lock)
     if delivery.outcome is Outcome.ALREADY_DELIVERED:
         # A message in the same conversation got the lock first and delivered
         # this new decision before answering: it arrived, once.
@@ -307,25 +305,24 @@ async def _delivered(ticket: Ticket, *, actor: str, app: App | None, lock: HeldL
     return delivery
 
 
-async def remind_due() -> list[Ticket]:
+async def remind_due(desk: Desk) -> list[Ticket]:
     """Remind of each pending ticket about to expire, once, and escalate it; tell its conversation.
 
     Runs with the other background work (`make web`'s sweep, each approver
     command). Reminders are notifications: nothing to do without a webhook.
     """
-    parts = services()
-    config = parts.settings
+    config = desk.settings
     if config.remind_before is None or config.webhook_url is None:
         return []
-    reminded = await parts.ledger.tickets.remind_due(config.remind_before, config.escalate_to)
+    reminded = await desk.ledger.tickets.remind_due(config.remind_before, config.escalate_to)
     for ticket in reminded:
         escalated = f" It was escalated to {ticket.escalated_to.replace(',', ', ')}." if ticket.escalated_to else ""
-        await tell_progress(ticket, f"Ticket {ticket.id} still waits for an approver; the approvers were "
+        await tell_progress(desk, ticket, f"Ticket {ticket.id} still waits for an approver; the approvers were "
                                     f"reminded that it expires at {ticket.expires_at:%Y-%m-%d %H:%M} UTC.{escalated}")
     return reminded
 
 
-async def deliver_due(*, actor: str, grace: timedelta = timedelta(seconds=30)) -> list[Delivery]:
+async def deliver_due(desk: Desk, *, actor: str, grace: timedelta = timedelta(seconds=30)) -> list[Delivery]:
     """Expire overdue tickets and deliver what their conversations are owed.
 
     Delivers expiries, and decisions whose own delivery never finished (the
@@ -333,7 +330,7 @@ async def deliver_due(*, actor: str, grace: timedelta = timedelta(seconds=30)) -
     failed with a reason is left to the requester's next message or to an
     approver's `deliver`, not retried in a loop.
     """
-    ledger = services().ledger
+    ledger = desk.ledger
     await ledger.tickets.expire_due()
     cutoff = ledger.now() - grace
     deliveries = []
@@ -342,5 +339,5 @@ async def deliver_due(*, actor: str, grace: timedelta = timedelta(seconds=30)) -
             continue
         if ticket.status is not TicketStatus.EXPIRED and ticket.decided_at and ticket.decided_at > cutoff:
             continue  # its approver's own delivery is most likely still under way
-        deliveries.append(await deliver(ticket.id, actor=actor, wait=timedelta(seconds=1)))
+        deliveries.append(await deliver(desk, ticket.id, actor=actor, wait=timedelta(seconds=1)))
     return deliveries

@@ -17,7 +17,7 @@ from google.genai import types
 
 from ..ledger import Ledger, Ticket
 from ..ledger.inputs import MAX_MESSAGE, is_canonical_name, unstorable
-from ..names import ERROR, MAIN_PY, PayoutStatus, TicketStatus
+from ..names import ERROR, EXPENSES, PayoutStatus, TicketStatus
 from ..refusals import (
     Actions,
     AlreadyDelivered,
@@ -32,12 +32,12 @@ REFUSAL_PREFIX = "Approval response not accepted: "
 
 # The actions a next step names, as people in a chat can take them.
 CHAT = Actions(
-    inbox=f"the inbox ({MAIN_PY} inbox, or the inbox page of make web)",
-    show=f"{MAIN_PY} show {{ticket}}",
-    deliver=f"{MAIN_PY} deliver {{ticket}}",
-    decide=f"{MAIN_PY} approve {{ticket}} --approver NAME, or the inbox page of make web",
-    approve=f"{MAIN_PY} approve {{ticket}} --approver NAME, or the inbox page of make web",
-    settle=f"{MAIN_PY} settle {{ticket}} --approver NAME",
+    inbox=f"the inbox ({EXPENSES} inbox, or the inbox page of make web)",
+    show=f"{EXPENSES} show {{ticket}}",
+    deliver=f"{EXPENSES} deliver {{ticket}}",
+    decide=f"{EXPENSES} approve {{ticket}} --approver NAME, or the inbox page of make web",
+    approve=f"{EXPENSES} approve {{ticket}} --approver NAME, or the inbox page of make web",
+    settle=f"{EXPENSES} settle {{ticket}} --approver NAME",
     approve_less="an amount and a reason",
     restart="start the app again",
 )

@@ -25,8 +25,8 @@ from google.adk.models import LlmRequest, LlmResponse
 from google.genai import types
 
 from ..names import APPROVAL_TOOL
-from ..services import services
-from .guard import NOTE_MARK, known_unpaid
+from .guard import NOTE_MARK
+from .run import ApprovalRun, approval_run
 
 
 async def prepare_model_request(
@@ -50,12 +50,12 @@ async def prepare_model_request(
         else:
             merged.append(content)
     if len(merged) > 1:
-        merged[-1] = await _with_payouts(merged[-1])
+        merged[-1] = await _with_payouts(approval_run(callback_context), merged[-1])
     llm_request.contents = merged
     return None
 
 
-async def _with_payouts(content: types.Content) -> types.Content:
+async def _with_payouts(run: ApprovalRun, content: types.Content) -> types.Content:
     """`content` with the payout id on each approval in it that is paid already (several in one turn).
 
     Every approval is looked up, even when the turn holds nothing else: with
@@ -69,11 +69,11 @@ async def _with_payouts(content: types.Content) -> types.Content:
                 and (p.function_response.response or {}).get("status") == "approved"]
     if not approved:
         return content
-    ledger, shown = services().ledger, []
+    ledger, shown = run.ledger, []
     for part in parts:
         response = part.function_response
         ticket_id = str(((response.response if response else None) or {}).get("ticket_id"))
-        if response in approved and response is not None and not known_unpaid(ticket_id):
+        if response in approved and response is not None and not run.known_unpaid(ticket_id):
             paid = await ledger.payouts.find(ticket_id=ticket_id)
             if paid:
                 part = types.Part(function_response=response.model_copy(

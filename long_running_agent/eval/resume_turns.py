@@ -37,7 +37,8 @@ from google.genai import types
 # `adk eval long_running_agent/eval` loads this folder as a top-level package
 # named "agent", where `..` leads nowhere: the app package is imported by name.
 from long_running_agent.adk_compat import adk_evaluator_turn, replace_evaluator_turn
-from long_running_agent.settings import DEFAULT_DATABASE_URL, settings
+from long_running_agent.approval.guard import ApprovalGuard
+from long_running_agent.settings import DEFAULT_DATABASE_URL, Settings
 
 
 class EvalSetupError(RuntimeError):
@@ -62,12 +63,20 @@ def pending_call_id(session: Session, name: str | None) -> str:
     return pending[0]
 
 
-def answering_pending_calls(session: Session, message: types.Content) -> types.Content:
+def settings_of(runner: Runner) -> Settings:
+    """The settings the evaluated app runs on: its approval guard's desk's."""
+    guard = runner.plugin_manager.get_plugin("approval_guard")
+    if not isinstance(guard, ApprovalGuard):
+        raise EvalSetupError("The evaluated app has no approval guard: evaluate the app agent.py builds.")
+    return guard.desk.settings
+
+
+def answering_pending_calls(settings: Settings, session: Session, message: types.Content) -> types.Content:
     """`message` with the pending call's id on each function response that has none."""
     parts = message.parts or []
     if not any(part.function_response and not part.function_response.id for part in parts):
         return message
-    check_chat_approval()
+    check_chat_approval(settings)
     return types.Content(role=message.role, parts=[
         types.Part(function_response=part.function_response.model_copy(
             update={"id": pending_call_id(session, part.function_response.name)}
@@ -76,18 +85,18 @@ def answering_pending_calls(session: Session, message: types.Content) -> types.C
     ])
 
 
-def check_ledger() -> None:
+def check_ledger(settings: Settings) -> None:
     """Every turn: the eval pays and approves its own tickets, so it must not write to the app's ledger."""
-    if settings().database_url == DEFAULT_DATABASE_URL:
+    if settings.database_url == DEFAULT_DATABASE_URL:
         raise EvalSetupError(
             "The eval pays expenses and approves its own tickets, and expects a fresh ledger; point "
             'EXPENSES_DATABASE_URL at a throwaway one, e.g. "sqlite+aiosqlite:///$(mktemp -d)/eval.db".'
         )
 
 
-def check_chat_approval() -> None:
+def check_chat_approval(settings: Settings) -> None:
     """A resume turn: only DEV_CHAT_APPROVAL lets an answer in the chat decide a ticket."""
-    if not settings().dev_chat_approval:
+    if not settings.dev_chat_approval:
         raise EvalSetupError(
             "The eval's resume turns answer the approval in the chat, which only DEV_CHAT_APPROVAL=true "
             "allows; run the eval with it, on a throwaway ledger (see docs/testing.md)."
@@ -98,12 +107,13 @@ async def _one_turn(
     runner: Runner, user_id: str, session_id: str, user_content: types.Content
 ) -> AsyncGenerator[Event, None]:
     """ADK's step for one user turn, with the pending call's id filled in and a resume filed as its own turn."""
-    check_ledger()
+    settings = settings_of(runner)
+    check_ledger(settings)
     session = await runner.session_service.get_session(
         app_name=runner.app_name, user_id=user_id, session_id=session_id
     )
     earlier = {event.invocation_id for event in session.events} if session else set()
-    message = answering_pending_calls(session, user_content) if session else user_content
+    message = answering_pending_calls(settings, session, user_content) if session else user_content
     turn_id: str | None = None
     async with aclosing(adk_evaluator_turn(runner, user_id, session_id, message)) as events:
         async for event in events:

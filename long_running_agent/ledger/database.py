@@ -35,7 +35,7 @@ class Database:
         self, url: str, *, clock: Callable[[], datetime] = utc_now, auto_migrate: bool = True,
         engine: AsyncEngine | None = None,
     ) -> None:
-        """`engine`: one to share (services.py gives ADK's session store the same); default, one of its own."""
+        """`engine`: one to share (desk.py gives ADK's session store the same); default, one of its own."""
         self.url = url
         self.auto_migrate = auto_migrate
         self._owns_engine = engine is None

@@ -4,7 +4,7 @@ Both keep their rows in the same SQLite file or PostgreSQL database, so both
 get their connections here: SQLite with a rollback journal and a busy
 timeout, one connection per engine so bursts queue in order, and a watch on
 the file; PostgreSQL with a pool whose idle connections are checked before use. In a process, the ledger and ADK's
-sessions share one engine per database (services.py).
+sessions share one engine per database (desk.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 # heap but locks the approver CLI out of the file. TRUNCATE empties the
 # journal where DELETE removes and recreates it on every commit. The cost
 # (benchmarks/README.md) stays small only with one engine per database in a
-# process: see services.py.
+# process: see desk.py.
 SQLITE_JOURNAL_MODE = "truncate"
 
 

@@ -1,4 +1,4 @@
-"""The approver's inbox in one read: what `GET /api/approvals` and `python main.py inbox` show.
+"""The approver's inbox in one read: what `GET /api/approvals` and `expenses inbox` show.
 
 Overdue tickets are expired first, so the inbox never offers a ticket that can
 no longer be decided. Then, on one connection: one page of pending tickets,

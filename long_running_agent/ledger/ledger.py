@@ -19,7 +19,7 @@ guarantees that a ticket is decided once and paid at most once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -35,7 +35,7 @@ from .locks import ConversationLocks
 from .outbox import Outbox
 from .payouts import Payouts
 from .policy import Policy, needs_approval, parse_request, purpose_key, requester_of, to_cents
-from .records import Payout, Requested, Ticket, ToolCall, utc_now
+from .records import Payout, Requested, ToolCall, utc_now
 from .tickets import Tickets
 
 
@@ -47,7 +47,7 @@ class Ledger:
         engine: AsyncEngine | None = None, outbox: bool = False, approvers: frozenset[str] | None = None,
         policy: Policy | None = None,
     ) -> None:
-        """`engine`: one to share (services.py gives ADK's session store the same); default, one of its own.
+        """`engine`: one to share (desk.py gives ADK's session store the same); default, one of its own.
 
         `outbox`: write a notification for each ticket event (on when a webhook is configured).
         `approvers`: the only names that may decide or settle a ticket (APPROVERS), in their
@@ -96,21 +96,19 @@ class Ledger:
                          combined_with=tuple(await self.tickets.combined_with(ticket)),
                          dual_approval_above=self.policy.dual_approval_above)
 
-    async def reimburse(
-        self, call: ToolCall, *, purpose: object, amount: object, prefer: Collection[Ticket] = ()
-    ) -> tuple[Payout, bool]:
+    async def reimburse(self, call: ToolCall, *, purpose: object, amount: object) -> tuple[Payout, bool]:
         """Pay an expense: above the threshold only through an approved ticket, within it under the daily rules.
 
         Returns (payout, already_paid). Raises NotApproved (no approved ticket
         matches), NeedsApproval (the daily rules send it to an approver) or an
-        input's refusal. `prefer`: the tickets whose decisions the current run
-        delivers, paid first among equal matches.
+        input's refusal. Among equal matches, the decisions the call's run was
+        resumed with (`call.resumed_by`) are paid first.
         """
         clean_purpose, clean_amount = parse_request(purpose, amount, self.policy)
         cents, conversation = to_cents(clean_amount), call.conversation
         if needs_approval(clean_amount, self.policy):
             return await self.payouts.pay_approved(conversation=conversation, call_id=call.call_id,
-                                                   purpose=clean_purpose, amount_cents=cents, prefer=prefer)
+                                                   purpose=clean_purpose, amount_cents=cents, prefer=call.resumed_by)
         return await self.payouts.pay_small(conversation=conversation, call_id=call.call_id, purpose=clean_purpose,
                                             amount_cents=cents,
                                             **self._daily_rules(conversation.user_id, clean_purpose))

@@ -1,7 +1,7 @@
 """The database at the schema this code needs: Alembic migrations, one process at a time.
 
 The ledger's tables change by migrations (`ledger/migrations/versions/`), run
-on start: by `python main.py migrate`, by `make web` before it serves, and by
+on start: by `expenses migrate`, by `make web` before it serves, and by
 any process on its first use of the ledger. Each upgrade is one transaction:
 it completes, or nothing changed. With `AUTO_MIGRATE=false` a database that is
 behind is refused instead, with the command that upgrades it.
@@ -35,7 +35,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from ..names import MAIN_PY
+from ..names import EXPENSES
 from ..refusals import SchemaAhead, SchemaError, SchemaMismatch
 from .engine import tune_sqlite
 from .schema import Base
@@ -94,7 +94,7 @@ def _current(connection: Connection) -> str | None:
             f"The database's alembic_version table names several schema revisions ({', '.join(sorted(heads))}); "
             f"this version needs one, {head()}. It was changed by hand."),
             next_step="Restore a backup, or keep the one row that names the revision the tables are at, then run: "
-                      f"{MAIN_PY} migrate")
+                      f"{EXPENSES} migrate")
     revision = heads[0] if heads else None
     if revision is None and inspect(connection).has_table("approval_tickets"):
         return "0001"  # made by release 0.1, which created its tables itself

@@ -7,7 +7,7 @@ leaves its notification behind, and one that rolls back leaves none. Senders
 turns on each row through a lease: a conditional UPDATE claims it, so of
 several replicas exactly one sends it at a time; the lease ends by itself if
 that sender dies. A sent row is marked sent; a failure is retried later, and
-after the last attempt the row is marked failed, where `python main.py show`
+after the last attempt the row is marked failed, where `expenses show`
 and the API show it.
 
 Delivery is at least once: a sender killed after the receiver answered but

@@ -18,7 +18,7 @@ from . import inputs
 
 @dataclass(frozen=True)
 class Policy:
-    """The numbers the rules apply; services.py fills them from the settings of the same names."""
+    """The numbers the rules apply; desk.py fills them from the settings of the same names."""
 
     # Up to this, paid at once (APPROVAL_THRESHOLD); above it, an approver decides.
     approval_threshold: Decimal = Decimal("100")

@@ -48,6 +48,9 @@ class ToolCall:
     message_id: str | None = None
     # Which session store holds the conversation (approval/conversations.py), so a decision reaches it.
     session_store: str = "app"
+    # The decisions this call's run was resumed with, as the ledger read them under the conversation's
+    # lock: `reimburse` pays these first, without reading them again.
+    resumed_by: tuple[Ticket, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ class Ticket:
         return response
 
     def as_record(self) -> dict[str, Any]:
-        """Every field a person may want to see (`python main.py show`)."""
+        """Every field a person may want to see (`expenses show`)."""
         return {
             "ticket_id": self.id,
             "status": self.status.value,

@@ -182,7 +182,7 @@ class NotificationRow(Base):
 
     A sender claims a row (`claimed_by` until `claimed_until`), POSTs it, and
     marks it sent; a failure is retried at `next_attempt_at`, and after the
-    last attempt it is `failed_at`, shown in `python main.py show` and the API.
+    last attempt it is `failed_at`, shown in `expenses show` and the API.
     """
 
     __tablename__ = "notifications"

@@ -31,7 +31,6 @@ from google.genai import errors as genai_errors
 
 from ..ledger.inputs import printable
 from ..refusals import ModelUnavailable, causes
-from ..settings import model_settings
 
 # How ADK's records of a model failure are logged: "once" (one paragraph, no
 # traceback), "none" (the surface says it itself) or "tracebacks" (as ADK logs them).
@@ -42,25 +41,28 @@ ADK_LOGGER = "google_adk"  # the parent of every logger ADK logs to
 NO_KEY = "No API key was provided"
 
 
-def model_failed(callback_context: CallbackContext, llm_request: LlmRequest, error: Exception) -> LlmResponse | None:
+def model_failed(
+    callback_context: CallbackContext, llm_request: LlmRequest, error: Exception, *, address: str
+) -> LlmResponse | None:
     """The agent's on_model_error_callback: a Gemini that cannot be reached or refuses raises ModelUnavailable.
 
-    Raised, not answered with a response: a run whose model failed must fail,
-    so a decision being delivered stays undelivered (approval/guard.py) and is
-    delivered again later. Any other error goes on as ADK raised it.
+    `address` is where google-genai sends the model's requests (the settings'
+    `model.gemini_address`); agent.py binds it. Raised, not answered with a
+    response: a run whose model failed must fail, so a decision being
+    delivered stays undelivered (approval/guard.py) and is delivered again
+    later. Any other error goes on as ADK raised it.
     """
-    failure = unavailable(error, llm_request.model or "")
+    failure = unavailable(error, llm_request.model or "", address)
     if failure is None:
         return None
     _quiet_adk_loggers()
     raise failure from error
 
 
-def unavailable(error: BaseException, model: str) -> ModelUnavailable | None:
+def unavailable(error: BaseException, model: str, address: str) -> ModelUnavailable | None:
     """`error` as ModelUnavailable if it is Gemini's service failing (the network, or an error status), else None."""
     if not _is_gemini(model):
         return None
-    address = model_settings().gemini_address
     for cause in causes(error):
         if isinstance(cause, genai_errors.APIError):
             return ModelUnavailable(model, address, _said(cause), _kind(cause))

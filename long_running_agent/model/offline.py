@@ -28,7 +28,6 @@ from google.genai import types
 from ..adk_compat import LlmCapabilities
 from ..ledger import inputs
 from ..names import APPROVAL_TOOL, CANCEL_TOOL, REIMBURSE_TOOL
-from ..settings import settings
 from .amounts import find_amount, find_money
 from .requests import Expense, find_expenses, find_purpose
 
@@ -48,7 +47,8 @@ class _Answer:
 
     @property
     def status(self) -> str:
-        return str(self.response.get("status"))
+        # What the dev UI and `adk run` send for a typed answer: {"result": text}.
+        return str(self.response.get("status", self.response.get("result")))
 
     @property
     def purpose(self) -> str:
@@ -59,9 +59,24 @@ class _Answer:
         return (self.call.args or {}).get("amount")
 
 
-def _threshold() -> Decimal:
-    # What the app enforces (the tools check it too); the same number the instruction states.
-    return settings().approval_threshold
+@dataclass(frozen=True)
+class _Limits:
+    """The numbers the agent's instruction states, read as a careful model reads them (agent.py's INSTRUCTION)."""
+
+    threshold: Decimal
+    most: Decimal
+
+    @classmethod
+    def of(cls, request: LlmRequest) -> _Limits:
+        said = str(request.config.system_instruction or "") if request.config else ""
+        found = {name: _INSTRUCTED[name].search(said) for name in _INSTRUCTED}
+        return cls(*(Decimal(m.group(1).replace(",", "")) if m else default
+                     for m, default in zip(found.values(), (Decimal(100), Decimal(1_000_000)), strict=True)))
+
+
+# "Up to $100: call reimburse", "at most $1,000,000": what the instruction says the limits are.
+_INSTRUCTED = {"threshold": re.compile(r"Up to \$([0-9,]+(?:\.[0-9]+)?)"),
+               "most": re.compile(r"at most \$([0-9,]+(?:\.[0-9]+)?)")}
 
 
 # A tool call carries the amount as a float, which holds any figure of up to
@@ -69,7 +84,7 @@ def _threshold() -> Decimal:
 _FLOAT_EXACT_BELOW = Decimal(10) ** 13
 
 
-def _refused(amount: Decimal) -> str | None:
+def _refused(amount: Decimal, limits: _Limits) -> str | None:
     """The amount rule's refusal (ledger/inputs.py) of a figure no tool call could carry exactly, or None.
 
     Any other amount goes to the tool, which applies the same rule and says
@@ -78,7 +93,7 @@ def _refused(amount: Decimal) -> str | None:
     if amount.copy_abs() < _FLOAT_EXACT_BELOW:  # copy_abs: exact, however long the figure
         return None
     try:
-        inputs.amount(amount, most=settings().max_amount)
+        inputs.amount(amount, most=limits.most)
     except inputs.AmountError as error:
         return f"{error} Nothing was paid and no ticket was opened."
     return None
@@ -225,14 +240,14 @@ def _lowered(paid: _Answer, contents: list[types.Content]) -> str:
 
 
 def _answer_user(contents: list[types.Content], text: str, request: LlmRequest) -> list[types.Part]:
-    tools = _tool_names(request)
+    tools, limits = _tool_names(request), _Limits.of(request)
     if _WITHDRAW_WORDS.search(text) and not find_money(text) and CANCEL_TOOL in tools:
         return [_withdraw(contents, text)]
     several = find_expenses(text)
     if isinstance(several, str):
         return [_text(several)]
     if several:
-        return [_pay_or_ask(expense, tools) for expense in several]
+        return [_pay_or_ask(expense, tools, limits) for expense in several]
     found = find_amount(text)
     if isinstance(found, str):
         return [_text(found)]
@@ -251,24 +266,24 @@ def _answer_user(contents: list[types.Content], text: str, request: LlmRequest) 
             return [_text(news)]
         return [_text(
             "I handle expense reimbursements. Tell me what you spent and how much, e.g. "
-            f"'Reimburse $45 for a taxi' (paid at once, up to {_money(_threshold())}) or "
+            f"'Reimburse $45 for a taxi' (paid at once, up to {_money(limits.threshold)}) or "
             "'Reimburse $250 for the team lunch' (needs an approver first)."
         )]
     amount, _span = found
-    if refusal := _refused(amount):
+    if refusal := _refused(amount, limits):
         return [_text(refusal)]
     if not purpose:
         return [_text(f"What was the {_money(abs(amount))} for?")]
-    return [_pay_or_ask(Expense(amount, purpose), tools)]
+    return [_pay_or_ask(Expense(amount, purpose), tools, limits)]
 
 
-def _pay_or_ask(expense: Expense, tools: set[str]) -> types.Part:
+def _pay_or_ask(expense: Expense, tools: set[str], limits: _Limits) -> types.Part:
     # Without ask_for_approval to call, reimburse is the only way to pay: an agent
     # whose reimburse waits for ADK's tool confirmation above the limit (see
     # benchmarks/confirmation.py) gets the large amount through reimburse too.
-    if refusal := _refused(expense.amount):
+    if refusal := _refused(expense.amount, limits):
         return _text(refusal)
-    large = expense.amount > _threshold() and APPROVAL_TOOL in tools
+    large = expense.amount > limits.threshold and APPROVAL_TOOL in tools
     tool = APPROVAL_TOOL if large else REIMBURSE_TOOL
     if tool not in tools:
         return _text(f"I cannot do that here: the {tool} tool is not available.")

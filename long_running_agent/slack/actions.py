@@ -27,7 +27,7 @@ import hashlib
 import json
 import logging
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from slack_sdk.signature import Clock, SignatureVerifier
@@ -41,9 +41,11 @@ from ..ledger.schema import SlackRequestRow
 from ..names import Outcome
 from ..notifications import SLACK_REPLY, SLACK_UPDATE, send_due
 from ..refusals import Actions, InputError, Refusal
-from ..services import services
 from ..slack_messages import AMOUNT, APPROVE, APPROVE_LESS, IN_INBOX, REASON, REJECT, ephemeral, form_values
 from . import forms
+
+if TYPE_CHECKING:
+    from ..desk import Desk
 
 logger = logging.getLogger(__name__)
 
@@ -79,73 +81,11 @@ class SlackRefused(Refusal):
 class _LedgerClock(Clock):
     """The app's clock (tests move it), for slack_sdk's five-minute rule."""
 
+    def __init__(self, desk: Desk) -> None:
+        self.desk = desk
+
     def now(self) -> float:
-        return services().ledger.now().timestamp()
-
-
-async def take(body: bytes, headers: dict[str, str]) -> dict[str, Any]:
-    """Check and take one request from Slack; returns the immediate answer ({} for an empty 200).
-
-    Raises SlackRefused for a request that is not Slack's, or not new.
-    """
-    config = services().settings
-    assert config.slack_signing_secret is not None
-    timestamp, signature = headers.get("x-slack-request-timestamp"), headers.get("x-slack-signature")
-    if not timestamp or not signature:
-        raise SlackRefused(401, "unsigned_request", "The request has no Slack signature.",
-                           "Only Slack calls this URL: set it as the Interactivity Request URL of the Slack app.")
-    now = services().ledger.now()
-    try:
-        age = abs(now.timestamp() - int(timestamp))
-    except ValueError:
-        age = None
-    if age is None or age > MAX_AGE.total_seconds():
-        raise SlackRefused(401, "stale_request", "The request's X-Slack-Request-Timestamp is more than five minutes "
-                           "from this server's time, so it may be a replay.",
-                           "Check the server's clock (NTP); Slack's own requests are always fresh.")
-    verifier = SignatureVerifier(config.slack_signing_secret, clock=_LedgerClock())
-    if not verifier.is_valid(body=body, timestamp=timestamp, signature=signature):
-        raise SlackRefused(401, "invalid_signature", "The request's X-Slack-Signature does not match its body "
-                           "under SLACK_SIGNING_SECRET.",
-                           "Set SLACK_SIGNING_SECRET to the app's Signing Secret (Slack app settings > Basic "
-                           "Information), then restart the server.")
-    request = await _remember(signature, now)
-    try:
-        payload = json.loads(parse_qs(body.decode())["payload"][0])
-        if not isinstance(payload, dict):
-            raise ValueError("not an object")
-    except (ValueError, KeyError):
-        raise SlackRefused(400, "invalid_payload", "The request has no Slack interaction payload (form field "
-                           "`payload`, JSON).", "Send Slack's block_actions or view_submission payload.") from None
-    kind = payload.get("type")
-    if kind == "block_actions":
-        return await _clicked(payload, request)
-    if kind == "view_submission":
-        return await _submitted(payload, request)
-    return {}  # e.g. a form closed: nothing to do
-
-
-async def _remember(signature: str, now: datetime) -> str:
-    """Keep the signature; refuse it if it was kept already: the same request, sent again. Returns its id."""
-    ledger = services().ledger
-    key = hashlib.sha256(signature.encode()).hexdigest()
-    try:
-        async with await ledger.database.session() as db, db.begin():
-            await db.execute(delete(SlackRequestRow).where(
-                SlackRequestRow.received_at < now - KEEP_SIGNATURES,
-                or_(SlackRequestRow.decision.is_(None), SlackRequestRow.done_at.is_not(None))))
-            db.add(SlackRequestRow(id=key, received_at=now))
-    except IntegrityError:
-        raise SlackRefused(409, "replayed_request", "This exact request (same timestamp, body and signature) was "
-                           "taken already; it is not taken twice.",
-                           "Nothing to do: the first one counted. Click again in Slack for a new request.") from None
-    return key
-
-
-def _approver(payload: dict[str, Any]) -> tuple[str, str | None]:
-    """(the Slack user id, the approver it maps to in SLACK_APPROVERS, or None)."""
-    user = str((payload.get("user") or {}).get("id", ""))
-    return user, services().settings.slack_approvers.get(user)
+        return self.desk.ledger.now().timestamp()
 
 
 def _stranger(user: str) -> str:
@@ -153,151 +93,226 @@ def _stranger(user: str) -> str:
             f"administrator to add you to SLACK_APPROVERS (e.g. {user}:yourname, with yourname in APPROVERS).")
 
 
-async def _clicked(payload: dict[str, Any], request: str) -> dict[str, Any]:
-    [action, *_] = payload.get("actions") or [{}]
-    action_id, ticket_id = str(action.get("action_id", "")), str(action.get("value", ""))
-    response_url = payload.get("response_url")
-    if action_id.endswith(IN_INBOX) or not response_url:
-        return {}  # a link to the inbox: the browser opens it
-    user, approver = _approver(payload)
-    if approver is None:
-        await _reply(ticket_id, response_url, _stranger(user))
+class SlackActions:
+    """What POST /slack/actions does, on the desk it is handed."""
+
+    def __init__(self, desk: Desk) -> None:
+        self.desk = desk
+
+
+    async def take(self, body: bytes, headers: dict[str, str]) -> dict[str, Any]:
+        """Check and take one request from Slack; returns the immediate answer ({} for an empty 200).
+
+        Raises SlackRefused for a request that is not Slack's, or not new.
+        """
+        config = self.desk.settings
+        assert config.slack_signing_secret is not None
+        timestamp, signature = headers.get("x-slack-request-timestamp"), headers.get("x-slack-signature")
+        if not timestamp or not signature:
+            raise SlackRefused(401, "unsigned_request", "The request has no Slack signature.",
+                               "Only Slack calls this URL: set it as the Interactivity Request URL of the Slack app.")
+        now = self.desk.ledger.now()
+        try:
+            age = abs(now.timestamp() - int(timestamp))
+        except ValueError:
+            age = None
+        if age is None or age > MAX_AGE.total_seconds():
+            raise SlackRefused(401, "stale_request", "The request's X-Slack-Request-Timestamp is more than five "
+                               "minutes from this server's time, so it may be a replay.",
+                               "Check the server's clock (NTP); Slack's own requests are always fresh.")
+        verifier = SignatureVerifier(config.slack_signing_secret, clock=_LedgerClock(self.desk))
+        if not verifier.is_valid(body=body, timestamp=timestamp, signature=signature):
+            raise SlackRefused(401, "invalid_signature", "The request's X-Slack-Signature does not match its body "
+                               "under SLACK_SIGNING_SECRET.",
+                               "Set SLACK_SIGNING_SECRET to the app's Signing Secret (Slack app settings > Basic "
+                               "Information), then restart the server.")
+        request = await self._remember(signature, now)
+        try:
+            payload = json.loads(parse_qs(body.decode())["payload"][0])
+            if not isinstance(payload, dict):
+                raise ValueError("not an object")
+        except (ValueError, KeyError):
+            raise SlackRefused(400, "invalid_payload", "The request has no Slack interaction payload (form field "
+                               "`payload`, JSON).", "Send Slack's block_actions or view_submission payload.") from None
+        kind = payload.get("type")
+        if kind == "block_actions":
+            return await self._clicked(payload, request)
+        if kind == "view_submission":
+            return await self._submitted(payload, request)
+        return {}  # e.g. a form closed: nothing to do
+
+
+    async def _remember(self, signature: str, now: datetime) -> str:
+        """Keep the signature; refuse it if it was kept already: the same request, sent again. Returns its id."""
+        ledger = self.desk.ledger
+        key = hashlib.sha256(signature.encode()).hexdigest()
+        try:
+            async with await ledger.database.session() as db, db.begin():
+                await db.execute(delete(SlackRequestRow).where(
+                    SlackRequestRow.received_at < now - KEEP_SIGNATURES,
+                    or_(SlackRequestRow.decision.is_(None), SlackRequestRow.done_at.is_not(None))))
+                db.add(SlackRequestRow(id=key, received_at=now))
+        except IntegrityError:
+            raise SlackRefused(409, "replayed_request", "This exact request (same timestamp, body and signature) was "
+                               "taken already; it is not taken twice.",
+                               "Nothing to do: the first one counted. Click again in Slack for a new request.",
+                               ) from None
+        return key
+
+
+    def _approver(self, payload: dict[str, Any]) -> tuple[str, str | None]:
+        """(the Slack user id, the approver it maps to in SLACK_APPROVERS, or None)."""
+        user = str((payload.get("user") or {}).get("id", ""))
+        return user, self.desk.settings.slack_approvers.get(user)
+
+
+    async def _clicked(self, payload: dict[str, Any], request: str) -> dict[str, Any]:
+        [action, *_] = payload.get("actions") or [{}]
+        action_id, ticket_id = str(action.get("action_id", "")), str(action.get("value", ""))
+        response_url = payload.get("response_url")
+        if action_id.endswith(IN_INBOX) or not response_url:
+            return {}  # a link to the inbox: the browser opens it
+        user, approver = self._approver(payload)
+        if approver is None:
+            await self._reply(ticket_id, response_url, _stranger(user))
+            return {}
+        try:
+            ticket = await self.desk.ledger.tickets.get(ticket_id)
+        except TicketNotFound as refusal:
+            await self._reply(ticket_id, response_url, refusal.sentence(SLACK))
+            return {}
+        if action_id == APPROVE:
+            await self._ask(request, ticket_id, response_url, {"approver": approver, "approve": True})
+        elif action_id in (REJECT, APPROVE_LESS):
+            if ticket.status is not TicketStatus.PENDING:
+                await self._update_now(ticket_id, response_url)  # decided elsewhere: the message shows how
+            else:
+                trigger = str(payload.get("trigger_id", ""))
+                self.desk.in_background(self._open_form(action_id, ticket, trigger, response_url))
         return {}
-    try:
-        ticket = await services().ledger.tickets.get(ticket_id)
-    except TicketNotFound as refusal:
-        await _reply(ticket_id, response_url, refusal.sentence(SLACK))
+
+
+    async def _submitted(self, payload: dict[str, Any], request: str) -> dict[str, Any]:
+        """A Reject or Approve less form, sent: what was written is checked here, the decision is made behind."""
+        view = payload.get("view") or {}
+        kind = view.get("callback_id")
+        try:
+            where = json.loads(view.get("private_metadata") or "")
+            ticket_id, response_url = str(where["ticket"]), str(where["response_url"])
+        except (ValueError, KeyError, TypeError):
+            return {}  # not one of this app's forms
+        if kind not in (REJECT, APPROVE_LESS):
+            return {}
+        user, approver = self._approver(payload)
+        if approver is None:
+            return {"response_action": "errors", "errors": {REASON: _stranger(user)[:150]}}
+        written = form_values(view)
+        approve = kind == APPROVE_LESS
+        try:
+            ticket = await self.desk.ledger.tickets.get(ticket_id)
+            # The ledger applies these rules again; checked here too, so a mistake is shown in the form.
+            if approve:
+                approved_cents(written[AMOUNT], ticket.amount_cents)
+            if not (written[REASON] or "").strip():
+                raise InputError("reason", "A reason is required.", missing=True)
+        except InputError as refusal:
+            block = AMOUNT if refusal.field == "amount" else REASON
+            return {"response_action": "errors", "errors": {block: refusal.message[:150]}}
+        except TicketNotFound as refusal:
+            return {"response_action": "errors", "errors": {REASON: refusal.message[:150]}}
+        await self._ask(request, ticket_id, response_url, {
+            "approver": approver, "approve": approve, "reason": written[REASON],
+            "amount": written[AMOUNT] if approve else None})
         return {}
-    if action_id == APPROVE:
-        await _ask(request, ticket_id, response_url, {"approver": approver, "approve": True})
-    elif action_id in (REJECT, APPROVE_LESS):
-        if ticket.status is not TicketStatus.PENDING:
-            await _update_now(ticket_id, response_url)  # decided elsewhere: the message shows how
-        else:
-            services().in_background(_open_form(action_id, ticket, str(payload.get("trigger_id", "")), response_url))
-    return {}
 
 
-async def _submitted(payload: dict[str, Any], request: str) -> dict[str, Any]:
-    """A Reject or Approve less form, sent: what was written is checked here, the decision is made behind."""
-    view = payload.get("view") or {}
-    kind = view.get("callback_id")
-    try:
-        where = json.loads(view.get("private_metadata") or "")
-        ticket_id, response_url = str(where["ticket"]), str(where["response_url"])
-    except (ValueError, KeyError, TypeError):
-        return {}  # not one of this app's forms
-    if kind not in (REJECT, APPROVE_LESS):
-        return {}
-    user, approver = _approver(payload)
-    if approver is None:
-        return {"response_action": "errors", "errors": {REASON: _stranger(user)[:150]}}
-    written = form_values(view)
-    approve = kind == APPROVE_LESS
-    try:
-        ticket = await services().ledger.tickets.get(ticket_id)
-        # The ledger applies these rules again; checked here too, so a mistake is shown in the form.
-        if approve:
-            approved_cents(written[AMOUNT], ticket.amount_cents)
-        if not (written[REASON] or "").strip():
-            raise InputError("reason", "A reason is required.", missing=True)
-    except InputError as refusal:
-        block = AMOUNT if refusal.field == "amount" else REASON
-        return {"response_action": "errors", "errors": {block: refusal.message[:150]}}
-    except TicketNotFound as refusal:
-        return {"response_action": "errors", "errors": {REASON: refusal.message[:150]}}
-    await _ask(request, ticket_id, response_url, {"approver": approver, "approve": approve, "reason": written[REASON],
-                                                   "amount": written[AMOUNT] if approve else None})
-    return {}
+    async def _open_form(self, kind: str, ticket: Ticket, trigger_id: str, response_url: str) -> None:
+        failure = await forms.open_form(self.desk.settings, kind, ticket, trigger_id, response_url)
+        if failure is not None:
+            await self._reply(ticket.id, response_url, failure)
 
 
-async def _open_form(kind: str, ticket: Ticket, trigger_id: str, response_url: str) -> None:
-    failure = await forms.open_form(kind, ticket, trigger_id, response_url)
-    if failure is not None:
-        await _reply(ticket.id, response_url, failure)
-
-
-async def _ask(request: str, ticket_id: str, response_url: str, decision: dict[str, Any]) -> None:
-    """Keep the decision asked for, and the message's update, before Slack is answered; decide behind it."""
-    ledger = services().ledger
-    async with await ledger.database.session() as db, db.begin():
-        await db.execute(update(SlackRequestRow).where(SlackRequestRow.id == request).values(
-            ticket_id=ticket_id, decision=json.dumps(decision | {"response_url": response_url})))
-        message = ledger.outbox.add_message(db, ticket_id=ticket_id, event=SLACK_UPDATE,
-                                            body={"response_url": response_url}, due=ledger.now() + HOLD)
-    services().in_background(_decide(request, ticket_id, response_url, message, decision))
-
-
-async def _decide(request: str, ticket_id: str, response_url: str, message: str, decision: dict[str, Any], *,
-                  quiet: bool = False) -> None:
-    """The ledger's decision, then its delivery (what the API does); then the message shows the outcome.
-
-    `quiet`: made by the sweep for a server that died; whatever the ledger
-    says (most likely that it was decided after all) is for the message alone.
-    """
-    ledger = services().ledger
-    try:
-        delivery = await decide_and_deliver(ticket_id, **decision)
-        if not delivery.delivered and delivery.outcome is not Outcome.WAITING and not quiet:
-            # Decided, not delivered (the conversation is gone, say): what stands in the way, and the fix.
-            await _reply(ticket_id, response_url, delivery.refusal.sentence(SLACK), send=False)
-    except Refusal as refusal:  # the requester, a second click, an expired ticket, ...: the ledger's words
-        if not quiet:
-            await _reply(ticket_id, response_url, refusal.sentence(SLACK), send=False)
-    except Exception:
-        logger.exception("Deciding %s from Slack failed; the message shows the ticket as it stands", ticket_id)
-    finally:
+    async def _ask(self, request: str, ticket_id: str, response_url: str, decision: dict[str, Any]) -> None:
+        """Keep the decision asked for, and the message's update, before Slack is answered; decide behind it."""
+        ledger = self.desk.ledger
         async with await ledger.database.session() as db, db.begin():
-            await db.execute(update(SlackRequestRow).where(SlackRequestRow.id == request,
-                                                           SlackRequestRow.done_at.is_(None))
-                             .values(done_at=ledger.now()))
-        await ledger.outbox.make_due(message)
-        await _send()
-
-
-async def decide_left_over() -> int:
-    """Make the decisions asked for from Slack that a server answered but died before making (the sweep's).
-
-    Each gets a fresh update of its message, drawn when it is sent. Returns how many.
-    """
-    ledger = services().ledger
-    async with await ledger.database.session() as db:
-        rows = list(await db.scalars(
-            select(SlackRequestRow).where(SlackRequestRow.decision.is_not(None), SlackRequestRow.done_at.is_(None),
-                                          SlackRequestRow.received_at <= ledger.now() - LEFT_OVER)
-            .order_by(SlackRequestRow.received_at).limit(20)))
-    for row in rows:
-        asked = json.loads(row.decision or "{}")
-        response_url = asked.pop("response_url")
-        assert row.ticket_id is not None
-        async with await ledger.database.session() as db, db.begin():
-            message = ledger.outbox.add_message(db, ticket_id=row.ticket_id, event=SLACK_UPDATE,
+            await db.execute(update(SlackRequestRow).where(SlackRequestRow.id == request).values(
+                ticket_id=ticket_id, decision=json.dumps(decision | {"response_url": response_url})))
+            message = ledger.outbox.add_message(db, ticket_id=ticket_id, event=SLACK_UPDATE,
                                                 body={"response_url": response_url}, due=ledger.now() + HOLD)
-        await _decide(row.id, row.ticket_id, response_url, message, asked, quiet=True)
-    return len(rows)
+        self.desk.in_background(self._decide(request, ticket_id, response_url, message, decision))
 
 
-async def _update_now(ticket_id: str, response_url: str) -> None:
-    ledger = services().ledger
-    async with await ledger.database.session() as db, db.begin():
-        ledger.outbox.add_message(db, ticket_id=ticket_id, event=SLACK_UPDATE, body={"response_url": response_url},
-                                  due=ledger.now())
-    services().in_background(_send())
+    async def _decide(self, request: str, ticket_id: str, response_url: str, message: str, decision: dict[str, Any], *,
+                      quiet: bool = False) -> None:
+        """The ledger's decision, then its delivery (what the API does); then the message shows the outcome.
+
+        `quiet`: made by the sweep for a server that died; whatever the ledger
+        says (most likely that it was decided after all) is for the message alone.
+        """
+        ledger = self.desk.ledger
+        try:
+            delivery = await decide_and_deliver(self.desk, ticket_id, **decision)
+            if not delivery.delivered and delivery.outcome is not Outcome.WAITING and not quiet:
+                # Decided, not delivered (the conversation is gone, say): what stands in the way, and the fix.
+                await self._reply(ticket_id, response_url, delivery.refusal.sentence(SLACK), send=False)
+        except Refusal as refusal:  # the requester, a second click, an expired ticket, ...: the ledger's words
+            if not quiet:
+                await self._reply(ticket_id, response_url, refusal.sentence(SLACK), send=False)
+        except Exception:
+            logger.exception("Deciding %s from Slack failed; the message shows the ticket as it stands", ticket_id)
+        finally:
+            async with await ledger.database.session() as db, db.begin():
+                await db.execute(update(SlackRequestRow).where(SlackRequestRow.id == request,
+                                                               SlackRequestRow.done_at.is_(None))
+                                 .values(done_at=ledger.now()))
+            await ledger.outbox.make_due(message)
+            await self._send()
 
 
-async def _reply(ticket_id: str, response_url: str, text: str, *, send: bool = True) -> None:
-    """A reply only the person who clicked sees, through the outbox (retried like any notification)."""
-    ledger = services().ledger
-    async with await ledger.database.session() as db, db.begin():
-        ledger.outbox.add_message(db, ticket_id=ticket_id, event=SLACK_REPLY,
-                                  body={"response_url": response_url, "message": ephemeral(text)}, due=ledger.now())
-    if send:
-        services().in_background(_send())
+    async def decide_left_over(self) -> int:
+        """Make the decisions asked for from Slack that a server answered but died before making (the sweep's).
+
+        Each gets a fresh update of its message, drawn when it is sent. Returns how many.
+        """
+        ledger = self.desk.ledger
+        async with await ledger.database.session() as db:
+            rows = list(await db.scalars(
+                select(SlackRequestRow).where(SlackRequestRow.decision.is_not(None), SlackRequestRow.done_at.is_(None),
+                                              SlackRequestRow.received_at <= ledger.now() - LEFT_OVER)
+                .order_by(SlackRequestRow.received_at).limit(20)))
+        for row in rows:
+            asked = json.loads(row.decision or "{}")
+            response_url = asked.pop("response_url")
+            assert row.ticket_id is not None
+            async with await ledger.database.session() as db, db.begin():
+                message = ledger.outbox.add_message(db, ticket_id=row.ticket_id, event=SLACK_UPDATE,
+                                                    body={"response_url": response_url}, due=ledger.now() + HOLD)
+            await self._decide(row.id, row.ticket_id, response_url, message, asked, quiet=True)
+        return len(rows)
 
 
-async def _send() -> None:
-    try:
-        await send_due(services().ledger, services().settings)
-    except Exception:
-        logger.warning("Sending Slack's replies failed; the server's sender retries them", exc_info=True)
+    async def _update_now(self, ticket_id: str, response_url: str) -> None:
+        ledger = self.desk.ledger
+        async with await ledger.database.session() as db, db.begin():
+            ledger.outbox.add_message(db, ticket_id=ticket_id, event=SLACK_UPDATE, body={"response_url": response_url},
+                                      due=ledger.now())
+        self.desk.in_background(self._send())
+
+
+    async def _reply(self, ticket_id: str, response_url: str, text: str, *, send: bool = True) -> None:
+        """A reply only the person who clicked sees, through the outbox (retried like any notification)."""
+        ledger = self.desk.ledger
+        async with await ledger.database.session() as db, db.begin():
+            ledger.outbox.add_message(db, ticket_id=ticket_id, event=SLACK_REPLY,
+                                      body={"response_url": response_url, "message": ephemeral(text)}, due=ledger.now())
+        if send:
+            self.desk.in_background(self._send())
+
+
+    async def _send(self) -> None:
+        try:
+            await send_due(self.desk.ledger, self.desk.settings)
+        except Exception:
+            logger.warning("Sending Slack's replies failed; the server's sender retries them", exc_info=True)
 

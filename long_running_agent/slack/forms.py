@@ -17,7 +17,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 
 from ..ledger import Ticket
 from ..ledger.outbox import ticket_fields
-from ..services import services
+from ..settings import Settings
 from ..slack_messages import Buttons, decision_form
 
 logger = logging.getLogger(__name__)
@@ -26,9 +26,8 @@ logger = logging.getLogger(__name__)
 TIMEOUT_SECONDS = 2
 
 
-async def open_form(kind: str, ticket: Ticket, trigger_id: str, response_url: str) -> str | None:
+async def open_form(config: Settings, kind: str, ticket: Ticket, trigger_id: str, response_url: str) -> str | None:
     """Open the form of `kind` for `ticket`; None when it opened, else what to tell the person who clicked."""
-    config = services().settings
     inbox = Buttons(forms=False, inbox_url=config.slack_inbox_url).link(ticket.id) if config.slack_inbox_url else None
     elsewhere = f"decide it on the inbox page: {inbox}" if inbox else "decide it on the inbox page"
     if config.slack_bot_token is None:

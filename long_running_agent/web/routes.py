@@ -26,19 +26,30 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..approval.courier import Delivery, Outcome, decide_and_deliver, deliver
+from ..desk import Desk
 from ..ledger import Ledger
 from ..paging import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, Page
-from ..services import services
 from .errors import ApiError, refusal_error
 from .views import agent_reply, audit_json, notification_json, payout_json, ticket_json
 
 
-async def the_ledger() -> Ledger:
-    # async: FastAPI runs plain functions in a thread, away from the loop the engines belong to
-    return services().ledger
+async def the_desk(request: Request) -> Desk:
+    """The desk the server was built on (server.py keeps it in the app's state).
+
+    async: FastAPI runs plain functions in a thread, away from the loop the engines belong to.
+    """
+    desk: Desk = request.app.state.desk
+    return desk
 
 
-async def current_approver(request: Request) -> str:
+TheDesk = Annotated[Desk, Depends(the_desk)]
+
+
+async def the_ledger(desk: TheDesk) -> Ledger:
+    return desk.ledger
+
+
+async def current_approver(request: Request, desk: TheDesk) -> str:
     """The approver named by the bearer token; tokens come from APPROVERS (name:token,...)."""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
@@ -46,7 +57,7 @@ async def current_approver(request: Request) -> str:
             401, "missing_token", "This API needs an approver token.",
             "Send the header 'Authorization: Bearer <token>'; tokens are set on the server in APPROVERS.",
         )
-    approvers = services().settings.approvers
+    approvers = desk.settings.approvers
     for known, name in approvers.items():
         if hmac.compare_digest(known.encode(), token.strip().encode()):
             return name
@@ -107,7 +118,7 @@ approvals = APIRouter(prefix="/api/approvals")
 
 @approvals.get("", dependencies=[Depends(one_value_each)])
 async def list_approvals(approver: Approver, ledger: TheLedger, page: Annotated[InboxQuery, Query()]) -> dict[str, Any]:
-    # The read `python main.py inbox` makes too (ledger/inbox.py). Every decision that has not
+    # The read `expenses inbox` makes too (ledger/inbox.py). Every decision that has not
     # reached its conversation is listed, however old, so the page can offer its Deliver action.
     inbox = await ledger.inbox.read(**page.model_dump())
     now = inbox.now
@@ -151,14 +162,14 @@ async def delivery_json(ledger: Ledger, delivery: Delivery) -> dict[str, Any]:
 
 
 async def record_decision(
-    ledger: Ledger, ticket_id: str, approver: str, approve: bool, decision: Decision | None
+    desk: Desk, ticket_id: str, approver: str, approve: bool, decision: Decision | None
 ) -> JSONResponse:
     # The ledger first (a conditional UPDATE: one decision wins), then the
     # conversation, resumed with the stored call id and name.
     decision = decision or Decision()
-    delivery = await decide_and_deliver(ticket_id, approver=approver, approve=approve, reason=decision.reason,
-                                        amount=decision.amount)
-    body = await delivery_json(ledger, delivery)
+    delivery = await decide_and_deliver(desk, ticket_id, approver=approver, approve=approve,
+                                        reason=decision.reason, amount=decision.amount)
+    body = await delivery_json(desk.ledger, delivery)
     if delivery.delivered or delivery.outcome is Outcome.WAITING:
         # WAITING: the first of two approvals is recorded; a second approver decides.
         return JSONResponse(body)
@@ -167,23 +178,23 @@ async def record_decision(
 
 
 @approvals.post("/{ticket_id}/approve")
-async def approve(ticket_id: str, approver: Approver, ledger: TheLedger, body: Decision | None = None) -> JSONResponse:
-    return await record_decision(ledger, ticket_id, approver, True, body)
+async def approve(ticket_id: str, approver: Approver, desk: TheDesk, body: Decision | None = None) -> JSONResponse:
+    return await record_decision(desk, ticket_id, approver, True, body)
 
 
 @approvals.post("/{ticket_id}/reject")
-async def reject(ticket_id: str, approver: Approver, ledger: TheLedger, body: Decision | None = None) -> JSONResponse:
-    return await record_decision(ledger, ticket_id, approver, False, body)
+async def reject(ticket_id: str, approver: Approver, desk: TheDesk, body: Decision | None = None) -> JSONResponse:
+    return await record_decision(desk, ticket_id, approver, False, body)
 
 
 @approvals.post("/{ticket_id}/deliver")
-async def deliver_decision(ticket_id: str, approver: Approver, ledger: TheLedger) -> dict[str, Any]:
+async def deliver_decision(ticket_id: str, approver: Approver, desk: TheDesk) -> dict[str, Any]:
     """Deliver a recorded decision whose delivery failed or whose process died."""
-    await ledger.tickets.get(ticket_id)
-    delivery = await deliver(ticket_id, actor=approver)
+    await desk.ledger.tickets.get(ticket_id)
+    delivery = await deliver(desk, ticket_id, actor=approver)
     if not delivery.delivered:
         raise refusal_error(delivery.refusal)
-    return await delivery_json(ledger, delivery)
+    return await delivery_json(desk.ledger, delivery)
 
 
 @approvals.post("/{ticket_id}/settle")

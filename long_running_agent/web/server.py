@@ -23,24 +23,25 @@ from typing import Any
 from urllib.parse import urlparse
 
 import uvicorn
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from google.adk.agents import BaseAgent
+from google.adk.apps import App
 from google.adk.cli.fast_api import get_fast_api_app
 from google.adk.cli.service_registry import get_service_registry
-from google.adk.cli.utils.agent_loader import AgentLoader
+from google.adk.cli.utils.base_agent_loader import BaseAgentLoader
 from google.adk.sessions import DatabaseSessionService
 
 from ..agent import build_app
 from ..approval.conversations import GuardedSessionService
 from ..approval.courier import deliver_due, remind_due
+from ..desk import Desk
 from ..ledger.engine import create_engine
-from ..model.choice import choose_model
 from ..model.failure import log_model_failures
 from ..names import APP_NAME
 from ..notifications import send_due
-from ..refusals import SchemaError, SettingsError
-from ..services import close_services, services, use_app_factory
-from ..settings import Settings, database_in_words, settings
+from ..refusals import SchemaError
+from ..settings import database_in_words, settings_or_exit
 from . import errors
 from .errors import JsonErrors
 from .gate import Gate
@@ -56,19 +57,34 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 SEND_INTERVAL = 2.0
 
 
-async def sweep() -> None:
+async def sweep(desk: Desk) -> None:
     """Expire overdue tickets, deliver what conversations are owed, remind of tickets about to expire."""
-    if services().settings.slack:  # decisions asked for from Slack that a server died before making
-        from ..slack.actions import decide_left_over
+    if desk.settings.slack:  # decisions asked for from Slack that a server died before making
+        from ..slack.actions import SlackActions
 
-        await decide_left_over()
-    await deliver_due(actor="expiry sweep")
-    await remind_due()
+        await SlackActions(desk).decide_left_over()
+    await deliver_due(desk, actor="expiry sweep")
+    await remind_due(desk)
 
 
-async def send() -> None:
+async def send(desk: Desk) -> None:
     """Send the outbox until nothing is due; a slow receiver holds one of its places, not this loop."""
-    await send_due(services().ledger, services().settings, drain=True)
+    await send_due(desk.ledger, desk.settings, drain=True)
+
+
+class OneApp(BaseAgentLoader):
+    """ADK's loader for the one app this server serves: the one built on its desk, not agent.py's own."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    def load_agent(self, agent_name: str) -> BaseAgent | App:
+        if agent_name != self.app.name:
+            raise ValueError(f"No app {agent_name!r} here; this server serves {self.app.name}.")
+        return self.app
+
+    def list_agents(self) -> list[str]:
+        return [self.app.name]
 
 
 async def every(interval: float, work: Callable[[], Awaitable[None]], what: str) -> None:
@@ -86,16 +102,15 @@ async def every(interval: float, work: Callable[[], Awaitable[None]], what: str)
             logger.warning("The %s failed; it runs again in %s s", what, interval, exc_info=True)
 
 
-def create_server(config: Settings | None = None, *, host: str = "127.0.0.1", port: int = 8000) -> FastAPI:
-    """The server: ADK's dev UI and API for this package, plus the approver inbox and its API."""
-    config = config or settings()
-    use_app_factory(build_app)  # the app the server's deliveries run: this package's agent
+def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> FastAPI:
+    """The server: ADK's dev UI and API for the desk's app, plus the approver inbox and its API."""
+    config = desk.settings
     # One tuned session service (a rollback journal and a busy timeout on
     # SQLite) for ADK's routes and for delivering decisions; the ledger shares
-    # its engine (services.py). ADK looks the URL's scheme up in its service
+    # its engine (desk.py). ADK looks the URL's scheme up in its service
     # registry - the documented hook for custom session services - before
     # building its own.
-    sessions = GuardedSessionService(db_engine=create_engine(config.database_url))
+    sessions = GuardedSessionService(create_engine(config.database_url), ledger=lambda: desk.ledger)
 
     def shared_sessions(uri: str, **kwargs: Any) -> DatabaseSessionService:
         return sessions
@@ -104,26 +119,27 @@ def create_server(config: Settings | None = None, *, host: str = "127.0.0.1", po
 
     @asynccontextmanager
     async def lifespan(_server: FastAPI) -> AsyncIterator[None]:
-        services().use_sessions(sessions)  # first: the ledger takes its engine
+        desk.use_sessions(sessions)  # first: the ledger takes its engine
         # The schema before the first request, under the database's start-up
         # lock: replicas that start together take turns. For `make web`,
         # main() has done it already (prepare_database), so this finds it done.
-        await services().prepare()
-        background = [asyncio.create_task(every(config.sweep_interval.total_seconds(), sweep, "expiry sweep"))]
+        await desk.prepare()
+        interval = config.sweep_interval.total_seconds()
+        background = [asyncio.create_task(every(interval, lambda: sweep(desk), "expiry sweep"))]
         if config.webhook_url:
             background.append(asyncio.create_task(
-                every(min(SEND_INTERVAL, config.sweep_interval.total_seconds()), send, "webhook sender")))
+                every(min(SEND_INTERVAL, interval), lambda: send(desk), "webhook sender")))
         yield
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
-        await close_services()
+        await desk.close()
 
     server = get_fast_api_app(
         agents_dir=str(PACKAGE_DIR.parent),
-        # A loader for this one package: the app list shows long_running_agent
-        # only, whatever else (tests, benchmarks, docs) sits in the repo root.
-        agent_loader=AgentLoader(str(PACKAGE_DIR)),
+        # The desk's app, and no other: the app list shows long_running_agent only,
+        # whatever else (tests, benchmarks, docs) sits in the repo root.
+        agent_loader=OneApp(desk.app),
         session_service_uri=config.database_url,
         artifact_service_uri="memory://",
         # PRODUCTION_MODE serves no dev UI (and gate.py closes ADK's /dev routes).
@@ -135,6 +151,7 @@ def create_server(config: Settings | None = None, *, host: str = "127.0.0.1", po
         bind_host=host,
         lifespan=lifespan,
     )
+    server.state.desk = desk  # what the routes' dependencies hand them (routes.py)
     replace_health(server)
     server.include_router(approvals)
     server.include_router(inbox)
@@ -155,8 +172,8 @@ def replace_health(server: FastAPI) -> None:
     server.router.routes[:] = [r for r in server.router.routes if getattr(r, "path", None) != "/health"]
 
     @server.get("/health")
-    async def health() -> JSONResponse:
-        ledger = services().ledger
+    async def health(request: Request) -> JSONResponse:
+        ledger = request.app.state.desk.ledger
         # Reads alone would pass while every write fails (a full disk, an
         # unwritable journal), so a row is written and rolled back as well.
         for step, check in (("unreachable", ledger.database.ping), ("unwritable", ledger.database.try_write)):
@@ -169,17 +186,17 @@ def replace_health(server: FastAPI) -> None:
         return JSONResponse({"status": "ok", "database": "ok"})
 
 
-async def prepare_database() -> None:
-    """Bring the schema up to date before serving, as `python main.py migrate` does.
+async def prepare_database(desk: Desk) -> None:
+    """Bring the schema up to date before serving, as `expenses migrate` does.
 
     Here rather than only in the lifespan: uvicorn reports a lifespan that
     fails as a traceback, and a database this version cannot use deserves one
     line saying what to run. The lifespan's own prepare then finds nothing to do.
     """
     try:
-        await services().prepare()
+        await desk.prepare()
     finally:
-        await close_services()
+        await desk.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,17 +213,14 @@ def main(argv: list[str] | None = None) -> int:
     # A model that cannot be reached: one paragraph in the log (model/failure.py), tracebacks with --verbose.
     log_model_failures("tracebacks" if args.verbose else "once")
 
+    desk = Desk(settings_or_exit(), app=build_app)
+    config = desk.settings
     try:
-        config = settings()
-    except SettingsError as error:
-        print(f"error: {error.sentence(errors.API)}", file=sys.stderr)
-        return 2
-    try:
-        asyncio.run(prepare_database())
+        asyncio.run(prepare_database(desk))
     except SchemaError as error:
         print(f"error: {error.sentence(errors.API)}", file=sys.stderr)
         return 1
-    choice = choose_model(config.model)
+    choice = desk.model
     # A wildcard bind is reached through this machine's name, not "0.0.0.0".
     shown_host = socket.gethostname() if args.host in ("0.0.0.0", "::") else args.host
     base = f"http://{shown_host}:{args.port}"
@@ -221,5 +235,5 @@ def main(argv: list[str] | None = None) -> int:
     names = sorted(set(config.approvers.values()))
     print(f"Approvers: {', '.join(names)}" if names else
           "Approvers: none - set APPROVERS=name:token,... in .env so someone can sign in to the inbox")
-    uvicorn.run(create_server(config, host=args.host, port=args.port), host=args.host, port=args.port)
+    uvicorn.run(create_server(desk, host=args.host, port=args.port), host=args.host, port=args.port)
     return 0

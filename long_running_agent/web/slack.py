@@ -10,7 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from ..slack.actions import SLACK, SlackRefused, take
+from ..slack.actions import SLACK, SlackActions, SlackRefused
 
 slack_routes = APIRouter(include_in_schema=False)
 
@@ -18,7 +18,7 @@ slack_routes = APIRouter(include_in_schema=False)
 @slack_routes.post("/slack/actions")
 async def slack_actions(request: Request) -> Response:
     try:
-        answer = await take(await request.body(), dict(request.headers))
+        answer = await SlackActions(request.app.state.desk).take(await request.body(), dict(request.headers))
     except SlackRefused as refused:
         return JSONResponse({"error": refused.code, "message": refused.message, "fix": refused.next_for(SLACK)},
                             status_code=refused.status)

@@ -1,8 +1,8 @@
 """The fixtures every test module shares, defined once (a pytest plugin that tests/conftest.py loads).
 
-Each test runs with settings made here (`use_settings`), on its own SQLite
-file; `configure(...)` changes a setting for one test and `clock` moves time
-without sleeping. `db_url` runs a test twice, on a SQLite file and on a real
+Each test runs on an approval desk made here (support/desks.py), with its
+own SQLite file; `configure(...)` changes a setting for one test and `clock`
+moves time without sleeping. `db_url` runs a test twice, on a SQLite file and on a real
 PostgreSQL server (one throwaway server per test process from
 support/postgres.py, a new database per test). `server` is `make web` in a
 subprocess, one per test module, and `client` talks to it over HTTP.
@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
-from long_running_agent.agent import build_app
-from long_running_agent.services import close_services, use_app, use_app_factory, use_clock
-from long_running_agent.settings import ModelSettings, Settings, load_settings, settings, use_settings
+from long_running_agent.settings import ModelSettings, load_settings
 
+from . import desks
+from .desks import TestDesk
 from .clock import FakeClock
 from .models import OFFLINE, close_opened
 from .postgres import new_postgres_database, postgres_server
@@ -29,39 +29,27 @@ from .servers import WebServer, web_server
 
 # Read once the environment is cleared (tests/conftest.py does that before loading this plugin).
 BASE = load_settings().model_copy(update={"model": ModelSettings(OFFLINE, None)})
-# What main.py and `make web` hand the wiring: the shipped agent's app.
-use_app_factory(build_app)
 
 
 @pytest.fixture(autouse=True)
-async def app_settings(tmp_path) -> Any:
-    """Every test: the offline model, the real clock, a SQLite file of its own."""
-    use_settings(BASE.model_copy(update={"database_url": f"sqlite+aiosqlite:///{tmp_path}/expenses.db"}))
-    use_clock(None)
-    use_app(None)
-    yield
-    await close_services()
+async def desk(tmp_path) -> AsyncIterator[TestDesk]:
+    """Every test: a desk of its own on the offline model, the real clock and a SQLite file of its own."""
+    yield desks.start(BASE.model_copy(update={"database_url": f"sqlite+aiosqlite:///{tmp_path}/expenses.db"}))
+    await desks.finish()
     await close_opened()
-    use_settings(None)
-    use_clock(None)
-    use_app(None)
 
 
 @pytest.fixture
-def configure() -> Callable[..., None]:
-    """Change settings for this test: configure(approval_threshold=Decimal("200"))."""
-    def change(**fields: Any) -> None:
-        unknown = set(fields) - set(Settings.model_fields)
-        assert not unknown, f"no such setting: {unknown}"  # model_copy would add them silently
-        use_settings(settings().model_copy(update=fields))
-    return change
+def configure() -> Callable[..., TestDesk]:
+    """Change the test desk's settings: configure(approval_threshold=Decimal("200"))."""
+    return desks.configure
 
 
 @pytest.fixture
-def clock() -> FakeClock:
+def clock(desk) -> FakeClock:
     """Time that moves only when the test says so: clock.advance(hours=73)."""
     fake = FakeClock()
-    use_clock(fake)
+    desk.change(clock=fake)
     return fake
 
 

@@ -10,10 +10,14 @@ from google.adk.runners import Runner
 from google.genai import types
 from pydantic import Field
 
+from google.adk.sessions import DatabaseSessionService
+
 from long_running_agent.agent import build_app
 from long_running_agent.ledger import Ledger
+from long_running_agent.ledger.engine import create_engine
 from long_running_agent.model.offline import OFFLINE_MODEL_NAME, OfflineExpenseModel
-from long_running_agent.services import services, session_service
+
+from . import desks
 
 OFFLINE = OFFLINE_MODEL_NAME
 # Engines a test opened for itself (a runner "in another process"); conftest disposes them.
@@ -59,14 +63,21 @@ def text_part(value: str) -> types.Part:
     return types.Part(text=value)
 
 
+def session_service(database_url: str) -> DatabaseSessionService:
+    """ADK's session store on an engine of its own, as another process would have (disposed after the test)."""
+    sessions = DatabaseSessionService(db_engine=create_engine(database_url))
+    _opened.append(sessions.db_engine)
+    return sessions
+
+
 def runner_with(model: BaseLlm | str, database_url: str | None = None) -> Runner:
-    """The app exactly as shipped (agent, tools, guard), with `model` swapped in.
+    """The app exactly as shipped (agent, tools, guard) on the test's desk, with `model` swapped in.
 
     Its sessions have an engine of their own, as another process would.
     """
-    sessions = session_service(database_url or services().settings.database_url)
-    _opened.append(sessions.db_engine)
-    return Runner(app=build_app(model=model), session_service=sessions)
+    desk = desks.current()
+    sessions = session_service(database_url or desk.settings.database_url)
+    return Runner(app=build_app(desk, model=model), session_service=sessions)
 
 
 def make_runner(database_url: str | None = None) -> Runner:
@@ -76,8 +87,8 @@ def make_runner(database_url: str | None = None) -> Runner:
 
 def ledger_at(database_url: str | None = None) -> Ledger:
     """The ledger of the test's database (or of another one, such as a server's)."""
-    parts = services()
-    return parts.ledger if database_url is None else parts.ledger_at(database_url)
+    desk = desks.current()
+    return desk.ledger if database_url is None else desk.ledger_at(database_url)
 
 
 async def close_opened() -> None:

@@ -1,4 +1,4 @@
-"""Running main.py (the demo and the approver CLI), and the server, as users do: a separate process."""
+"""Running main.py (the demo), `expenses` (the approver CLI) and the server, as users do: a separate process."""
 
 from __future__ import annotations
 
@@ -10,15 +10,20 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the project folder
+# The approver CLI, as pip installed it beside this Python (.venv/bin/expenses).
+EXPENSES = str(Path(sys.executable).with_name("expenses"))
+
+
+def program(*args: str) -> list[str]:
+    """`expenses *args` for an approver command, `python main.py *args` for the demo."""
+    return [EXPENSES, *args] if args and not args[0].startswith("-") else [sys.executable, "main.py", *args]
 
 
 def run(*args: str, url: str, timeout: float = 120, env: dict[str, str] | None = None
         ) -> subprocess.CompletedProcess[str]:
-    """`python main.py *args` on the database at `url`; `env` adds settings (e.g. a webhook)."""
+    """`expenses *args` (or the demo) on the database at `url`; `env` adds settings (e.g. a webhook)."""
     env = os.environ | {"EXPENSES_DATABASE_URL": url, "AGENT_MODEL": "offline-expense-model"} | (env or {})
-    return subprocess.run(
-        [sys.executable, "main.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    return subprocess.run(program(*args), cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def serve(url: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -33,7 +38,7 @@ def serve(url: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
 
 def start(*args: str, url: str) -> subprocess.Popen[str]:
     env = os.environ | {"EXPENSES_DATABASE_URL": url, "AGENT_MODEL": "offline-expense-model"}
-    return subprocess.Popen([sys.executable, "main.py", *args], cwd=ROOT, env=env, text=True,
+    return subprocess.Popen(program(*args), cwd=ROOT, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 

@@ -115,10 +115,10 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def main_py(project: Path, home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """`python main.py ...` in the copied project, as its user runs it."""
-    return subprocess.run([sys.executable, "main.py", *args], cwd=project, env=plain_env(home, **env),
-                          capture_output=True, text=True, timeout=120)
+def expenses(project: Path, home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The `expenses` command in the copied project, as its user runs it (the copy's own package)."""
+    return subprocess.run([sys.executable, "-m", "long_running_agent.cli", *args], cwd=project,
+                          env=plain_env(home, **env), capture_output=True, text=True, timeout=120)
 
 
 def ticket_in(text: str) -> str:

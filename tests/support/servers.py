@@ -20,7 +20,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from long_running_agent.settings import Settings, settings
+from long_running_agent.desk import Desk
+
+from . import desks
 
 from .processes import ROOT
 
@@ -131,8 +133,8 @@ def _serves(process: subprocess.Popen[bytes], base_url: str, log: Path) -> bool:
 
 
 @asynccontextmanager
-async def in_process(config: Settings | None = None) -> AsyncIterator[httpx.AsyncClient]:
-    """`make web`'s server (`create_server`) served in this process, on the test's settings and database.
+async def in_process(desk: Desk | None = None) -> AsyncIterator[httpx.AsyncClient]:
+    """`make web`'s server (`create_server`) served in this process, on the test's desk (or `desk`).
 
     Fast (no process to start), and the test can reach into its files; the
     requests come from 127.0.0.1, as through an SSH tunnel or a proxy on the
@@ -140,7 +142,7 @@ async def in_process(config: Settings | None = None) -> AsyncIterator[httpx.Asyn
     """
     from long_running_agent.web import create_server
 
-    server = create_server(config or settings())
+    server = create_server(desk or desks.current())
     async with server.router.lifespan_context(server):
         transport = httpx.ASGITransport(app=server)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as client:

@@ -1,7 +1,7 @@
 """The ledger as release 0.1 made it: tickets, payouts and the audit trail.
 
 Release 0.1 created these tables itself (`create_all`); a database it made is
-at this revision, and `python main.py migrate` marks it so before upgrading.
+at this revision, and `expenses migrate` marks it so before upgrading.
 
 Revision ID: 0001
 Revises:

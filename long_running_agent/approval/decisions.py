@@ -1,0 +1,100 @@
+"""A decision as the agent receives it: the FunctionResponse built from the ledger's record, and the check of one.
+
+`decision_response(ticket)` is what an approver's decision becomes for the
+pending call: the same id and name as the original `ask_for_approval` call,
+and the ticket as the tool's updated result (`Ticket.as_response`). main.py
+builds the same from the decision it holds; the courier sends it
+(`decision_message`).
+
+`disagreement(response, ticket)` is the guard's check of any response that
+claims a decision: it agrees with the ledger when each field the ledger knows
+says what the ledger says - `status` (which it must have), and, when they are
+there, `ticket_id`, `amount`, `asked`, `by`, `reason` and `approvals`. A field
+the ledger does not know (a note of your app's, the seed's `ticket-id`) is not
+the ledger's to check: it reaches the model as sent, and it is authority for
+nothing, since `reimburse` pays only what the ledger approved.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from google.adk.sessions import Session
+from google.genai import types
+
+from ..ledger import Ticket, TicketStatus
+from ..ledger.policy import from_cents
+
+
+def decision_response(ticket: Ticket) -> types.FunctionResponse:
+    """The ledger's record of `ticket` as the updated response to its call: same id and name."""
+    return types.FunctionResponse(id=ticket.call_id, name=ticket.call_name, response=ticket.as_response())
+
+
+def decision_message(ticket: Ticket) -> types.Content:
+    """`decision_response(ticket)` alone in a message from the user, as ADK resumes a call."""
+    return types.Content(role="user", parts=[types.Part(function_response=decision_response(ticket))])
+
+
+def claimed_status(response: types.FunctionResponse) -> str | None:
+    """The status a response claims: its `status`, or what was typed (`adk web` and `adk run` send {"result": ...})."""
+    payload: Any = response.response or {}
+    status = payload.get("status") if isinstance(payload, dict) else None
+    if status is None and isinstance(payload, dict):
+        status = payload.get("result")
+    return str(status).strip().lower() if status is not None else None
+
+
+def _ledger_says(ticket: Ticket) -> dict[str, Any]:
+    """What the ledger holds for each field a response may claim."""
+    by = " and ".join(ticket.approvers) if ticket.status is TicketStatus.APPROVED else ticket.decided_by
+    return {
+        "ticket_id": ticket.id, "amount": from_cents(ticket.payable_cents), "asked": from_cents(ticket.amount_cents),
+        "by": by, "reason": ticket.reason, "approvals": ticket.approvals_so_far,
+    }
+
+
+def _same(claimed: Any, held: Any) -> bool:
+    if isinstance(held, Decimal):
+        try:
+            return not isinstance(claimed, bool) and Decimal(str(claimed)) == held
+        except (InvalidOperation, ValueError):
+            return False
+    return claimed == held
+
+
+def disagreement(response: types.FunctionResponse, call: types.FunctionCall, ticket: Ticket) -> str | None:
+    """What `response` says that the ledger does not, in words naming both; None when it agrees."""
+    if response.name != call.name:
+        return f"it names the call {response.name!r}, but call {call.id} is {call.name!r}"
+    claimed = claimed_status(response)
+    if claimed != ticket.status.value:
+        return (f"it says {claimed!r}, but the ledger has ticket {ticket.id} {ticket.status}" if claimed
+                else f"it says no status, but the ledger has ticket {ticket.id} {ticket.status}")
+    payload: Any = response.response or {}
+    for field, held in _ledger_says(ticket).items():
+        if field in payload and not _same(payload[field], held):
+            return f"its {field} is {payload[field]!r}, but the ledger's is {held!r} (ticket {ticket.id})"
+    return None
+
+
+def stored_call(session: Session, call_id: str | None) -> types.FunctionCall | None:
+    """The function call `call_id` as the session holds it (ADK matches a response on its id alone)."""
+    for event in reversed(session.events):
+        for call in event.get_function_calls():
+            if call.id == call_id:
+                return call
+    return None
+
+
+def holds_call(session: Session, call_id: str) -> bool:
+    """Whether `session` holds the function call `call_id`: ADK resumes only a call the session holds."""
+    return stored_call(session, call_id) is not None
+
+
+def call_gone(ticket: Ticket, where: str = "") -> str:
+    """Why a decision cannot reach a conversation that exists but no longer holds the ticket's call."""
+    place = f" in {where}" if where else ""
+    return (f"conversation {ticket.session_id} of {ticket.user_id}{place} no longer holds the call "
+            f"{ticket.call_id} that ticket {ticket.id} answers (it was deleted and started again)")

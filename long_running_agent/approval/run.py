@@ -1,0 +1,144 @@
+"""One run of the agent as the approval guard sees it: the per-run object the tools reach through their context.
+
+The guard (guard.py) makes an `ApprovalRun` when a run starts and keeps it in
+the run's own metadata - ADK's `custom_metadata` of the invocation, which
+lives in memory for the run and is never stored. The tools, the model's
+callbacks and the guard's later callbacks all reach it through the context
+ADK hands them (`approval_run(tool_context)`), and through it the desk. So
+a tool needs no global and no argument whose meaning depends on a plugin.
+
+A run the courier makes inside a conversation it already holds (a delivery)
+is `Holding` that conversation: the guard of that run takes no lock of its
+own, and works on the tickets the holder read under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from google.adk.plugins.base_plugin import BasePlugin
+
+from ..adk_compat import run_metadata
+from ..ledger import Conversation, Ledger, Ticket, ToolCall
+from ..ledger.locks import HeldLock
+from ..settings import Settings
+from .conversations import locate
+
+if TYPE_CHECKING:
+    from google.adk.agents.invocation_context import InvocationContext
+
+    from ..desk import Desk
+
+# Where a run keeps its ApprovalRun in ADK's per-invocation metadata.
+RUN_KEY = "approval_run"
+
+
+@dataclass(frozen=True)
+class Holding:
+    """A conversation already held for a run: by the courier's lock, or by the run that delivers into it.
+
+    `lock` is set when the holder is the courier: the run's deliveries are then
+    recorded as it frees the conversation, in one transaction. `tickets` are
+    the conversation's open tickets, read under the lock, by call id;
+    `unpaid` those known to have no payout (decided in that very transaction).
+    """
+
+    conversation: Conversation
+    lock: HeldLock | None = None
+    tickets: Mapping[str, Ticket] = field(default_factory=dict)
+    unpaid: frozenset[str] = frozenset()
+
+
+@runtime_checkable
+class HoldsConversations(Protocol):
+    """A plugin that runs inside a hold when told to: the approval guard (`ApprovalGuard.holding_for`)."""
+
+    def holding_for(self, holding: Holding) -> BasePlugin: ...
+
+
+@dataclass
+class ApprovalRun:
+    """What one run of the agent needs: the desk, its conversation, and what the guard read and decided."""
+
+    desk: Desk
+    conversation: Conversation
+    invocation_id: str
+    # The conversation's lock, when this run took it; or the hold it runs inside.
+    lock: HeldLock | None = None
+    held: Holding | None = None
+    # The conversation's open tickets, read under the lock, by call id.
+    known: Mapping[str, Ticket] = field(default_factory=dict)
+    # The tickets whose decisions this run delivers.
+    delivering: list[str] = field(default_factory=list)
+    # Tickets with no payout yet, as far as this run knows (`known_unpaid`).
+    unpaid: set[str] = field(default_factory=set)
+    # What the agent says instead of running (a refusal, or the news of a ticket).
+    note: str | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return self.desk.settings
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.desk.ledger
+
+    def known_unpaid(self, ticket_id: str) -> bool:
+        """Whether `ticket_id` has no payout, known without asking the ledger.
+
+        True only for a ticket decided in the transaction that took this run's
+        conversation, and not paid by this run since: nothing else can pay it
+        while the conversation is held.
+        """
+        return ticket_id in self.unpaid
+
+    async def tool_call(self, context: Any) -> ToolCall:
+        """The tool call `context` (a ToolContext) runs: its conversation, id, message, store, and the decisions it
+        answers."""
+        session = context.session
+        store = await locate(context.get_invocation_context().session_service, app_name=session.app_name,
+                             app_database_url=self.settings.database_url)
+        delivered = tuple(t for t in self.known.values() if t.id in self.delivering)
+        return ToolCall(self.conversation, call_id=context.function_call_id or "",
+                        message_id=context.invocation_id, session_store=store, resumed_by=delivered)
+
+
+class GuardMissing(RuntimeError):
+    """A tool or callback ran in an app without the approval guard, which hands them the desk."""
+
+    def __init__(self) -> None:
+        super().__init__("This agent runs only with its approval guard, which hands the tools the approval desk: "
+                         "run the app agent.py's build_app(desk) builds, not the bare agent.")
+
+
+def found_run(context: Any) -> ApprovalRun | None:
+    """The run `context` (a ToolContext, CallbackContext or ReadonlyContext) belongs to, if the guard started one."""
+    run = context.custom_metadata.get(RUN_KEY)
+    return run if isinstance(run, ApprovalRun) else None
+
+
+def approval_run(context: Any) -> ApprovalRun:
+    """The run `context` belongs to; GuardMissing in an app without the approval guard."""
+    run = found_run(context)
+    if run is None:
+        raise GuardMissing()
+    return run
+
+
+def run_of(context: InvocationContext) -> ApprovalRun | None:
+    """The run of an invocation, for the guard's own callbacks; None before the guard started it."""
+    run = run_metadata(context).get(RUN_KEY)
+    return run if isinstance(run, ApprovalRun) else None
+
+
+def start_run(context: InvocationContext, run: ApprovalRun) -> ApprovalRun:
+    run_metadata(context)[RUN_KEY] = run
+    return run
+
+
+def finish_run(context: InvocationContext) -> ApprovalRun | None:
+    """The run of an invocation, taken out of it as the run ends: its end is handled once."""
+    run = run_metadata(context).pop(RUN_KEY, None)
+    return run if isinstance(run, ApprovalRun) else None

@@ -1,0 +1,157 @@
+"""What each approver command does, on the desk it is handed (entry.py builds it; render.py prints).
+
+Each command is a fresh process; the ledger and the conversations persist, so
+a ticket opened in one process (or in `adk web`) is decided in another. Any
+approver command first does the server's background work once: expiries,
+owed deliveries, reminders, webhooks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Awaitable, Callable
+
+from ..approval.courier import decide_and_deliver, deliver, deliver_due, remind_due, withdraw_and_deliver
+from ..desk import Desk
+from ..ledger.inputs import name
+from ..names import EXPENSES, REIMBURSE_TOOL
+from ..notifications import send_due
+from ..transcript import Transcript, pending_calls, tool_response, user_text
+from . import render
+
+Command = Callable[[Desk, argparse.Namespace, Transcript], Awaitable[int]]
+
+
+async def catch_up(desk: Desk) -> None:
+    """The server's background work, once: expiries, owed deliveries, reminders, and webhooks beside the command."""
+    for delivery in await deliver_due(desk, actor="approver CLI"):
+        if delivery.delivered:
+            print(f"(delivered the {delivery.ticket.status} decision on {delivery.ticket.id} to its conversation)")
+    for ticket in await remind_due(desk):
+        print(f"(sent the reminder for {ticket.id}, which expires at {ticket.expires_at:%Y-%m-%d %H:%M} UTC)")
+    send_notifications(desk)
+
+
+def send_notifications(desk: Desk) -> None:
+    """Send what the outbox holds (a decision just made, too) while the command goes on.
+
+    The command waits for it only at its end (desk.close()), and no longer
+    than APPROVAL_WEBHOOK_TIMEOUT_SECONDS, whatever the receiver does: one
+    round, each attempt under that deadline. What is not sent by then stays
+    in the outbox; the command says so only when the receiver failed.
+    """
+    if desk.settings.webhook_url is None:
+        return
+
+    async def one_round() -> None:
+        try:
+            failed = [a for a in await send_due(desk.ledger, desk.settings) if not a.sent]
+        except Exception as error:
+            print(f"(webhook: sending failed ({type(error).__name__}: {error}); the notifications stay in the "
+                  "outbox)", file=sys.stderr)
+            return
+        if failed:
+            print(f"(webhook: {len(failed)} notification(s) not sent yet: {failed[-1].error}; they stay in the "
+                  "outbox, and make web or the next approver command sends them)", file=sys.stderr)
+
+    desk.in_background(one_round())
+
+
+async def request(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
+    user = name(args.user, "user id")
+    await desk.prepare()
+    runner = desk.runner()
+    session = await runner.session_service.create_session(app_name=runner.app_name, user_id=user)
+    out.say("user", args.text)
+    try:
+        events = await out.send(runner, user, session.id, user_text(args.text))
+    finally:
+        await runner.close()
+    tickets = [tool_response(events, call.id).get("ticket_id") for call in pending_calls(events)]
+    if tickets and all(tickets):
+        for ticket_id in tickets:
+            print(f"\nTicket {ticket_id} is pending (session {session.id}). An approver runs:\n"
+                  f"  {EXPENSES} approve {ticket_id} --approver NAME")
+        return 0
+    paid = [r for e in events for r in e.get_function_responses()
+            if r.name == REIMBURSE_TOOL and (r.response or {}).get("status") in ("paid", "already_paid")]
+    if paid and not tickets:
+        return 0  # small enough to be paid at once
+    # Refused (an amount the rules do not allow, a purpose missing): the agent said why, above.
+    print("error: no ticket was opened and nothing was paid; write the request as the agent's answer above "
+          f"says, e.g. {EXPENSES} request 'Reimburse $250 for the team lunch'", file=sys.stderr)
+    return 1
+
+
+async def inbox(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
+    await catch_up(desk)
+    # The same read as GET /api/approvals; the CLI shows no recent decisions (`show` has a ticket's history).
+    inbox = await desk.ledger.inbox.read(limit=args.limit, offset=args.offset, undelivered_limit=args.limit,
+                                         recent=0)
+    render.pending(inbox, args.limit, args.offset)
+    failed = await desk.ledger.deliveries.failures([t.id for t in inbox.undelivered if t.delivery_error])
+    render.undelivered(inbox, args.limit, failed)
+    return 0
+
+
+async def decide(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
+    await catch_up(desk)
+    delivery = await decide_and_deliver(
+        desk, args.ticket, approver=args.approver, approve=args.command == "approve", reason=args.reason,
+        amount=getattr(args, "approved_amount", None),
+    )
+    status = render.report(delivery, out)
+    payouts = await desk.ledger.payouts.find(ticket_id=delivery.ticket.id)
+    print(f"Payouts for {delivery.ticket.id}: {len(payouts)}")
+    send_notifications(desk)
+    return status
+
+
+async def withdraw(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
+    """The requester withdraws a pending request; its conversation is told."""
+    await catch_up(desk)
+    status = render.report(await withdraw_and_deliver(desk, args.ticket, requester=args.user), out)
+    send_notifications(desk)
+    return status
+
+
+async def deliver_decision(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
+    """Deliver a recorded decision, e.g. after the process that made it died."""
+    return render.report(await deliver(desk, args.ticket, actor="approver CLI"), out)
+
+
+async def settle(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
+    """Finish a decision that cannot reach its conversation: pay an approved ticket, close any other."""
+    ticket, payout = await desk.ledger.deliveries.settle(args.ticket, approver=args.approver)
+    done = f"paid {payout.amount_text} ({payout.id}) without the conversation" if payout else "closed"
+    print(f"Ticket {ticket.id} ({ticket.status}) settled by {ticket.settled_by}: {done}.")
+    return 0
+
+
+async def show(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
+    await catch_up(desk)
+    ledger = desk.ledger
+    ticket = await ledger.tickets.get(args.ticket)
+    failed = (await ledger.deliveries.failures([ticket.id])).get(ticket.id) if not ticket.delivered_at else None
+    render.ticket(ticket, failed, await ledger.tickets.audit(ticket.id), await ledger.payouts.find(ticket_id=ticket.id),
+                  await ledger.outbox.of_ticket(ticket.id))
+    return 0
+
+
+async def migrate(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
+    """Bring the database to this version's schema (the server does it on start too)."""
+    before, after = await desk.prepare()
+    if before == after:
+        print(f"The database is at schema revision {after}, as this version needs; nothing to do.")
+    elif before is None:
+        print(f"Created the tables at schema revision {after}: the database was new.")
+    else:
+        print(f"Upgraded the database from schema revision {before} to {after}.")
+    return 0
+
+
+COMMANDS: dict[str, Command] = {
+    "request": request, "inbox": inbox, "approve": decide, "reject": decide, "withdraw": withdraw,
+    "deliver": deliver_decision, "settle": settle, "show": show, "migrate": migrate,
+}

@@ -1,0 +1,135 @@
+"""`expenses`: the approver CLI's arguments, its desk, and one clear line for anything refused.
+
+Run from the project folder (`make demo` or `make web` made the .venv):
+    .venv/bin/expenses request 'Reimburse $250 for the team lunch' --user alice
+    .venv/bin/expenses inbox          # pending tickets, 50 a page: --limit 20 --offset 40
+    .venv/bin/expenses approve T-... --approver bob
+    .venv/bin/expenses approve T-... --approver bob --amount 200 --reason 'per diem cap'   # less than asked
+    .venv/bin/expenses reject T-... --approver bob --reason 'not a business expense'
+    .venv/bin/expenses withdraw T-... --user alice     # the requester withdraws a pending request
+    .venv/bin/expenses show T-...
+    .venv/bin/expenses deliver T-...  # deliver a decision whose delivery did not finish
+    .venv/bin/expenses settle T-... --approver bob   # its conversation is gone: pay (or close) it
+    .venv/bin/expenses migrate        # bring the database to this version's schema
+
+Exit status: 0 done, 1 refused (the message says why; a setting it cannot use too), 2 bad
+arguments, 3 a decision recorded but not delivered yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+
+from google.adk.apps import App
+from google.adk.models import BaseLlm
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..desk import Desk
+from ..model.failure import log_model_failures
+from ..paging import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET
+from ..refusals import Refusal, SettingsError, without_sql
+from ..settings import load_settings
+from ..transcript import Transcript
+from .commands import COMMANDS
+from .render import CLI
+
+
+def _whole_number(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to `high` (ASCII digits: int() alone also takes "٣")."""
+    def parse(text: str) -> int:
+        digits = text.removeprefix("-")
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= 12 and low <= int(text) <= high):
+            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high:,}, not {text!r}")
+        return int(text)
+    return parse
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="expenses", description=__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    top.add_argument("--verbose", action="store_true", help="also print raw ADK events, and ADK's tracebacks")
+    commands = top.add_subparsers(dest="command", required=True)
+    asking = commands.add_parser("request", help="send a request and leave its ticket pending")
+    asking.add_argument("text")
+    asking.add_argument("--user", default="alice", help="who asks (default alice)")
+    listing = commands.add_parser("inbox", help="list pending tickets, and decisions not delivered yet")
+    listing.add_argument("--limit", type=_whole_number(1, MAX_LIMIT), default=DEFAULT_LIMIT,
+                         help=f"tickets per page, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})")
+    listing.add_argument("--offset", type=_whole_number(0, MAX_OFFSET), default=0,
+                         help="how many of the oldest pending tickets to skip (default 0)")
+    for verb in ("approve", "reject"):
+        deciding = commands.add_parser(verb, help=f"{verb} a ticket and deliver the decision to its conversation")
+        deciding.add_argument("ticket")
+        deciding.add_argument("--approver", required=True, help="who decides (not the requester)")
+        deciding.add_argument("--reason", required=verb == "reject",
+                              help="why (required to reject, and to approve less than asked)")
+        if verb == "approve":
+            deciding.add_argument("--amount", dest="approved_amount",
+                                  help="approve less than was asked, e.g. 200 (with --reason)")
+    withdrawing = commands.add_parser("withdraw", help="withdraw a pending request (only its requester)")
+    withdrawing.add_argument("ticket")
+    withdrawing.add_argument("--user", required=True, help="the requester")
+    delivering = commands.add_parser("deliver", help="deliver a decided ticket to its conversation (after a crash)")
+    delivering.add_argument("ticket")
+    settling = commands.add_parser("settle", help="pay (or close) a decided ticket whose conversation is gone")
+    settling.add_argument("ticket")
+    settling.add_argument("--approver", required=True, help="who settles it")
+    showing = commands.add_parser("show", help="a ticket and its history")
+    showing.add_argument("ticket")
+    commands.add_parser("migrate", help="bring the database to this version's schema")
+    return top
+
+
+def run(desk: Desk, work: Callable[[Transcript], Awaitable[int]], *, verbose: bool = False) -> int:
+    """Run `work` on `desk` in a fresh event loop; one clear line for any refusal, never a traceback."""
+    out = Transcript(verbose=verbose)
+    # A model that cannot be reached is said once, below, as a refusal: ADK's tracebacks only with --verbose.
+    log_model_failures("tracebacks" if verbose else "none")
+
+    async def closing() -> int:
+        try:
+            return await work(out)
+        finally:
+            await desk.close()
+
+    try:
+        return asyncio.run(closing())
+    except Refusal as refusal:  # the ledger, an input rule, the schema, or the model (refusals.py)
+        print(f"error: {refusal.sentence(CLI)}", file=sys.stderr)
+        return 1
+    except (OSError, SQLAlchemyError) as error:  # the database cannot be reached or used
+        if verbose:
+            raise
+        where = make_url(desk.settings.database_url).render_as_string(hide_password=True)
+        print(f"error: the database {where} cannot be used ({without_sql(f'{type(error).__name__}: {error}')}). "
+              "Check EXPENSES_DATABASE_URL and that its server is running, then run the command again.",
+              file=sys.stderr)
+        return 1
+    except Exception as error:  # something unforeseen: one line, no traceback
+        if verbose:
+            raise
+        print(f"error: {type(error).__name__}: {error}\n(run again with --verbose for details)", file=sys.stderr)
+        return 1
+
+
+def agent_app(desk: Desk, *, model: str | BaseLlm | None = None) -> App:
+    """The agent app the commands deliver with, imported only once the settings are known to be good."""
+    from ..agent import build_app  # agent.py builds its own app from the settings when imported
+
+    return build_app(desk, model=model)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The `expenses` console script."""
+    args = parser().parse_args(argv)
+    try:
+        desk = Desk(load_settings(), app=agent_app)
+    except SettingsError as error:
+        print(f"error: {error.sentence(CLI)}", file=sys.stderr)
+        return 1
+    command = COMMANDS[args.command]
+    return run(desk, lambda out: command(desk, args, out), verbose=args.verbose)

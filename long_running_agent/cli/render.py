@@ -1,0 +1,147 @@
+"""What the approver CLI prints: a delivery's outcome, the inbox's tables, a ticket and its history.
+
+Pure rendering: each function takes what a command read (commands.py) and prints it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+
+from ..approval.conversations import store_in_words
+from ..approval.courier import Delivery
+from ..ledger import AuditEntry, Inbox, Notification, Payout, Ticket, TicketStatus
+from ..ledger.inputs import printable
+from ..names import EXPENSES, Outcome
+from ..paging import DEFAULT_LIMIT, Page
+from ..refusals import Actions
+from ..transcript import Transcript
+
+# The actions a refusal's next step names (refusals.py), as commands to run.
+CLI = Actions(
+    inbox=f"{EXPENSES} inbox",
+    show=f"{EXPENSES} show {{ticket}}",
+    deliver=f"{EXPENSES} deliver {{ticket}}",
+    decide=f"{EXPENSES} approve {{ticket}} --approver NAME (or reject)",
+    approve=f"{EXPENSES} approve {{ticket}} --approver NAME",
+    settle=f"{EXPENSES} settle {{ticket}} --approver NAME",
+    approve_less='--amount 200 --reason "over the per diem"',
+    restart="run the command again (and restart any server using it)",
+)
+
+
+def _age(created: datetime, now: datetime) -> str:
+    minutes = int((now - created).total_seconds() // 60)
+    return f"{minutes // 1440}d" if minutes >= 1440 else f"{minutes // 60}h" if minutes >= 60 else f"{minutes}m"
+
+
+def pending(inbox: Inbox, limit: int, offset: int) -> None:
+    """The page of pending tickets, oldest first, and how to reach the next."""
+    tickets = inbox.pending
+    page = Page(offset, limit, inbox.total_pending, len(tickets))
+    more = f" --limit {limit}" if limit != DEFAULT_LIMIT else ""
+    if not page.total:
+        print("No pending tickets.")
+        return
+    if not tickets:
+        last = (page.total - 1) // limit * limit
+        print(f"No pending tickets from offset {offset:,}: there are {page.total:,}. "
+              f"The last page: {EXPENSES} inbox --offset {last}{more}")
+        return
+    print(f"Pending: {page.describe()}, oldest first.")
+    print(f"{'TICKET':<16} {'REQUESTER':<12} {'AMOUNT':>12}  {'AGE':>4}  PURPOSE")
+    for t in tickets:
+        waits = f"  [{t.approvals_so_far} approvals: {t.first_approved_by}]" if t.first_approved_by else ""
+        if t.needs_two_approvers and not t.first_approved_by:
+            waits += (f"  [needs 2 approvers: {t.combined_text} with the same purpose or message today]"
+                      if t.combined_text else "  [needs 2 approvers]")
+        print(f"{t.id:<16} {printable(t.user_id):<12} {t.amount_text:>12}  "
+              f"{_age(t.created_at, inbox.now):>4}  {printable(t.purpose)}{waits}")
+    if page.next_offset is not None:
+        print(f"Next page: {EXPENSES} inbox --offset {page.next_offset}{more}")
+
+
+def undelivered(inbox: Inbox, limit: int, failed: dict[str, datetime]) -> None:
+    """Decisions that have not reached their conversation, oldest first, with when and why the last attempt failed."""
+    tickets = inbox.undelivered
+    if not tickets:
+        return
+    page = Page(0, limit, inbox.total_undelivered, len(tickets))
+    print(f"\nDecided, not delivered: {page.describe()}. Deliver one with: {EXPENSES} deliver TICKET\n"
+          f"(if its conversation is gone for good: {EXPENSES} settle TICKET --approver NAME)")
+    print(f"{'TICKET':<16} {'STATUS':<9} {'DECIDED BY':<12} {'LAST FAILED (UTC)':<17}  WHY IT HAS NOT ARRIVED")
+    for t in tickets:
+        why = printable(t.delivery_error or "no attempt finished yet")
+        when = f"{failed[t.id]:%Y-%m-%d %H:%M}" if t.id in failed else "-"
+        print(f"{t.id:<16} {t.status:<9} {printable(t.decided_by or ''):<12} {when:<17}  {why}")
+
+
+def report(delivery: Delivery, out: Transcript) -> int:
+    """Tell the approver what became of the delivery; the exit status says the same."""
+    ticket = delivery.ticket
+    for event in delivery.events:
+        out.show(event)
+    approved_by_two = ticket.needs_two_approvers and ticket.status is TicketStatus.APPROVED
+    deciders = " and ".join(ticket.approvers) if approved_by_two else ticket.decided_by
+    decided = f"Ticket {ticket.id} is {ticket.status}" + (f" by {deciders}" if deciders else "")
+    if ticket.status is TicketStatus.CANCELLED:
+        decided = f"Ticket {ticket.id} was withdrawn by {ticket.decided_by}"
+    if ticket.changed:
+        decided += f" for {ticket.payable_text} of the {ticket.amount_text} asked"
+    if delivery.outcome is Outcome.DELIVERED:
+        where = f" in {delivery.where}" if delivery.where else ""
+        print(f"\n{decided}; the decision reached the conversation{where}.")
+        return 0
+    if delivery.outcome is Outcome.ALREADY_DELIVERED:
+        print(f"{decided}, and the decision already reached the conversation; nothing to do.\n"
+              f"History: {EXPENSES} show {ticket.id}")
+        return 0
+    if delivery.outcome is Outcome.WAITING:
+        print(f"Ticket {ticket.id} has {ticket.approvals_so_far} approvals ({ticket.first_approved_by}); a second "
+              f"approver decides it: {EXPENSES} approve {ticket.id} --approver NAME")
+        return 0
+    if delivery.outcome is Outcome.SETTLED:
+        print(f"{decided}, settled by {ticket.settled_by} without its conversation; nothing to do.")
+        return 0
+    if delivery.outcome is Outcome.STILL_PENDING:
+        print(f"error: {delivery.refusal.sentence(CLI)}", file=sys.stderr)
+        return 1
+    print(f"\n{decided} (recorded in the ledger), but the decision has not reached the conversation:\n"
+          f"  why:    {printable(delivery.detail)}\n"
+          f"  where:  {delivery.where}\n"
+          f"  next:   {delivery.refusal.next_for(CLI)}", file=sys.stderr)
+    return 3
+
+
+def delivered(ticket: Ticket, failed: datetime | None) -> str:
+    """Whether the decision reached its conversation; if not, when and why the last attempt failed."""
+    if ticket.delivered_at:
+        return f"{ticket.delivered_at:%Y-%m-%d %H:%M:%S}"
+    failure = printable(ticket.delivery_error or "")
+    if failed and failure:
+        failure = f"the last attempt failed at {failed:%Y-%m-%d %H:%M:%S}: {failure}"
+    if ticket.settled_at:
+        return (f"never; settled by {printable(ticket.settled_by or '')} at {ticket.settled_at:%Y-%m-%d %H:%M:%S} "
+                "without the conversation" + (f" ({failure})" if failure else ""))
+    return f"not yet ({failure or 'not attempted'})"
+
+
+def ticket(ticket: Ticket, failed: datetime | None, history: list[AuditEntry], payouts: list[Payout],
+           notifications: list[Notification]) -> None:
+    """A ticket, where its conversation is, whether its decision arrived, its history, payouts and webhooks."""
+    print(printable(json.dumps(ticket.as_record(), indent=2)))
+    print(f"\nConversation: {ticket.user_id} / {ticket.session_id} in {store_in_words(ticket.session_store)}")
+    if ticket.status is not TicketStatus.PENDING:
+        print(f"Delivered: {delivered(ticket, failed)}")
+    print("\nHistory:")
+    for entry in history:
+        print(f"  {entry.at:%Y-%m-%d %H:%M:%S}  {entry.action:<11} by {printable(entry.actor)}"
+              + (f": {printable(entry.detail)}" if entry.detail else ""))
+    for payout in payouts:
+        print(f"\nPaid: {payout.id} {payout.amount_text} at {payout.paid_at:%Y-%m-%d %H:%M:%S}")
+    if notifications:
+        print("\nNotifications (APPROVAL_WEBHOOK_URL):")
+    for n in notifications:
+        tried = f", {n.attempts} failed attempt(s), last: {printable(n.last_error)}" if n.last_error else ""
+        print(f"  {n.created_at:%Y-%m-%d %H:%M:%S}  {n.event:<22} {n.state}{tried}")

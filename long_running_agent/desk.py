@@ -1,0 +1,174 @@
+"""The approval desk: the one object every part of the app is handed.
+
+Each entry point builds one from the settings - agent.py for plain `adk web`,
+`adk api_server` and `adk run`; main.py; the `expenses` approver CLI; `make web`
+- and hands it down: the guard plugin and the web routes receive it in their
+constructors and FastAPI dependencies, the courier and Slack as an argument,
+the tools through their run (approval/run.py). Nothing looks it up.
+
+A desk holds the settings, the clock, the ledger, ADK's session store for the
+app's database, and the agent app that deliveries run. Async database engines
+belong to the event loop that uses them first, so a desk serves one loop at a
+time: `close()` disposes what it opened, and a later loop opens them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from datetime import datetime
+from typing import Any, Protocol
+
+from google.adk.apps import App
+from google.adk.models import BaseLlm
+from google.adk.runners import Runner
+from google.adk.sessions import BaseSessionService, DatabaseSessionService
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .ledger import Ledger, utc_now
+from .ledger.engine import create_engine
+from .ledger.migrate import startup_lock
+from .ledger.policy import Policy
+from .model.choice import ModelChoice, choose_model
+from .settings import Settings
+
+Clock = Callable[[], datetime]
+
+
+class AppFactory(Protocol):
+    """What builds the app a desk runs (agent.py's `build_app`)."""
+
+    def __call__(self, desk: Desk, *, model: str | BaseLlm | None = None) -> App: ...
+
+
+class Desk:
+    """Settings, clock, ledger, session store and agent app: what every part of the app works with.
+
+    One engine per database, shared by its ledger and ADK's session store:
+    with SQLite's rollback journal (ledger/engine.py), two connections to one
+    file in one process wait for each other whenever one reads while the
+    other commits (benchmarks/README.md).
+    """
+
+    def __init__(self, settings: Settings, *, clock: Clock = utc_now, app: AppFactory | None = None) -> None:
+        """`app`: what builds the agent app the desk's deliveries run, on the model the settings choose."""
+        self.settings = settings
+        self.clock = clock
+        self._app_factory = app
+        self._app: App | None = None
+        self._engines: dict[str, AsyncEngine] = {}
+        self._ledgers: dict[str, Ledger] = {}
+        self._sessions: dict[str, BaseSessionService] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+
+    @property
+    def model(self) -> ModelChoice:
+        """Which model runs, and why (model/choice.py)."""
+        return choose_model(self.settings.model)
+
+    @property
+    def app(self) -> App:
+        """The agent app this desk runs: the factory's, built once."""
+        if self._app is None:
+            if self._app_factory is None:
+                raise RuntimeError("This desk runs no agent app: build it with Desk(settings, app=build_app) "
+                                   "(long_running_agent/agent.py).")
+            self._app = self._app_factory(self, model=self.model.name)
+        return self._app
+
+    @property
+    def approvers(self) -> frozenset[str] | None:
+        """Who may decide (APPROVERS, by name); None when APPROVERS is not set."""
+        return frozenset(self.settings.approvers.values()) or None
+
+    @property
+    def policy(self) -> Policy:
+        config = self.settings
+        return Policy(approval_threshold=config.approval_threshold, max_amount=config.max_amount,
+                      daily_auto_approval_limit=config.daily_auto_approval_limit,
+                      dual_approval_above=config.dual_approval_above, approval_ttl=config.approval_ttl)
+
+    def engine_at(self, database_url: str) -> AsyncEngine:
+        """The engine for `database_url`, made once, for its ledger and its session store alike."""
+        if database_url not in self._engines:
+            self._engines[database_url] = create_engine(database_url)
+        return self._engines[database_url]
+
+    @property
+    def ledger(self) -> Ledger:
+        """The ledger in the app's own database."""
+        return self.ledger_at(self.settings.database_url)
+
+    def ledger_at(self, database_url: str) -> Ledger:
+        """The ledger in `database_url`, under this desk's settings (another replica's database, in tests)."""
+        if database_url not in self._ledgers:
+            own = database_url == self.settings.database_url
+            self._ledgers[database_url] = Ledger(
+                database_url, clock=self.clock, auto_migrate=self.settings.auto_migrate or not own,
+                engine=self.engine_at(database_url), outbox=self.settings.webhook_url is not None,
+                approvers=self.approvers, policy=self.policy)
+        return self._ledgers[database_url]
+
+    @property
+    def sessions(self) -> BaseSessionService:
+        """ADK's session store in the app's own database, on the ledger's engine."""
+        return self.sessions_at(self.settings.database_url)
+
+    def sessions_at(self, database_url: str) -> BaseSessionService:
+        """ADK's session store in `database_url` (a ticket's conversation may live in another database)."""
+        if database_url not in self._sessions:
+            self._sessions[database_url] = DatabaseSessionService(db_engine=self.engine_at(database_url))
+        return self._sessions[database_url]
+
+    def use_sessions(self, sessions: DatabaseSessionService) -> None:
+        """Keep the app's conversations in `sessions`, the store a server hands ADK, and share its engine.
+
+        Comes before anything opens the app's database: the ledger then takes the same engine.
+        """
+        url = self.settings.database_url
+        if sessions.db_engine.url == make_url(url):
+            if self._engines.setdefault(url, sessions.db_engine) is not sessions.db_engine:
+                raise RuntimeError("use_sessions() comes before the app's database is used")
+        self._sessions[url] = sessions
+
+    def runner(self, sessions: BaseSessionService | None = None, app: App | None = None) -> Runner:
+        """A runner of `app` (default: this desk's) on `sessions` (default: the app's store)."""
+        return Runner(app=app or self.app, session_service=sessions or self.sessions)
+
+    def in_background(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run `work` beside the caller (a webhook after a tool, say); `close()` waits for it."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def wait_for_background(self) -> None:
+        """Wait for the background work started so far."""
+        await asyncio.gather(*self._background, return_exceptions=True)
+
+    async def prepare(self) -> tuple[str | None, str]:
+        """Ready the database before serving: the ledger's migrations and ADK's session tables.
+
+        Under the database's start-up lock (ledger/migrate.py), so replicas that
+        start together take turns instead of creating the same tables at once.
+        """
+        async with startup_lock(self.ledger.engine):
+            moved = await self.ledger.prepare()
+            sessions = self.sessions
+            if isinstance(sessions, DatabaseSessionService):
+                await sessions.prepare_tables()
+        return moved
+
+    async def close(self) -> None:
+        """Finish the background work, then dispose each engine once; a later use opens them again."""
+        await self.wait_for_background()
+        engines = {id(engine): engine for engine in self._engines.values()}
+        for sessions in self._sessions.values():
+            handed = getattr(sessions, "db_engine", None)  # a store handed over brought its own engine
+            if handed is not None:
+                engines.setdefault(id(handed), handed)
+        self._engines.clear()
+        self._ledgers.clear()
+        self._sessions.clear()
+        for engine in engines.values():
+            await engine.dispose()

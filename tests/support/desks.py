@@ -1,0 +1,71 @@
+"""A test's approval desk: one per test, made by the fixtures, changed by `configure` and `clock`.
+
+Each test gets a desk of its own (fixtures.py's `desk`): the offline model, a
+SQLite file in its tmp_path, the real clock. `configure(...)` changes a
+setting of that same desk and `clock` its clock; it then builds its ledger
+and app again from them. Helpers with no fixture at hand (`ledger_at`,
+`make_runner`) take the test's desk from `current()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from google.adk.apps import App
+from google.adk.models import BaseLlm
+
+from long_running_agent.agent import build_app
+from long_running_agent.desk import Desk
+from long_running_agent.settings import Settings
+
+
+class TestDesk(Desk):
+    """The desk of one test: its settings and clock change when the test says so."""
+
+    __test__ = False  # not a test class, whatever its name
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings, app=self._build_app)
+        self.app_override: App | None = None
+
+    def _build_app(self, desk: Desk, *, model: str | BaseLlm | None = None) -> App:
+        return self.app_override or build_app(desk, model=model)
+
+    def change(self, *, settings: Settings | None = None, clock: Callable[[], datetime] | None = None,
+               app: App | None = None) -> TestDesk:
+        """Run on these settings, clock or app from now on; what was built from the old ones is built again."""
+        self.settings = settings or self.settings
+        self.clock = clock or self.clock
+        self.app_override = app or self.app_override
+        self._ledgers.clear()
+        self._app = None
+        return self
+
+
+_current: list[TestDesk] = []
+
+
+def current() -> TestDesk:
+    """The desk of the test that runs now."""
+    assert _current, "no desk yet: the tests' fixtures make one for each test (support/fixtures.py)"
+    return _current[-1]
+
+
+def start(settings: Settings) -> TestDesk:
+    _current[:] = [TestDesk(settings)]
+    return _current[0]
+
+
+def configure(**fields: Any) -> TestDesk:
+    """Change settings of the test's desk: configure(approval_threshold=Decimal("200"))."""
+    unknown = set(fields) - set(Settings.model_fields)
+    assert not unknown, f"no such setting: {unknown}"  # model_copy would add them silently
+    desk = current()
+    return desk.change(settings=desk.settings.model_copy(update=fields))
+
+
+async def finish() -> None:
+    while _current:
+        await _current.pop().close()
