@@ -24,7 +24,7 @@ from playwright.async_api import BrowserContext, Page, Route, async_playwright, 
 from support.fake_gemini import BAD_KEY, FakeGemini
 from support.http import request_over_run
 from support.models import ledger_at
-from support.project import fresh_project, expenses, plain_adk
+from support.project import expenses, fresh_project, plain_adk
 from support.servers import TOKENS, WebServer, web_server
 from support.tickets import decide_and_mark_delivered, decided_not_delivered, open_tickets
 

@@ -6,13 +6,13 @@ import asyncio
 import re
 
 import pytest
+from long_running_agent.services import close_services, services
 from support.models import ledger_at
 from support.processes import request_ticket, run, start
 from support.servers import free_port
 from support.tickets import decided_not_delivered, open_tickets
 
 from long_running_agent.ledger import TicketStatus
-from long_running_agent.services import close_services, services
 
 
 def test_demo_shows_the_whole_flow_and_exits_zero(sqlite_url):

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from support.processes import ROOT
-from support.project import fresh_project, expenses, plain_adk, plain_env, ticket_in
+from support.project import expenses, fresh_project, plain_adk, plain_env, ticket_in
 from support.releases import load_release_0_1
 from support.servers import APP, LUNCH, web_server
 from support.transcripts import Session, blocks, normalize, parse, run, update, updating

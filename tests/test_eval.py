@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator
 import pytest
 from google.adk.evaluation.agent_evaluator import AgentEvaluator
 from google.adk.models import LlmRequest, LlmResponse
+from long_running_agent.services import services
 from support.evals import EVAL_SET, documented, run_documented_adk_eval
 
 from long_running_agent.agent import build_app
@@ -21,7 +22,6 @@ from long_running_agent.eval import agent as evaluated
 from long_running_agent.eval.resume_turns import EvalSetupError, check_chat_approval, check_ledger
 from long_running_agent.ledger import TicketStatus
 from long_running_agent.model.offline import OfflineExpenseModel
-from long_running_agent.services import services
 from long_running_agent.settings import DEFAULT_DATABASE_URL
 
 

@@ -14,8 +14,10 @@ import time
 from datetime import timedelta
 
 import httpx
+from long_running_agent.services import close_services
 from sqlalchemy import update
 from support.conversation import event_texts, request_large
+from support.desks import current
 from support.http import as_approver, function_responses, request_over_run
 from support.models import ledger_at
 from support.processes import request_ticket, run
@@ -24,7 +26,6 @@ from support.servers import APP, web_server
 from long_running_agent.approval.courier import Outcome, deliver_due
 from long_running_agent.ledger import TicketStatus
 from long_running_agent.ledger.schema import TicketRow
-from long_running_agent.services import close_services
 
 
 async def make_overdue(url: str, ticket_id: str) -> None:
@@ -55,15 +56,15 @@ async def test_the_sweep_delivers_expiries_and_stalled_decisions_but_not_fresh_o
     # Just decided: its approver's own delivery is presumably under way.
     await ledger.tickets.decide(fresh["ticket_id"], approver="bob", approve=True)
 
-    deliveries = await deliver_due(actor="sweep")
+    deliveries = await deliver_due(current(), actor="sweep")
 
     assert [(d.ticket.id, d.outcome) for d in deliveries] == [(overdue["ticket_id"], Outcome.DELIVERED)]
     assert (await ledger.tickets.get(fresh["ticket_id"])).delivered_at is None
     # Later, a decision whose delivery never happened (its process died) is delivered too.
-    later = await deliver_due(actor="sweep", grace=timedelta(0))
+    later = await deliver_due(current(), actor="sweep", grace=timedelta(0))
     assert [(d.ticket.id, d.outcome) for d in later] == [(fresh["ticket_id"], Outcome.DELIVERED)]
     assert len(await ledger.payouts.find(ticket_id=fresh["ticket_id"])) == 1
-    assert await deliver_due(actor="sweep", grace=timedelta(0)) == []
+    assert await deliver_due(current(), actor="sweep", grace=timedelta(0)) == []
 
 
 def test_any_approver_command_delivers_an_expiry(sqlite_url):

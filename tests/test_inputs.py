@@ -6,12 +6,12 @@ import asyncio
 from datetime import timedelta
 
 import pytest
+from long_running_agent.services import close_services
 from support.conversation import Conversation, event_texts, responses
 from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
 from support.processes import request_ticket, run
 
 from long_running_agent.ledger import inputs
-from long_running_agent.services import close_services
 
 
 @pytest.mark.parametrize("raw, canonical", [

@@ -6,10 +6,10 @@ import asyncio
 from datetime import timedelta
 
 import pytest
+from long_running_agent.services import services
 
 from long_running_agent.ledger import Conversation, locks
 from long_running_agent.ledger.locks import ConversationBusy
-from long_running_agent.services import services
 
 CONVERSATION = Conversation("long_running_agent", "alice", "s-locked")
 SHORT_LEASE = timedelta(seconds=0.3)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from long_running_agent.services import Services, close_services
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from support.models import ledger_at
@@ -24,7 +25,6 @@ from support.releases import load_release_0_1
 from long_running_agent.ledger import migrate
 from long_running_agent.ledger.records import utc_now
 from long_running_agent.ledger.schema import Base
-from long_running_agent.services import Services, close_services
 from long_running_agent.settings import settings
 
 LEDGER_TABLES = set(Base.metadata.tables)

@@ -18,8 +18,10 @@ from datetime import timedelta
 
 import httpx
 import pytest
+from long_running_agent.services import close_services, services
 from sqlalchemy import func, select, update
 from support.conversation import Conversation, pending_calls, responses
+from support.desks import current
 from support.http import as_approver, assert_error, function_responses, new_session, run_body, user_text
 from support.models import RecordedOfflineModel, ledger_at, make_runner, runner_with
 from support.postgres import new_postgres_database
@@ -34,7 +36,6 @@ from long_running_agent.ledger import Ledger
 from long_running_agent.ledger.outbox import MAX_ATTEMPTS
 from long_running_agent.ledger.schema import NotificationRow
 from long_running_agent.notifications import send_due
-from long_running_agent.services import close_services, services
 
 DOCS = ROOT / "docs" / "notifications.md"
 
@@ -78,7 +79,7 @@ async def send() -> list:
 async def test_each_event_is_posted_signed_with_an_id_a_timestamp_and_slack_text(sqlite_url, webhook, clock):
     _chat, ticket_id = await ask()
     assert [e["type"] for e in webhook.events()] == ["ticket.requested"]  # at once, from the tool
-    await decide_and_deliver(ticket_id, approver="bob", approve=True)
+    await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
 
     attempts = await send()
 
@@ -142,7 +143,7 @@ async def test_a_receiver_that_times_out_is_a_failed_attempt(sqlite_url, webhook
     _chat, ticket_id = await ask()
     webhook.delay = 2
     configure(webhook_timeout=timedelta(seconds=0.3))
-    await decide_and_deliver(ticket_id, approver="bob", approve=True)
+    await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
     [attempt] = await send()
     assert not attempt.sent and attempt.notification.event == "ticket.approved"
     [approved] = [n for n in await services().ledger.outbox.of_ticket(ticket_id) if n.event == "ticket.approved"]
@@ -499,11 +500,11 @@ async def test_reminders_and_escalation_go_out_once_and_the_requester_is_told(sq
     calls_before = len(model.requests)
 
     clock.advance(hours=47)
-    assert await remind_due() == []
+    assert await remind_due(current()) == []
     clock.advance(hours=2)  # 23 hours left
-    raced = await asyncio.gather(remind_due(), remind_due())
+    raced = await asyncio.gather(remind_due(current()), remind_due(current()))
     assert sorted(len(r) for r in raced) == [0, 1]  # two sweeps at once (two replicas): one reminder
-    assert await remind_due() == []
+    assert await remind_due(current()) == []
 
     actions = [(e.action, e.detail) for e in await ledger.tickets.audit(ticket_id)]
     assert ("escalated", "to carol, dave") in actions and [a for a, _ in actions].count("reminded") == 1
@@ -528,7 +529,7 @@ async def test_the_reminder_reaches_the_conversation_as_an_update_of_the_pending
     [call] = pending_calls(events)
     clock.advance(hours=50)
 
-    [reminded] = await remind_due()
+    [reminded] = await remind_due(current())
 
     session = await runner.session_service.get_session(app_name=runner.app_name, user_id="alice",
                                                        session_id=chat.session_id)
@@ -537,7 +538,7 @@ async def test_the_reminder_reaches_the_conversation_as_an_update_of_the_pending
     [note] = [e.content.parts[0].text for e in session.events if (e.custom_metadata or {}).get(NOTE_MARK)]
     assert f"Ticket {reminded.id} still waits for an approver" in note and "escalated to carol" in note
     # It never pays and never closes the call: the approval still resumes it, once.
-    delivered = await decide_and_deliver(reminded.id, approver="bob", approve=True)
+    delivered = await decide_and_deliver(current(), reminded.id, approver="bob", approve=True)
     assert delivered.delivered and len(await ledger_at(sqlite_url).payouts.find(ticket_id=reminded.id)) == 1
 
 

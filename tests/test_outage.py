@@ -6,11 +6,10 @@ import asyncio
 import time
 
 import httpx
+from long_running_agent.services import close_services
 from support.http import as_approver, assert_error, payouts, request_over_run, run_body, user_text
 from support.postgres import new_postgres_database, postgres_cluster
 from support.servers import APP, web_server
-
-from long_running_agent.services import close_services
 
 
 async def wait_for_health(client: httpx.AsyncClient, status: int, timeout: float = 30) -> httpx.Response:

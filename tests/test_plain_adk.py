@@ -19,7 +19,7 @@ import httpx
 import pytest
 from support.http import as_approver, json_texts, run_body, user_text
 from support.processes import ROOT
-from support.project import ADK, cloned_project, fresh_project, expenses, plain_adk, plain_env, ticket_in
+from support.project import ADK, cloned_project, expenses, fresh_project, plain_adk, plain_env, ticket_in
 from support.servers import APP, LUNCH, web_server
 
 # ADK's per-agent store, relative to the project folder.

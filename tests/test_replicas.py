@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+from long_running_agent.services import close_services
 from support.http import as_approver, assert_resumed_once_and_paid, request_over_run
 from support.postgres import new_postgres_database
 from support.servers import web_servers
-
-from long_running_agent.services import close_services
 
 CONVERSATIONS = 6
 

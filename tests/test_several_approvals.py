@@ -12,6 +12,7 @@ from itertools import permutations
 
 import pytest
 from support.conversation import Conversation, calls, event_texts, pending_calls, responses
+from support.desks import current
 from support.models import RecordedOfflineModel, ledger_at, runner_with
 from support.processes import run
 
@@ -54,7 +55,7 @@ async def test_each_ticket_is_decided_on_its_own_in_any_order_and_paid_once(db_u
     tickets = {t.purpose: t for t in await ledger.tickets.with_status(TicketStatus.PENDING)}
 
     # The second ticket first, in this process; the first from the CLI, another process.
-    conference = await decide_and_deliver(tickets["conference ticket"].id, approver="bob", approve=True)
+    conference = await decide_and_deliver(current(), tickets["conference ticket"].id, approver="bob", approve=True)
     assert conference.delivered
     [paid] = responses(conference.events, "reimburse")
     assert paid["status"] == "paid" and paid["amount"] == 480.0
@@ -116,7 +117,7 @@ async def test_each_approval_pays_its_own_ticket_once_and_the_reply_names_that_p
 
     reimbursed = 0
     for ticket_id in (asked[i] for i in order):
-        delivery = await decide_and_deliver(ticket_id, approver="bob", approve=True)
+        delivery = await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
 
         assert delivery.delivered, delivery.detail
         [payout] = await ledger.payouts.find(ticket_id=ticket_id)
@@ -144,13 +145,13 @@ async def test_an_approval_pays_its_own_ticket_while_an_equal_one_waits_for_its_
     # The first is approved by a process that stopped before delivering it: same purpose, same amount.
     await ledger.tickets.decide(first, approver="carol", approve=True)
 
-    delivery = await decide_and_deliver(second, approver="bob", approve=True)
+    delivery = await decide_and_deliver(current(), second, approver="bob", approve=True)
 
     [paid] = responses(delivery.events, "reimburse")
     [payout] = await ledger.payouts.find(ticket_id=second)
     assert (paid["status"], paid["ticket_id"], paid["payout_id"]) == ("paid", second, payout.id)
     assert await ledger.payouts.find(ticket_id=first) == []
-    owed = await deliver(first, actor="carol")
+    owed = await deliver(current(), first, actor="carol")
     [paid] = responses(owed.events, "reimburse")
     [payout] = await ledger.payouts.find(ticket_id=first)
     assert (paid["status"], paid["ticket_id"], paid["payout_id"]) == ("paid", first, payout.id)
@@ -162,8 +163,8 @@ async def test_the_reply_tells_of_this_approvals_amount_and_reason_not_another_t
     chat = await Conversation(runner_with(RecordedOfflineModel(), sqlite_url)).start()
     first, second = [r["ticket_id"] for r in responses(await chat.say(SEVERAL[message]), "ask_for_approval")]
 
-    lowered = await decide_and_deliver(second, approver="bob", approve=True, amount="200", reason="capped by bob")
-    full = await decide_and_deliver(first, approver="carol", approve=True)
+    lowered = await decide_and_deliver(current(), second, approver="bob", approve=True, amount="200", reason="capped by bob")
+    full = await decide_and_deliver(current(), first, approver="carol", approve=True)
 
     assert "capped by bob" in (agent_reply(lowered.events) or "")
     # carol approved all she was asked: nothing of bob's lower amount or reason belongs in her reply.

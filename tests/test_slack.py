@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+from long_running_agent.services import Services, services, session_service
 from support.fake_slack import BOT_TOKEN, SIGNING_SECRET, STRANGER, USERS, FakeSlack, click, signed, submission
 from support.http import as_approver, events_of, function_responses, new_session, run_body, user_text
 from support.processes import ROOT
@@ -32,7 +33,6 @@ from support.servers import LUNCH, TOKENS, in_process, web_server
 
 from long_running_agent.ledger import Ledger, TicketStatus
 from long_running_agent.notifications import send_due
-from long_running_agent.services import Services, services, session_service
 from long_running_agent.settings import load_settings
 from long_running_agent.slack.actions import decide_left_over
 

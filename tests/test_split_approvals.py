@@ -15,6 +15,7 @@ import asyncio
 
 from support.clock import FakeClock
 from support.conversation import Conversation, responses
+from support.desks import current
 from support.models import RecordedOfflineModel, ledger_at, runner_with
 from support.processes import run
 from support.tickets import open_ticket_for
@@ -42,12 +43,12 @@ async def test_one_message_split_in_two_needs_a_second_approver_for_the_part_tha
     # The requester is told why, naming the request it was added to.
     assert one.id in why[two.id] and "$9,000.00" in why[two.id]
 
-    assert (await decide_and_deliver(one.id, approver="bob", approve=True)).delivered
-    waiting = await decide_and_deliver(two.id, approver="bob", approve=True)
+    assert (await decide_and_deliver(current(), one.id, approver="bob", approve=True)).delivered
+    waiting = await decide_and_deliver(current(), two.id, approver="bob", approve=True)
     assert waiting.outcome is Outcome.WAITING
     assert [p.amount_cents for p in await ledger.payouts.find(ticket_id=one.id)] == [450_000]
     assert await ledger.payouts.find(ticket_id=two.id) == []  # bob alone got $4,500 paid, not $9,000
-    assert (await decide_and_deliver(two.id, approver="carol", approve=True)).delivered
+    assert (await decide_and_deliver(current(), two.id, approver="carol", approve=True)).delivered
     assert [p.amount_cents for p in await ledger.payouts.find(ticket_id=two.id)] == [450_000]
 
 

@@ -13,6 +13,7 @@ from decimal import Decimal
 
 import pytest
 from support.conversation import Conversation, calls, event_texts, pending_calls, responses
+from support.desks import current
 from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
 from support.processes import ROOT
 
@@ -158,7 +159,7 @@ async def test_an_approved_small_ticket_pays_exactly_once(db_url):
     [asked] = pending_calls(events)
     ticket_id = responses(events, "ask_for_approval")[0]["ticket_id"]
 
-    delivery = await decide_and_deliver(ticket_id, approver="bob", approve=True)
+    delivery = await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
 
     assert delivery.outcome is Outcome.DELIVERED
     [paid] = responses(delivery.events, "reimburse")

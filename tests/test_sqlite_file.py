@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 from google.adk.sessions import DatabaseSessionService
+from long_running_agent.services import services
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 from support.http import as_approver, assert_error, new_session, request_over_run, run_body, user_text
@@ -31,7 +32,6 @@ from support.servers import APP, LUNCH, web_server
 from long_running_agent import cli
 from long_running_agent.ledger import DatabaseFileGone
 from long_running_agent.ledger.engine import create_engine
-from long_running_agent.services import services
 
 
 def database_file(url: str) -> Path:

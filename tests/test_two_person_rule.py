@@ -13,6 +13,7 @@ import asyncio
 
 import pytest
 from support.conversation import Conversation, event_texts, pending_calls, responses
+from support.desks import current
 from support.models import RecordedOfflineModel, ledger_at, runner_with
 from support.processes import request_ticket, run
 from support.tickets import open_ticket_for
@@ -51,7 +52,7 @@ async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_ur
     assert (await ledger.tickets.get(ticket_id)).approvals_needed == 2
     calls_before = len(model.requests)
 
-    first = await decide_and_deliver(ticket_id, approver="bob", approve=True)
+    first = await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
 
     assert first.outcome is Outcome.WAITING and first.ticket.status is TicketStatus.PENDING
     assert (first.ticket.approvals_so_far, first.ticket.approvers) == ("1 of 2", ["bob"])
@@ -73,8 +74,8 @@ async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_ur
                                "and waits for a second approver; I will pay once approved.")
 
     with pytest.raises(AlreadyApprovedByYou):
-        await decide_and_deliver(ticket_id, approver="bob", approve=True)
-    second = await decide_and_deliver(ticket_id, approver="carol", approve=True)
+        await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
+    second = await decide_and_deliver(current(), ticket_id, approver="carol", approve=True)
 
     assert second.delivered and second.ticket.status is TicketStatus.APPROVED
     assert second.ticket.approvers == ["bob", "carol"]
@@ -91,26 +92,26 @@ async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_ur
 
 async def test_a_rejection_by_either_approver_ends_the_ticket(sqlite_url, capsys):
     _runner, _chat, _call, ticket_id = await ask_for_sponsorship(sqlite_url)
-    await decide_and_deliver(ticket_id, approver="bob", approve=True)
+    await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
 
-    rejected = await decide_and_deliver(ticket_id, approver="carol", approve=False, reason="not budgeted")
+    rejected = await decide_and_deliver(current(), ticket_id, approver="carol", approve=False, reason="not budgeted")
     assert report(rejected, Transcript(verbose=False)) == 0
     assert f"Ticket {ticket_id} is rejected by carol;" in capsys.readouterr().out
 
     assert rejected.delivered and rejected.ticket.status is TicketStatus.REJECTED
     assert "rejected by carol (not budgeted)" in event_texts(rejected.events)[-1]
     with pytest.raises(AlreadyDecided):
-        await decide_and_deliver(ticket_id, approver="dave", approve=True)
+        await decide_and_deliver(current(), ticket_id, approver="dave", approve=True)
     assert await ledger_at(sqlite_url).payouts.find(ticket_id=ticket_id) == []
 
 
 async def test_the_requester_is_neither_approver(sqlite_url):
     _runner, _chat, _call, ticket_id = await ask_for_sponsorship(sqlite_url)
     with pytest.raises(NotAllowed):
-        await decide_and_deliver(ticket_id, approver="alice", approve=True)
-    await decide_and_deliver(ticket_id, approver="bob", approve=True)
+        await decide_and_deliver(current(), ticket_id, approver="alice", approve=True)
+    await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
     with pytest.raises(NotAllowed):
-        await decide_and_deliver(ticket_id, approver="Alice", approve=True)
+        await decide_and_deliver(current(), ticket_id, approver="Alice", approve=True)
     assert (await ledger_at(sqlite_url).tickets.get(ticket_id)).status is TicketStatus.PENDING
 
 
@@ -140,7 +141,7 @@ async def test_two_approvers_racing_on_the_last_approval_decide_it_once(db_url):
 
 
 async def deliver_now(ticket_id: str) -> bool:
-    return (await deliver(ticket_id, actor="test")).delivered
+    return (await deliver(current(), ticket_id, actor="test")).delivered
 
 
 @pytest.mark.parametrize("approvers, approved", [(("bob", "carol"), True), (("bob", "bob"), False)])

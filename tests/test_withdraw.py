@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 from support.conversation import Conversation, calls, event_texts, pending_calls, responses
+from support.desks import current
 from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
 from support.processes import request_ticket, run, start
 
@@ -52,7 +53,7 @@ async def test_the_requester_withdraws_in_the_chat_and_the_pending_call_is_answe
 
     # An approver cannot decide it any more, and nothing is paid.
     with pytest.raises(AlreadyDecided, match="withdrawn by its requester, alice"):
-        await decide_and_deliver(conference_ticket, approver="bob", approve=True)
+        await decide_and_deliver(current(), conference_ticket, approver="bob", approve=True)
     assert await ledger.payouts.find(ticket_id=conference_ticket) == []
 
 

@@ -21,8 +21,8 @@ import pytest
 from long_running_agent.settings import ModelSettings, load_settings
 
 from . import desks
-from .desks import TestDesk
 from .clock import FakeClock
+from .desks import TestDesk
 from .models import OFFLINE, close_opened
 from .postgres import new_postgres_database, postgres_server
 from .servers import WebServer, web_server

@@ -7,10 +7,9 @@ from typing import Any
 
 from google.adk.models import BaseLlm, LlmRequest, LlmResponse
 from google.adk.runners import Runner
+from google.adk.sessions import DatabaseSessionService
 from google.genai import types
 from pydantic import Field
-
-from google.adk.sessions import DatabaseSessionService
 
 from long_running_agent.agent import build_app
 from long_running_agent.ledger import Ledger

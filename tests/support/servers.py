@@ -23,7 +23,6 @@ import pytest
 from long_running_agent.desk import Desk
 
 from . import desks
-
 from .processes import ROOT
 
 APP = "long_running_agent"
