@@ -1,17 +1,13 @@
 """Watch the long-running approval flow end to end: a request, its pending ticket, a decision, the resume.
-
-Run from the project folder, with the .venv that `make demo` creates (activated or not):
-    .venv/bin/python main.py                # the demo: request, pending ticket, approval, payout
+Run from the project folder (`make demo` makes the .venv; activating it is not needed):
+    .venv/bin/python main.py                # request, pending ticket, approval, payout
     .venv/bin/python main.py --reject       # the same, but the approver rejects
     .venv/bin/python main.py --text 'Reimburse $480 for a conference ticket'
-
 Approvers decide real tickets with the `expenses` command: .venv/bin/expenses --help
 
 Exit status: 0 paid (or rejected, with --reject), 1 refused (the last line says why), 2 bad
 arguments, 4 the agent asked a question (nothing was requested or paid), 5 a ticket still waits.
 """
-
-from __future__ import annotations
 
 import argparse
 import secrets
@@ -21,8 +17,7 @@ from google.adk.events import Event
 from google.adk.runners import Runner
 from google.genai import types
 
-import long_running_agent  # noqa: F401  (loads .env before the settings are read)
-from long_running_agent.agent import build_app
+from long_running_agent.agent import build_app  # the package loads .env first
 from long_running_agent.cli.entry import run
 from long_running_agent.desk import Desk
 from long_running_agent.ledger import TicketStatus, inputs
@@ -30,7 +25,6 @@ from long_running_agent.names import EXPENSES
 from long_running_agent.settings import database_in_words, load_settings
 from long_running_agent.transcript import Transcript, pending_call, pending_calls, tool_response, user_text
 
-APPROVER = "bob"
 DONE, REFUSED, ASKED, PENDING = 0, 1, 4, 5  # how a request ended: the demo's exit status
 
 
@@ -38,7 +32,6 @@ async def run_demo(desk: Desk, runner: Runner, out: Transcript, requester: str, 
                    approve: bool) -> tuple[int, str]:
     """The request, its decision and the resume; returns the exit status and what happened."""
     session = await runner.session_service.create_session(app_name=runner.app_name, user_id=requester)
-
     print("\n== 1. The employee asks; the agent pays at once or opens an approval ticket ==")
     out.say("user", request)
     events = await out.send(runner, requester, session.id, user_text(request))
@@ -47,15 +40,12 @@ async def run_demo(desk: Desk, runner: Runner, out: Transcript, requester: str, 
         return without_approval(events)
     ticket_id = str(tool_response(events, call.id).get("ticket_id"))
     out.say("pending", f"call id={call.id} name={call.name} ticket={ticket_id}")
-
     print("\n== 2. Later, an approver decides (recorded in the ledger) ==")
-    decision = await desk.ledger.tickets.decide(ticket_id, approver=APPROVER, approve=approve,
+    decision = await desk.ledger.tickets.decide(ticket_id, approver="bob", approve=approve,
                                                 reason=None if approve else "not a business expense")
-    out.say("approver", f"{APPROVER} {'approved' if approve else 'rejected'} ticket {decision.id}")
+    out.say("approver", f"bob {'approved' if approve else 'rejected'} ticket {decision.id}")
     if decision.status is TicketStatus.PENDING:  # the two-person rule: the first of two approvals
-        return PENDING, f"Ticket {ticket_id} has {decision.approvals_so_far} approvals; a second approver " \
-                        f"decides it: {EXPENSES} approve {ticket_id} --approver NAME"
-
+        return PENDING, f"A second approver decides it: {EXPENSES} approve {ticket_id} --approver NAME"
     print("\n== 3. The app sends the updated FunctionResponse: same id and name, role user ==")
     updated = types.FunctionResponse(
         id=call.id,  # the id of the original ask_for_approval call
@@ -73,14 +63,14 @@ async def run_demo(desk: Desk, runner: Runner, out: Transcript, requester: str, 
         return PENDING, "Still pending: " + "; ".join(f"{EXPENSES} approve {t} --approver NAME" for t in others)
     if len(await desk.ledger.payouts.find(ticket_id=ticket_id)) != (1 if approve else 0):
         return REFUSED, f"Ticket {ticket_id} is {decision.status}, but what was paid does not match: see above."
-    return DONE, f"The flow completed: the request was {'approved and paid' if approve else 'rejected'}."
+    return DONE, "The flow completed." if approve else "The flow completed: the request was rejected."
 
 
 def without_approval(events: list[Event]) -> tuple[int, str]:
     """How a request that opened no ticket ended: paid at once, refused by a tool, or answered in words."""
     said = [r.response or {} for e in events for r in e.get_function_responses()]
     if any(r.get("status") in ("paid", "already_paid") for r in said):
-        return DONE, "The flow completed: the request was paid at once, with no approval."
+        return DONE, "The flow completed."
     if any(r.get("status") == "error" for r in said):
         return REFUSED, "The request was refused (the agent says why, above): nothing was requested or paid."
     return ASKED, ("Nothing was requested or paid: the agent answered instead (above). Put what it asks for "
@@ -91,26 +81,20 @@ async def demo(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
     config = desk.settings
     amount = inputs.amount(args.amount, most=config.max_amount)  # the amount rule every surface applies
     await desk.prepare()  # the database at this version's schema, or one line saying what to run
-    # A new employee on each run: the daily rules (per requester and UTC day) start from zero.
     requester = f"demo-{secrets.token_hex(3)}"
-    print(f"Model:    {desk.model.name} ({desk.model.reason})")
-    print(f"Database: {database_in_words(config.database_url)}")
+    print(f"Model:    {desk.model}\nDatabase: {database_in_words(config.database_url)}")
     print(f"Policy:   up to ${config.approval_threshold:,} paid at once (once per purpose, "
           f"${config.daily_auto_approval_limit:,} a day); more needs an approver")
     print(f"Employee: {requester} (new each run: the daily rules start from zero)")
-    runner = desk.runner()  # build_app(desk): the agent and its guard plugin (agent.py)
-    try:
+    async with desk.runner() as runner:  # build_app(desk): the agent and its guard plugin (agent.py)
         status, ended = await run_demo(desk, runner, out, requester,
                                        args.text or f"Please reimburse ${amount:,} for {args.purpose}.",
                                        approve=not args.reject)
         if status == DONE and not args.text:
             print("\n== 4. A small expense is paid at once, with no approval ==")
             session = await runner.session_service.create_session(app_name=runner.app_name, user_id=requester)
-            taxi = "Reimburse $42.50 for a taxi to the airport."
-            out.say("user", taxi)
+            out.say("user", taxi := "Reimburse $42.50 for a taxi to the airport.")
             status, ended = without_approval(await out.send(runner, requester, session.id, user_text(taxi)))
-    finally:
-        await runner.close()
     print(f"\n{ended}")
     return status
 

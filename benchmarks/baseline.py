@@ -21,7 +21,8 @@ from google.adk.sessions import BaseSessionService, DatabaseSessionService, InMe
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.adk.tools import LongRunningFunctionTool, ToolContext
 
-from long_running_agent.agent import instruction
+from long_running_agent.agent import build_agent
+from long_running_agent.settings import Settings
 
 from .environment import OFFLINE_MODEL
 
@@ -60,7 +61,9 @@ def paying_reimburse(bank: Bank) -> Callable[..., dict[str, Any]]:
     return reimburse
 
 
-def seed_agent(bank: Bank) -> LlmAgent:
+def seed_agent(bank: Bank, settings: Settings) -> LlmAgent:
+    """The seed's agent, with the instruction this project's agent has under `settings` (agent.py)."""
+
     def ask_for_approval(purpose: str, amount: float, tool_context: ToolContext) -> dict[str, Any]:
         """Ask a manager to approve a reimbursement above the limit.
 
@@ -81,7 +84,7 @@ def seed_agent(bank: Bank) -> LlmAgent:
     return LlmAgent(
         name="expense_agent",
         model=OFFLINE_MODEL,
-        instruction=instruction,
+        instruction=build_agent(settings, OFFLINE_MODEL).instruction,
         tools=[LongRunningFunctionTool(func=ask_for_approval), paying_reimburse(bank)],
     )
 
@@ -97,5 +100,5 @@ def stock_session_service(store: str, url: str | None) -> BaseSessionService:
     return DatabaseSessionService(db_url=url)
 
 
-def seed_runner(bank: Bank, session_service: BaseSessionService) -> Runner:
-    return Runner(app=App(name=APP_NAME, root_agent=seed_agent(bank)), session_service=session_service)
+def seed_runner(bank: Bank, session_service: BaseSessionService, settings: Settings) -> Runner:
+    return Runner(app=App(name=APP_NAME, root_agent=seed_agent(bank, settings)), session_service=session_service)

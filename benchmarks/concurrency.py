@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from .environment import child_env, configure
+from .environment import child_env
 from .stores import Stores
 
 
@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("--url", help="the SQLite file or PostgreSQL database (none for memory)")
     parser.add_argument("--flows", type=int, required=True)
     args = parser.parse_args()
-    configure()
+    # The pinned settings come in this process's environment (child_env); its desk is built from them (flows.py).
     result = asyncio.run(run_flows(args.system, args.store, args.url, args.flows))
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(json.dumps(result))

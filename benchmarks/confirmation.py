@@ -25,17 +25,17 @@ confirm. Sessions live in ADK's stock session services, as for the seed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 
 from google.adk.agents import LlmAgent
-from google.adk.agents.readonly_context import ReadonlyContext
 from google.adk.apps import App
 from google.adk.flows.llm_flows.functions import REQUEST_CONFIRMATION_FUNCTION_CALL_NAME
 from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService
 from google.adk.tools import FunctionTool, ToolContext
 
-from long_running_agent.settings import settings
+from long_running_agent.settings import Settings
 
 from .baseline import Bank, paying_reimburse
 from .environment import OFFLINE_MODEL
@@ -45,9 +45,8 @@ CONFIRMATION_CALL = REQUEST_CONFIRMATION_FUNCTION_CALL_NAME  # "adk_request_conf
 CONFIRMED = {"confirmed": True}
 
 
-def instruction(_context: ReadonlyContext) -> str:
+def instruction(limit: Decimal) -> str:
     # The shipped instruction names ask_for_approval, which this agent does not have.
-    limit = settings().approval_threshold
     return f"""You help employees get their expenses reimbursed, in US dollars.
 You need the purpose and the amount; ask for whichever is missing.
 Then call reimburse with them. Amounts above ${limit:,} wait until an approver
@@ -55,19 +54,26 @@ confirms the call; you do not need to ask for that yourself.
 Never claim money was paid unless reimburse returned status "paid"."""
 
 
-def above_the_limit(purpose: str, amount: float, tool_context: ToolContext) -> bool:
-    """ADK's question before each `reimburse` call: does this one need a confirmation?"""
-    return Decimal(str(amount)) > settings().approval_threshold
+def above(limit: Decimal) -> Callable[..., bool]:
+    """ADK's question before each `reimburse` call: does this one need a confirmation (above `limit`)?"""
+
+    def above_the_limit(purpose: str, amount: float, tool_context: ToolContext) -> bool:
+        return Decimal(str(amount)) > limit
+
+    return above_the_limit
 
 
-def confirmation_agent(bank: Bank) -> LlmAgent:
+def confirmation_agent(bank: Bank, settings: Settings) -> LlmAgent:
+    """ADK's confirmation above the threshold of `settings`, the one this project's agent applies."""
+    limit = settings.approval_threshold
     return LlmAgent(
         name="expense_agent",
         model=OFFLINE_MODEL,
-        instruction=instruction,
-        tools=[FunctionTool(paying_reimburse(bank), require_confirmation=above_the_limit)],
+        instruction=instruction(limit),
+        tools=[FunctionTool(paying_reimburse(bank), require_confirmation=above(limit))],
     )
 
 
-def confirmation_runner(bank: Bank, session_service: BaseSessionService) -> Runner:
-    return Runner(app=App(name=APP_NAME, root_agent=confirmation_agent(bank)), session_service=session_service)
+def confirmation_runner(bank: Bank, session_service: BaseSessionService, settings: Settings) -> Runner:
+    return Runner(app=App(name=APP_NAME, root_agent=confirmation_agent(bank, settings)),
+                  session_service=session_service)

@@ -1,7 +1,8 @@
 """The benchmark's environment: the offline model, fixed settings, and the machine.
 
-`configure()` hands this process its settings (`use_settings`); processes the
-benchmark starts get the same ones in their environment (`child_env()`).
+`pinned()` is the settings every desk the benchmark builds in this process
+starts from (flows.py); processes the benchmark starts get the same ones in
+their environment (`child_env()`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import platform
 from datetime import timedelta
 from decimal import Decimal
 from importlib import metadata
+from typing import Any
 
-from long_running_agent.settings import ModelSettings, load_settings, use_settings
+from long_running_agent.settings import ModelSettings, Settings, load_settings
 
 OFFLINE_MODEL = "offline-expense-model"
 
@@ -32,16 +34,17 @@ UNSET = (
 )
 
 
-def configure() -> None:
-    """Select the offline model and pin the policy in this process."""
-    use_settings(load_settings().model_copy(update={
+def pinned(**fields: Any) -> Settings:
+    """This process's settings with the offline model and the policy pinned, and `fields` (e.g. database_url)."""
+    return load_settings().model_copy(update={
         "model": ModelSettings(OFFLINE_MODEL, None),
         "approval_threshold": Decimal(PINNED["APPROVAL_THRESHOLD"]),
         "approval_ttl": timedelta(hours=float(PINNED["APPROVAL_TTL_HOURS"])),
         "max_amount": Decimal(PINNED["MAX_REIMBURSEMENT"]),
         "dev_chat_approval": False,
         "daily_auto_approval_limit": Decimal(PINNED["DAILY_AUTO_APPROVAL_LIMIT"]),
-    }))
+        **fields,
+    })
 
 
 def child_env(**settings: str) -> dict[str, str]:

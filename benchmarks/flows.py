@@ -9,38 +9,43 @@ The third system, `confirmation`, is ADK's own tool confirmation
 (confirmation.py): its pending call is ADK's `adk_request_confirmation`, and
 its client approves with `{"confirmed": true}` instead of a ticket's status.
 
-This project's system is the app as shipped: `build_app()` (the `App`
+This project's system is the app as shipped: `build_app(desk)` (the `App`
 with its ApprovalGuard plugin, sessions in `DatabaseSessionService`) and the
 ledger at the same URL, on one engine as in the server. On the in-memory
 store it runs with ADK's InMemorySessionService and the ledger on an
 in-memory SQLite database (`sqlite+aiosqlite://`), so nothing touches the
 disk.
 
-The app takes its database from `services()`: `activate()` hands it this
-system's settings and app before one of several open systems is used.
+Each of this project's systems has an approval desk of its own
+(long_running_agent/desk.py): the benchmark's pinned settings with the
+system's database, and its metered app. Its guard, tools and courier work on
+that desk, so several systems can be open at once and take turns.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from google.adk.apps import App
 from google.adk.events import Event
+from google.adk.models import BaseLlm
 from google.adk.runners import Runner
 from google.adk.sessions import DatabaseSessionService, InMemorySessionService
 from google.genai import types
 
 from long_running_agent.agent import build_app
 from long_running_agent.approval.courier import decide_and_deliver
-from long_running_agent.approval.guard import decision_message
+from long_running_agent.approval.decisions import decision_message
+from long_running_agent.desk import Desk
 from long_running_agent.ledger import Ledger
-from long_running_agent.services import close_services, services, use_app
-from long_running_agent.settings import Settings, settings, use_settings
+from long_running_agent.settings import Settings
 
 from .baseline import Bank, seed_runner, stock_session_service
 from .confirmation import CONFIRMATION_CALL, CONFIRMED, confirmation_runner
-from .environment import OFFLINE_MODEL
+from .environment import OFFLINE_MODEL, pinned
 from .metering import ModelMeter, metered
 
 MEMORY_LEDGER_URL = "sqlite+aiosqlite://"
@@ -83,20 +88,11 @@ class System:
     runner: Runner
     meter: ModelMeter
     bank: Bank | None = None
-    ledger_url: str | None = None
-    _settings: Settings | None = None
-
-    def activate(self) -> None:
-        """Run this system: the app's services use its database and its (metered) app."""
-        if self.ledger_url is not None:
-            if self._settings is None:
-                self._settings = settings().model_copy(update={"database_url": self.ledger_url})
-            use_settings(self._settings)
-            use_app(self.runner.app)
+    desk: Desk | None = None  # this project's: its settings, ledger and app
 
     @property
     def ledger(self) -> Ledger | None:
-        return services().ledger if self.ledger_url is not None else None
+        return self.desk.ledger if self.desk is not None else None
 
     async def request(self, user_id: str, text: str = REQUEST) -> Pending:
         session = await self.runner.session_service.create_session(
@@ -120,8 +116,8 @@ class System:
                 if call.id in (event.long_running_tool_ids or set())]
 
     async def approve(self, pending: Pending) -> list[Event]:
-        if self.ledger is not None:
-            delivery = await decide_and_deliver(pending.ticket_id, approver=APPROVER, approve=True)
+        if self.desk is not None:
+            delivery = await decide_and_deliver(self.desk, pending.ticket_id, approver=APPROVER, approve=True)
             return delivery.events
         return await self._run(pending.user_id, pending.session_id, self._client_approval(pending))
 
@@ -147,9 +143,10 @@ class System:
 
     async def close(self) -> None:
         service = self.runner.session_service
-        if isinstance(service, DatabaseSessionService) and self.ledger_url is None:
-            await service.db_engine.dispose()  # ADK's stock service (ours is closed with the services)
-        await close_services()
+        if self.desk is not None:
+            await self.desk.close()  # the ledger's engine, which the app's session store shares
+        elif isinstance(service, DatabaseSessionService):
+            await service.db_engine.dispose()  # ADK's stock service
 
     def _client_approval(self, pending: Pending) -> types.Content:
         """The approval as the client sends it: the seed's approved ticket, or ADK's confirmation."""
@@ -175,37 +172,45 @@ def _response(events: list[Event], call_id: str | None) -> dict[str, Any]:
     return {}
 
 
-def open_ours(store: str, url: str | None) -> System:
+def metered_app(meter: ModelMeter) -> Callable[..., App]:
+    """What builds a desk's app: the app as shipped, with `meter` among its plugins.
+
+    Always on the offline model, whatever the desk's settings choose: the meter refuses any other.
+    """
+
+    def build(desk: Desk, *, model: str | BaseLlm | None = None) -> App:
+        return build_app(desk, model=OFFLINE_MODEL, plugins=[meter])
+
+    return build
+
+
+def open_ours(store: str, url: str | None, settings: Settings) -> System:
     """This project on `store`; `url` is the SQLite file or PostgreSQL database (None for memory)."""
     meter = ModelMeter()
-    app = build_app(model=OFFLINE_MODEL, plugins=[meter])
+    desk = Desk(settings.model_copy(update={"database_url": url or MEMORY_LEDGER_URL}), app=metered_app(meter))
     if store == "memory":
-        system = System(OURS, store, Runner(app=app, session_service=InMemorySessionService()), meter,
-                        ledger_url=MEMORY_LEDGER_URL)
-        system.activate()
-        return system
-    assert url is not None
-    use_settings(settings().model_copy(update={"database_url": url}))
-    use_app(app)
-    # The app's own session store, on the ledger's engine, as in the server.
-    system = System(OURS, store, services().runner(), meter, ledger_url=url, _settings=settings())
-    system.activate()
-    return system
+        runner = Runner(app=desk.app, session_service=InMemorySessionService())
+    else:
+        assert url is not None
+        runner = desk.runner()  # the app's own session store, on the ledger's engine, as in the server
+    return System(OURS, store, runner, meter, desk=desk)
 
 
-def open_seed(store: str, url: str | None) -> System:
+def open_seed(store: str, url: str | None, settings: Settings) -> System:
     """The baseline on ADK's stock session service for `store`."""
     bank = Bank()
-    runner = seed_runner(bank, stock_session_service(store, url))
+    runner = seed_runner(bank, stock_session_service(store, url), settings)
     return System(SEED, store, runner, metered(runner), bank=bank)
 
 
-def open_confirmation(store: str, url: str | None) -> System:
+def open_confirmation(store: str, url: str | None, settings: Settings) -> System:
     """ADK's tool confirmation on ADK's stock session service for `store`."""
     bank = Bank()
-    runner = confirmation_runner(bank, stock_session_service(store, url))
+    runner = confirmation_runner(bank, stock_session_service(store, url), settings)
     return System(CONFIRMATION, store, runner, metered(runner), bank=bank)
 
 
-def open_system(name: str, store: str, url: str | None) -> System:
-    return {OURS: open_ours, SEED: open_seed, CONFIRMATION: open_confirmation}[name](store, url)
+def open_system(name: str, store: str, url: str | None, settings: Settings | None = None) -> System:
+    """System `name` on `store`, under `settings` (default: the benchmark's pinned ones)."""
+    opened = {OURS: open_ours, SEED: open_seed, CONFIRMATION: open_confirmation}[name]
+    return opened(store, url, settings or pinned())

@@ -2,7 +2,7 @@
 
 What is timed is `ledger.inbox.read(...)` with the inbox's defaults: the one
 call behind `GET /api/approvals` (and, without the recent decisions, behind
-`python main.py inbox`). It runs six queries: the expiry sweep's SELECT of
+`.venv/bin/expenses inbox`). It runs six queries: the expiry sweep's SELECT of
 overdue tickets, a page of 50 pending tickets and their total, a page of 50
 decisions not delivered yet and their total, and the 10 latest decisions.
 

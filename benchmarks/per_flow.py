@@ -1,13 +1,13 @@
 """One flow at a time on each store: latency, model calls, request bytes, duplicates.
 
-All configurations are open together and take turns: each repeat runs a batch
-of flows in a row on every configuration before the next repeat starts, so a
-burst of noise on this shared machine lands on all of them alike. A batch's
-figure is its mean flow time; a configuration's figure is the median of its
-batches. After the timed repeats, one more flow per configuration counts the
-model calls of its request and of its approval, then is approved a second
-time (the same FunctionResponse, resent) to count what a duplicate approval
-costs.
+All configurations are open together (this project's each on a desk of its
+own, flows.py) and take turns: each repeat runs a batch of flows in a row on
+every configuration before the next repeat starts, so a burst of noise on
+this shared machine lands on all of them alike. A batch's figure is its mean
+flow time; a configuration's figure is the median of its batches. After the
+timed repeats, one more flow per configuration counts the model calls of its
+request and of its approval, then is approved a second time (the same
+FunctionResponse, resent) to count what a duplicate approval costs.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ async def measure_per_flow(
         for repeat in range(repeats + 1):
             size = warmup_flows if repeat == 0 else flows_per_repeat
             for i, system in enumerate(systems):
-                system.activate()
                 times = []
                 for _ in range(size):
                     counter += 1
@@ -48,7 +47,6 @@ async def measure_per_flow(
                     ))
         rows, per_system_cost = [], []
         for i, system in enumerate(systems):
-            system.activate()
             payouts = [await system.payouts(p) for p in flows[i]]
             if payouts != [1] * len(payouts):
                 raise RuntimeError(f"{system.name}/{system.store}: payouts per flow {set(payouts)}, expected 1")

@@ -48,11 +48,11 @@ from typing import Any
 import httpx
 from sqlalchemy import text
 
+from long_running_agent.desk import Desk
 from long_running_agent.ledger import Ledger
 from long_running_agent.names import APP_NAME
-from long_running_agent.services import session_service
 
-from .environment import child_env
+from .environment import child_env, pinned
 from .stores import Stores
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,15 +90,12 @@ def machine_ticks() -> tuple[int, int]:
 
 
 async def prepare_schema(url: str) -> None:
-    """Create the ledger's and ADK's tables once, before any replica starts."""
-    ledger = Ledger(url)
-    sessions = session_service(url)
+    """Create the ledger's and ADK's tables once, before any replica starts (as a server does at start)."""
+    desk = Desk(pinned(database_url=url))
     try:
-        await ledger.tickets.count()
-        await sessions.prepare_tables()
+        await desk.prepare()
     finally:
-        await ledger.close()
-        await sessions.db_engine.dispose()
+        await desk.close()
 
 
 @contextmanager

@@ -245,7 +245,7 @@ def _inbox(rows: list[dict[str, Any]]) -> list[str]:
     lines += [
         "",
         "The whole read is `ledger.inbox.read(...)` with the API's defaults, what `GET /api/approvals` "
-        "runs (and `python main.py inbox`, without the recent decisions): the expiry sweep's SELECT, "
+        "runs (and `.venv/bin/expenses inbox`, without the recent decisions): the expiry sweep's SELECT, "
         "50 pending tickets and their total, 50 undelivered decisions and their total, the 10 latest "
         "decisions. Each query's time is its median at the driver (statement sent to result); the "
         "rest of the whole read is the ORM, the session and the connection check-out. The store "

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .environment import configure, machine
+from .environment import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -430,7 +430,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes; print, do not write results")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL figures")
     args = parser.parse_args(argv)
-    configure()
     from .report import chart, markdown, write_json
 
     results = run(QUICK if args.quick else FULL, with_postgres=not args.no_postgres)

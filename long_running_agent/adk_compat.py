@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 # there are no capabilities: a stand-in keeps the override valid, and ADK
 # never reads it.
 try:
-    from google.adk.models import LlmCapabilities
+    from google.adk.models import LlmCapabilities as LlmCapabilities
 except ImportError:  # google-adk < 2.7
 
     class LlmCapabilities:  # type: ignore[no-redef]

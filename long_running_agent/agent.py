@@ -19,7 +19,7 @@ from google.adk.agents import LlmAgent
 from google.adk.apps import App
 from google.adk.models import BaseLlm
 from google.adk.plugins.base_plugin import BasePlugin
-from google.adk.tools import LongRunningFunctionTool
+from google.adk.tools.long_running_tool import LongRunningFunctionTool
 
 from .approval.guard import ApprovalGuard
 from .approval.turn_order import prepare_model_request

@@ -204,7 +204,8 @@ class Settings(BaseSettings):
     slack_api_url: Annotated[str, AfterValidator(_url)] = Field(default="https://slack.com/api/", alias="SLACK_API_URL")
     slack_inbox_url: Annotated[Text, AfterValidator(_url)] = Field(default=None, alias="SLACK_INBOX_URL")
     model: Annotated[ModelSettings, NoDecode, BeforeValidator(
-        lambda v: ModelSettings(v.strip() or None, _gemini_credentials()) if isinstance(v, str) else v,
+        lambda v: ModelSettings(v.strip() or None, _gemini_credentials(), _gemini_address())
+        if isinstance(v, str) else v,
     )] = Field(default_factory=model_settings, alias="AGENT_MODEL")
 
     @model_validator(mode="after")
@@ -289,7 +290,7 @@ _PLAINLY = {"decimal_parsing": "is not a number", "bool_parsing": "is not true o
 
 def _explain(error: Mapping[str, Any]) -> str:
     """One of pydantic's errors, worded for whoever sets the variable."""
-    message = error["msg"].removeprefix("Value error, ")
+    message = str(error["msg"]).removeprefix("Value error, ")
     if not error["loc"]:  # a rule across settings: the message names them
         return message
     name = str(error["loc"][0])

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.adk.tools import ToolContext
+from google.adk.tools.tool_context import ToolContext
 
 from .approval.courier import answer_withdrawal
 from .approval.notes import tool_error
@@ -39,8 +39,8 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
     """Open a ticket for an approver, one per expense.
 
     Args:
-        purpose: What the expense was for, in a few words, e.g. "team lunch".
-        amount: The amount in US dollars, e.g. 250.00.
+        purpose: What for.
+        amount: In US dollars.
     """
     run = approval_run(tool_context)  # this run: the desk, and the conversation's store (approval/run.py)
     try:
@@ -57,8 +57,8 @@ async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> d
     """Pay an expense.
 
     Args:
-        purpose: What the expense was for, as the request or its ticket says, e.g. "team lunch".
-        amount: The amount in US dollars: for an approved ticket, the amount it approved.
+        purpose: What for.
+        amount: In US dollars.
     """
     run = approval_run(tool_context)
     try:
@@ -71,10 +71,10 @@ async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> d
 
 
 async def cancel_request(ticket_id: str, tool_context: ToolContext) -> dict[str, Any]:
-    """Withdraw the user's pending ticket when they ask to.
+    """Withdraw the user's pending ticket.
 
     Args:
-        ticket_id: The ticket to withdraw, e.g. "T-1a2b3c4d5e6f".
+        ticket_id: Its id, T-...
     """
     run = approval_run(tool_context)
     try:

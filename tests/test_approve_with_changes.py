@@ -145,7 +145,8 @@ def test_the_cli_approves_less_with_a_reason_and_says_so(sqlite_url):
 
 async def test_a_pending_call_answered_by_a_lower_approval_keeps_its_id_and_name(sqlite_url):
     runner, chat, _events, pending_call, pending = await request_large(sqlite_url)
-    await decide_and_deliver(current(), pending["ticket_id"], approver="bob", approve=True, amount=99.5, reason="only the food")
+    await decide_and_deliver(current(), pending["ticket_id"], approver="bob", approve=True, amount=99.5,
+                             reason="only the food")
 
     session = await runner.session_service.get_session(app_name=runner.app_name, user_id="alice",
                                                        session_id=chat.session_id)

@@ -17,7 +17,6 @@ import pytest
 
 from benchmarks.breakdown import measure_breakdown
 from benchmarks.concurrency import run_flows
-from benchmarks.environment import configure
 from benchmarks.inbox import QUERIES, UNDELIVERED, measure_inbox
 from benchmarks.per_flow import measure_per_flow
 from benchmarks.replicas import measure_replicas
@@ -27,7 +26,7 @@ from benchmarks.stores import Stores
 
 @pytest.fixture
 def stores(tmp_path: Path) -> Stores:
-    configure()  # the benchmark's pinned settings; conftest restores the test's after it
+    # The benchmarks build desks of their own, on their pinned settings (benchmarks/environment.py).
     return Stores(tmp_path, postgres_url=None)
 
 
@@ -96,7 +95,6 @@ async def test_inbox_read_sees_pending_and_decided_tickets_and_every_query_reads
 
 
 def test_two_replicas_complete_every_flow_and_approve_across_processes(tmp_path: Path, postgres_admin_url) -> None:
-    configure()
     summary = measure_replicas(Stores(tmp_path, postgres_url=postgres_admin_url),
                                flows_per_replica=2, in_flight=1, repeats=1, warmup_flows=1)
 

@@ -381,7 +381,7 @@ async def test_an_old_undelivered_decision_is_delivered_from_its_own_section(con
     assert view["ticket"]["delivered_at"] and len(view["payouts"]) == 1
     await assert_no_csp_violations(inbox)
 
-async def test_plain_adk_web_request_approved_by_main_py_shows_payout_after_reload(tmp_path):
+async def test_plain_adk_web_request_approved_with_the_expenses_cli_shows_payout_after_reload(tmp_path):
     """`adk web` exactly as ADK users start it: no flags (a port only), no .env."""
     project, home = fresh_project(tmp_path), tmp_path / "home"
     with plain_adk("web", project, home) as server:

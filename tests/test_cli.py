@@ -1,18 +1,22 @@
-"""main.py as users run it: the demo, and the approver CLI across separate processes."""
+"""As users run them: main.py (the demo), and the `expenses` approver CLI across separate processes."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import subprocess
+import sys
 
 import pytest
-from long_running_agent.services import close_services, services
+from support.desks import current
 from support.models import ledger_at
-from support.processes import request_ticket, run, start
+from support.processes import ROOT, request_ticket, run, start
 from support.servers import free_port
 from support.tickets import decided_not_delivered, open_tickets
 
 from long_running_agent.ledger import TicketStatus
+from long_running_agent.names import EXPENSES
 
 
 def test_demo_shows_the_whole_flow_and_exits_zero(sqlite_url):
@@ -58,7 +62,7 @@ async def _ledger_state(url: str) -> tuple[list, list]:
         tickets = [t for status in TicketStatus for t in await ledger.tickets.with_status(status)]
         return sorted(tickets, key=lambda t: t.created_at), await ledger.payouts.find()
     finally:
-        await close_services()
+        await current().close()
 
 
 def test_demo_reject_pays_nothing_and_free_text_works(sqlite_url):
@@ -93,7 +97,7 @@ def test_free_text_ends_with_the_exit_status_of_what_happened(sqlite_url, text, 
     last = result.stdout.strip().splitlines()[-1]
     assert last.startswith("The flow completed") == (status == PAID)
     for ticket in waiting:  # the last line says who acts next, as a command to run
-        assert f".venv/bin/python main.py approve {ticket.id} --approver NAME" in last
+        assert f"{EXPENSES} approve {ticket.id} --approver NAME" in last
 
 
 async def _payouts_and_pending(url: str) -> tuple[list, list]:
@@ -101,7 +105,17 @@ async def _payouts_and_pending(url: str) -> tuple[list, list]:
         ledger = ledger_at(url)
         return await ledger.payouts.find(), await ledger.tickets.with_status(TicketStatus.PENDING)
     finally:
-        await close_services()
+        await current().close()
+
+
+def test_main_py_given_an_approver_command_names_the_expenses_command_and_exits_two(sqlite_url):
+    env = os.environ | {"EXPENSES_DATABASE_URL": sqlite_url, "AGENT_MODEL": "offline-expense-model"}
+    result = subprocess.run([sys.executable, "main.py", "approve", "T-0123456789ab", "--approver", "bob"], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=120)
+
+    assert result.returncode == 2 and result.stdout == "", (result.stdout, result.stderr)
+    [line] = result.stderr.strip().splitlines()
+    assert f"{EXPENSES} approve T-0123456789ab --approver bob" in line
 
 
 def test_request_then_approve_in_another_process_pays_once(db_url):
@@ -127,7 +141,7 @@ async def _payouts(url: str, ticket_id: str):
     try:
         return await ledger_at(url).payouts.find(ticket_id=ticket_id)
     finally:
-        await close_services()
+        await current().close()
 
 
 def test_two_processes_approving_at_once_pay_once(db_url):
@@ -169,12 +183,12 @@ def test_a_decision_whose_process_died_is_delivered_by_resume(sqlite_url):
 
     async def decide_only() -> None:
         await ledger_at(sqlite_url).tickets.decide(ticket_id, approver="bob", approve=True)
-        await close_services()
+        await current().close()
 
     asyncio.run(decide_only())  # recorded, but nothing resumed the conversation
 
     approve = run("approve", ticket_id, "--approver", "bob", url=sqlite_url)
-    assert approve.returncode == 1 and f"python main.py deliver {ticket_id}" in approve.stderr
+    assert approve.returncode == 1 and f"{EXPENSES} deliver {ticket_id}" in approve.stderr
 
     resumed = run("deliver", ticket_id, url=sqlite_url)
     assert resumed.returncode == 0 and "was paid" in resumed.stdout
@@ -192,7 +206,7 @@ async def _open_five_and_strand_one(url: str) -> tuple[list[str], str]:
         await decided_not_delivered(ledger, stuck.id, "conversation stuck-0 of dave is not in the app's database")
         return pending, stuck.id
     finally:
-        await close_services()
+        await current().close()
 
 
 def test_inbox_pages_through_pending_tickets_and_lists_undelivered_decisions(sqlite_url):
@@ -205,14 +219,14 @@ def test_inbox_pages_through_pending_tickets_and_lists_undelivered_decisions(sql
     listed = [re.findall(r"^(T-[0-9a-f]{12}) +dave ", page.stdout, re.M) for page in (first, middle, last)]
     assert listed == [pending[:2], pending[2:4], pending[4:]], [page.stdout for page in (first, middle, last)]
     assert "Pending: showing 1–2 of 5" in first.stdout and "showing 3–4 of 5" in middle.stdout
-    assert "python main.py inbox --offset 2 --limit 2" in first.stdout
+    assert f"{EXPENSES} inbox --offset 2 --limit 2" in first.stdout
     assert "showing 5–5 of 5" in last.stdout and "Next page" not in last.stdout
     # Decided, not delivered: listed with when the attempt failed and why, whatever the page.
     for page in (first, last):
         failed_at = r"\d{4}-\d\d-\d\d \d\d:\d\d"
         assert re.search(rf"^{stuck} +approved +bob +{failed_at} +conversation stuck-0 of dave is not in",
                          page.stdout, re.M), page.stdout
-    assert "python main.py deliver" in first.stdout
+    assert f"{EXPENSES} deliver" in first.stdout
     beyond = run("inbox", "--offset", "50", url=sqlite_url)
     assert beyond.returncode == 0 and "there are 5" in beyond.stdout and "--offset 0" in beyond.stdout
 
@@ -227,11 +241,11 @@ def test_a_decision_whose_conversation_was_deleted_is_settled_by_an_approver(sql
     ticket_id = request_ticket(sqlite_url)
 
     async def delete_conversation() -> None:
-        parts = services()
-        ticket = await parts.ledger.tickets.get(ticket_id)
-        await parts.sessions.delete_session(app_name=ticket.app_name, user_id=ticket.user_id,
-                                          session_id=ticket.session_id)
-        await close_services()
+        desk = current()
+        ticket = await desk.ledger.tickets.get(ticket_id)
+        await desk.sessions.delete_session(app_name=ticket.app_name, user_id=ticket.user_id,
+                                           session_id=ticket.session_id)
+        await desk.close()
 
     early = run("settle", ticket_id, "--approver", "bob", url=sqlite_url)
     assert early.returncode == 1 and "still pending" in early.stderr
@@ -239,7 +253,7 @@ def test_a_decision_whose_conversation_was_deleted_is_settled_by_an_approver(sql
 
     approved = run("approve", ticket_id, "--approver", "bob", url=sqlite_url)
     assert approved.returncode == 3, (approved.stdout, approved.stderr)
-    assert f"python main.py settle {ticket_id}" in approved.stderr
+    assert f"{EXPENSES} settle {ticket_id}" in approved.stderr
 
     settled = run("settle", ticket_id, "--approver", "carol", url=sqlite_url)
 

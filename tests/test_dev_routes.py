@@ -17,7 +17,6 @@ from fastapi.routing import APIRoute
 from support.http import assert_error, run_body, user_text
 from support.servers import APP, in_process
 
-from long_running_agent.settings import settings
 from long_running_agent.web import create_server
 from long_running_agent.web.gate import Gate
 
@@ -91,8 +90,8 @@ async def test_behind_a_proxy_no_dev_route_shows_mallory_alices_conversation(con
 
 
 async def test_behind_a_proxy_only_the_listed_dev_routes_are_served(configure):
-    configure(trusted_user_header=HEADER)
-    dev_routes = [(route.path, method) for route in create_server(settings()).routes
+    desk = configure(trusted_user_header=HEADER)
+    dev_routes = [(route.path, method) for route in create_server(desk).routes
                   if isinstance(route, APIRoute) and route.path.startswith("/dev/") for method in route.methods]
     assert len(dev_routes) > 30  # ADK 2.13 has 39:'s builder, debug, eval, graph, test and deploy routes
     async with in_process() as client:
@@ -111,8 +110,8 @@ async def test_behind_a_proxy_only_the_listed_dev_routes_are_served(configure):
 
 
 async def test_every_other_route_with_a_user_id_is_held_to_the_callers_own(configure):
-    configure(trusted_user_header=HEADER)
-    user_routes = [(route.path, method) for route in create_server(settings()).routes
+    desk = configure(trusted_user_header=HEADER)
+    user_routes = [(route.path, method) for route in create_server(desk).routes
                    if isinstance(route, APIRoute) and "{user_id}" in route.path and not route.path.startswith("/dev/")
                    for method in route.methods]
     assert len(user_routes) >= 14  # sessions, artifacts, memory
@@ -130,13 +129,13 @@ async def test_every_other_route_with_a_user_id_is_held_to_the_callers_own(confi
 
 
 async def test_run_live_is_held_to_the_callers_own_user_id(configure):
-    configure(trusted_user_header=HEADER)
+    desk = configure(trusted_user_header=HEADER)
     reached: list[str] = []
 
     async def adk(scope, receive, send) -> None:
         reached.append(scope["query_string"].decode())
 
-    gate = Gate(adk, settings=settings(), apps=[APP])
+    gate = Gate(adk, settings=desk.settings, apps=[APP])
     for query, headers, served in [
         (b"app_name=long_running_agent&user_id=alice&session_id=s", [(b"x-forwarded-user", b"alice")], True),
         (b"app_name=long_running_agent&user_id=alice&session_id=s", [(b"x-forwarded-user", b"mallory")], False),

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from support.processes import ROOT
-from support.project import expenses, fresh_project, plain_adk, plain_env, ticket_in
+from support.project import expenses, fresh_project, made_venv, plain_adk, plain_env, ticket_in
 from support.releases import load_release_0_1
 from support.servers import APP, LUNCH, web_server
 from support.transcripts import Session, blocks, normalize, parse, run, update, updating
@@ -47,7 +47,7 @@ def check(name: str, session: Session) -> None:
 def project(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     """A fresh clone's folder (with the project's venv) and a HOME with no settings."""
     project = fresh_project(tmp_path)
-    (project / ".venv").symlink_to(ROOT / ".venv")
+    made_venv(project)
     yield project, tmp_path / "home"
 
 
@@ -105,12 +105,11 @@ def test_docs_model_choice(project):
         assert line.stdout.strip() == step.output.strip(), (step.command, line.stderr)
 
 
-# What main.py prints first, without running the demo (which would call Gemini).
+# What main.py prints first (its desk's model), without running the demo (which would call Gemini).
 MODEL_LINE = """
-import main
-from long_running_agent.model.choice import choose_model
-from long_running_agent.settings import model_settings
-print(main.model_line(choose_model(model_settings())))
+from long_running_agent.desk import Desk
+from long_running_agent.settings import load_settings
+print(f"Model:    {Desk(load_settings()).model}")
 """
 
 

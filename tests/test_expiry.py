@@ -14,7 +14,6 @@ import time
 from datetime import timedelta
 
 import httpx
-from long_running_agent.services import close_services
 from sqlalchemy import update
 from support.conversation import event_texts, request_large
 from support.desks import current
@@ -72,7 +71,7 @@ def test_any_approver_command_delivers_an_expiry(sqlite_url):
 
     async def overdue() -> None:
         await make_overdue(sqlite_url, ticket_id)
-        await close_services()
+        await current().close()
 
     asyncio.run(overdue())
 
@@ -101,12 +100,12 @@ async def test_make_web_delivers_an_expiry_by_itself_once_with_two_replicas(tmp_
         async with httpx.AsyncClient(base_url=a.base_url, timeout=60) as client:
             session_id, call, ticket_id = await request_over_run(client)
             await make_overdue(database_url, ticket_id)
-            await close_services()
+            await current().close()
             await until_delivered(client, ticket_id)
             # The sweeps went on past it: a later expiry is delivered in turn, the first one not again.
             _session_id, _call, later = await request_over_run(client)
             await make_overdue(database_url, later)
-            await close_services()
+            await current().close()
             await until_delivered(client, later)
 
             shown = (await client.get(f"/api/approvals/{ticket_id}", headers=as_approver("bob"))).json()

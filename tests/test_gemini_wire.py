@@ -505,7 +505,8 @@ async def test_progress_on_a_pending_call_keeps_every_request_paired(start: Star
 
     # The first of two approvals: an update of the same call, still pending, and a note for people only.
     first = await wired.ledger.tickets.decide(ticket["ticket_id"], approver=APPROVER, approve=True)
-    assert await tell_progress(current(), first, "bob approved it (1 of 2 approvals); it now waits for a second approver.")
+    assert await tell_progress(current(), first,
+                               "bob approved it (1 of 2 approvals); it now waits for a second approver.")
     assert len(fake.requests) == 2  # no model turn for it
     await wired.chat.say("Any news?")
     news = fake.requests[2].body["contents"]

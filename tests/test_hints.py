@@ -1,8 +1,8 @@
 """Every command the CLI and the agent print runs as printed: from the project folder, in a shell where nothing
 was activated, as a new user runs it after `make demo`.
 
-The hints come from real runs of `main.py` (each place the CLI and the demo name a next command) and from the
-catalogue of refusals as the CLI and the chat word them; each is then run, as printed, in bash.
+The hints come from real runs of `expenses` and `main.py` (each place the CLI and the demo name a next command)
+and from the catalogue of refusals as the CLI and the chat word them; each is then run, as printed, in bash.
 """
 
 from __future__ import annotations
@@ -13,16 +13,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.processes import ROOT
-from support.project import fresh_project, plain_env
+from support.project import fresh_project, made_venv, plain_env
 
 from long_running_agent.approval.notes import CHAT
-from long_running_agent.cli import CLI
+from long_running_agent.cli.render import CLI
 from long_running_agent.refusals import Refusal
 
 # A command as the project prints it: the program, then its words up to the prose around it.
-COMMAND = re.compile(r"\.venv/bin/python (?:-c '[^']*'|main\.py(?: (?:[a-z]+|--text '[^']*'))?"
-                     r"(?: (?:T-[0-9a-f]{12}|TICKET|--[a-z]+(?: '[^']*'| [\w-]+)?|'[^']*'))*)")
+COMMAND = re.compile(r"\.venv/bin/(?:python (?:-c '[^']*'|main\.py(?: --text '[^']*')?)|expenses(?: [a-z]+)?)"
+                     r"(?: (?:T-[0-9a-f]{12}|TICKET|--[a-z]+(?: '[^']*'| [\w-]+)?|'[^']*'))*")
 # The program without its path: what fails in a shell where the project's .venv was not activated.
 BARE = re.compile(r"(?<![\w/.])python3? (?:main\.py|-m |-c )")
 PLACEHOLDERS = {"NAME": "carol", "TICKET": "{ticket}"}
@@ -33,7 +32,8 @@ def test_every_command_the_cli_and_the_agent_print_runs_as_printed(tmp_path):
     printed = []
 
     def expenses(*args: str, **extra: str) -> str:
-        done = _shell(" ".join([".venv/bin/python main.py", *args]), project, env | extra)
+        program = ".venv/bin/python main.py" if args[0].startswith("-") else ".venv/bin/expenses"
+        done = _shell(" ".join([program, *args]), project, env | extra)
         assert "Traceback" not in done.stderr, done.stderr
         printed.append(done.stdout + done.stderr)
         return printed[-1]
@@ -55,9 +55,10 @@ def test_every_command_the_cli_and_the_agent_print_runs_as_printed(tmp_path):
     text = "\n".join(printed)
 
     assert BARE.findall(text) == [], "a hint names a program a shell without the .venv activated cannot run"
+    assert re.findall(r"(?<![\w/.])expenses [a-z]", text.replace(".venv/bin/expenses", "")) == [], text
     hints = {_filled(command, lunch) for command in COMMAND.findall(text)}
-    named = {re.sub(r"\.venv/bin/python (main\.py )?(-c|--text|[a-z]+).*", r"\2", hint, flags=re.S)
-             for hint in hints}
+    named = {re.sub(r"\.venv/bin/(?:python (?:main\.py )?|expenses )(-c|--text|[a-z]+).*", r"\1", hint,
+                    flags=re.S) for hint in hints}
     assert named >= {"request", "inbox", "approve", "show", "deliver", "settle", "migrate", "--text", "-c"}, hints
     for hint in sorted(hints):
         done = _shell(hint, project, env)
@@ -70,7 +71,7 @@ def test_every_command_the_cli_and_the_agent_print_runs_as_printed(tmp_path):
 def _clone(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """A fresh clone after `make demo`, and the environment of a shell where its .venv was never activated."""
     project = fresh_project(tmp_path)
-    (project / ".venv").symlink_to(ROOT / ".venv")
+    made_venv(project)
     venv_bin = {str(Path(sys.executable).parent), str(Path(sys.executable).resolve().parent)}
     path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
                            if p and p not in venv_bin and ".venv" not in Path(p).parts)

@@ -154,7 +154,7 @@ async def test_inbox_queries_read_indexes_and_the_pending_total_reads_its_kept_c
                 sent.append((statement, parameters))
 
         event.listen(ledger.engine.sync_engine, "before_cursor_execute", capture)
-        # The one read GET /api/approvals and `python main.py inbox` make.
+        # The one read GET /api/approvals and `.venv/bin/expenses inbox` make.
         inbox = await ledger.inbox.read(limit=10, offset=10, undelivered_limit=10)
         event.remove(ledger.engine.sync_engine, "before_cursor_execute", capture)
         assert (len(inbox.pending), inbox.total_pending, len(inbox.undelivered), inbox.total_undelivered,

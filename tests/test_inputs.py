@@ -6,8 +6,8 @@ import asyncio
 from datetime import timedelta
 
 import pytest
-from long_running_agent.services import close_services
 from support.conversation import Conversation, event_texts, responses
+from support.desks import current
 from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
 from support.processes import request_ticket, run
 
@@ -62,7 +62,7 @@ def test_the_cli_never_prints_control_characters_from_the_ledger(sqlite_url):
             app_name="long_running_agent", user_id="alice", session_id="s", call_id="c", call_name="ask_for_approval",
             purpose="lunch\x1b]0;pwned\x07", amount_cents=25000, ttl=timedelta(hours=1),
         )
-        await close_services()
+        await current().close()
         return ticket.id
 
     ticket_id = asyncio.run(open_raw())

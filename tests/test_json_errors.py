@@ -24,7 +24,6 @@ from pydantic import BaseModel
 from support.http import assert_error
 from support.servers import APP, in_process
 
-from long_running_agent.settings import settings
 from long_running_agent.web import create_server
 from long_running_agent.web.errors import JsonErrors
 
@@ -194,8 +193,8 @@ async def served(app: FastAPI) -> AsyncIterator[int]:
     ("app_name=long_running_agent&user_id=alice&session_id=s", {"Origin": "https://evil.example"}, 403,
      "origin_not_allowed"),  # ADK's own check, closed before the handshake
 ])
-async def test_a_refused_websocket_handshake_is_answered_with_json(query, headers, status, error):
-    async with served(create_server(settings())) as port:
+async def test_a_refused_websocket_handshake_is_answered_with_json(desk, query, headers, status, error):
+    async with served(create_server(desk)) as port:
         with pytest.raises(websockets.InvalidStatus) as refused:
             async with websockets.connect(f"ws://127.0.0.1:{port}/run_live?{query}", additional_headers=headers,
                                           open_timeout=30):

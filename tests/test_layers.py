@@ -16,8 +16,9 @@ from long_running_agent import names, tools
 
 
 @pytest.mark.parametrize("module", [
-    "long_running_agent.ledger", "long_running_agent.settings", "long_running_agent.services",
-    "long_running_agent.cli",
+    "long_running_agent.ledger", "long_running_agent.settings", "long_running_agent.desk",
+    # The `expenses` CLI: its parser (entry.py imports the agent only once the settings are good), commands, output.
+    "long_running_agent.cli.entry", "long_running_agent.cli.commands", "long_running_agent.cli.render",
 ])
 def test_importing_a_lower_layer_builds_no_agent(module):
     probe = (f"import sys, {module}; "

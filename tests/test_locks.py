@@ -6,7 +6,6 @@ import asyncio
 from datetime import timedelta
 
 import pytest
-from long_running_agent.services import services
 
 from long_running_agent.ledger import Conversation, locks
 from long_running_agent.ledger.locks import ConversationBusy
@@ -15,9 +14,9 @@ CONVERSATION = Conversation("long_running_agent", "alice", "s-locked")
 SHORT_LEASE = timedelta(seconds=0.3)
 
 
-async def test_a_lock_held_past_its_lease_is_renewed_and_stays_taken(db_url, monkeypatch):
+async def test_a_lock_held_past_its_lease_is_renewed_and_stays_taken(db_url, desk, monkeypatch):
     monkeypatch.setattr(locks, "LEASE", SHORT_LEASE)
-    ledger = services().ledger
+    ledger = desk.ledger
     held = await ledger.locks.acquire(CONVERSATION, purpose="a long run")
 
     await asyncio.sleep(3 * SHORT_LEASE.total_seconds())  # three leases: only renewals keep it
@@ -29,9 +28,9 @@ async def test_a_lock_held_past_its_lease_is_renewed_and_stays_taken(db_url, mon
     await after.release()
 
 
-async def test_a_lock_whose_run_ended_without_releasing_it_is_freed(db_url, monkeypatch):
+async def test_a_lock_whose_run_ended_without_releasing_it_is_freed(db_url, desk, monkeypatch):
     monkeypatch.setattr(locks, "LEASE", SHORT_LEASE)  # its first renewal comes after a third of it
-    ledger = services().ledger
+    ledger = desk.ledger
 
     async def hung_up() -> None:  # a run cancelled before it could release its conversation
         await ledger.locks.acquire(CONVERSATION, purpose="a run whose client hung up")

@@ -19,12 +19,16 @@ from support.processes import request_ticket, run
 from support.servers import in_process, web_server
 
 
-def runs_main_py(url: str) -> None:
-    run("inbox", url=url)
+def runs_the_cli(url: str) -> None:
+    run("inbox", url=url)  # `.venv/bin/expenses inbox`
+
+
+def runs_the_demo(url: str) -> None:
+    run("--text", "Reimburse $45 for a taxi", url=url)  # `python main.py --text ...`
 
 
 def through_a_helper(url: str) -> None:
-    runs_main_py(url)  # a helper of the module's own, and request_ticket below, one of support's
+    runs_the_cli(url)  # a helper of the module's own, and request_ticket below, one of support's
 
 
 def serves(tmp_path) -> None:
@@ -52,7 +56,8 @@ def imports_its_own() -> None:
 
 
 @pytest.mark.parametrize("function, marks", [
-    (runs_main_py, {"subprocess"}),
+    (runs_the_cli, {"subprocess"}),
+    (runs_the_demo, {"subprocess"}),
     (through_a_helper, {"subprocess"}),
     (request_ticket, {"subprocess"}),
     (serves, {"subprocess"}),

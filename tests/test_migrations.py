@@ -15,17 +15,17 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from long_running_agent.services import Services, close_services
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
+from support.desks import current
 from support.models import ledger_at
 from support.processes import run, serve
 from support.releases import load_release_0_1
 
+from long_running_agent.desk import Desk
 from long_running_agent.ledger import migrate
-from long_running_agent.ledger.records import utc_now
 from long_running_agent.ledger.schema import Base
-from long_running_agent.settings import settings
+from long_running_agent.names import EXPENSES
 
 LEDGER_TABLES = set(Base.metadata.tables)
 
@@ -80,7 +80,7 @@ async def _closing(work):
     try:
         return await work
     finally:
-        await close_services()
+        await current().close()
 
 
 def _paid_tickets(url: str) -> list[str]:
@@ -88,7 +88,7 @@ def _paid_tickets(url: str) -> list[str]:
         try:
             return [p.ticket_id for p in await ledger_at(url).payouts.find() if p.ticket_id]
         finally:
-            await close_services()
+            await current().close()
 
     return asyncio.run(find())
 
@@ -100,7 +100,7 @@ def test_a_database_behind_is_refused_with_the_command_when_auto_migrate_is_off(
     refused = run("inbox", url=sqlite_url)
 
     assert refused.returncode == 1
-    assert "schema revision 0001" in refused.stderr and "python main.py migrate" in refused.stderr
+    assert "schema revision 0001" in refused.stderr and f"{EXPENSES} migrate" in refused.stderr
     with sqlite3.connect(sqlite_url.split(":///", 1)[1]) as db:
         assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'alembic_version'").fetchone() == (0,)
 
@@ -141,9 +141,9 @@ async def test_an_upgrade_that_fails_changes_nothing(db_url, tmp_path, monkeypat
     assert "halfway" not in {column["name"] for column in columns}
 
 
-async def test_processes_that_prepare_one_empty_database_at_once_take_turns(db_url):
-    """What replicas started together do (tests/test_replicas.py runs real ones)."""
-    replicas = [Services(settings(), utc_now, None) for _ in range(4)]
+async def test_processes_that_prepare_one_empty_database_at_once_take_turns(db_url, desk):
+    """What replicas started together do (tests/test_replicas.py runs real ones): each a desk of its own."""
+    replicas = [Desk(desk.settings) for _ in range(4)]
     try:
         moved = await asyncio.gather(*(replica.prepare() for replica in replicas))
         # Each sees every table: its ledger reads and ADK's store answers.

@@ -1,9 +1,11 @@
 """A Gemini that cannot be reached, or that refuses, is one paragraph saying what to check, on every surface.
 
 Gemini's address is a closed loopback port (the network), or tests/support/fake_gemini.py answering as
-Gemini does for a bad key, an unknown model, a used-up quota and a failure of its own. `python main.py`
-and its CLI print one line and exit 1, with no traceback unless --verbose; `make web` answers /run and
-/run_sse with `{error, message, fix}` and logs the failure once, as the same paragraph.
+Gemini does for a bad key, an unknown model, a used-up quota and a failure of its own. The demo
+(`python main.py`) and the approver CLI (`.venv/bin/expenses`) print one line and exit 1, with no traceback
+unless --verbose; `make web` answers /run and /run_sse with `{error, message, fix}` and logs the failure
+once, as the same paragraph. The address named is the one the settings say google-genai calls
+(GOOGLE_GEMINI_BASE_URL), handed to the agent's model-error callback.
 The kind of failure is asserted through its next step in the catalogue (refusals.py), not its wording.
 """
 
@@ -26,7 +28,7 @@ from support.servers import LUNCH, free_port, web_server
 
 from long_running_agent.model.failure import unavailable
 from long_running_agent.refusals import ModelUnavailable
-from long_running_agent.settings import GEMINI_ADDRESS
+from long_running_agent.settings import GEMINI_ADDRESS, load_settings
 
 MODEL = "gemini-3.5-flash"
 ANSWERS: dict[str, Failure | None] = {
@@ -91,14 +93,30 @@ def test_verbose_shows_adks_tracebacks_as_well(tmp_path):
     assert result.stderr.strip().splitlines()[-1].endswith(ModelUnavailable.NEXT["network"])
 
 
+ELSEWHERE = "http://127.0.0.1:9"  # an address of the caller's: the settings' `model.gemini_address`
+
+
 def test_only_geminis_own_failures_become_model_unavailable():
     # The offline model (or a test's scripted one) failing is no network failure of Gemini's.
-    assert unavailable(ConnectionRefusedError("refused"), "offline-expense-model") is None
-    assert unavailable(ValueError("a bug"), MODEL) is None
-    failure = unavailable(httpx.ConnectError("All connection attempts failed"), MODEL)
+    assert unavailable(ConnectionRefusedError("refused"), "offline-expense-model", GEMINI_ADDRESS) is None
+    assert unavailable(ValueError("a bug"), MODEL, GEMINI_ADDRESS) is None
+    failure = unavailable(httpx.ConnectError("All connection attempts failed"), MODEL, GEMINI_ADDRESS)
     assert failure is not None and failure.kind == "network" and failure.code == "model_unavailable"
-    no_credentials = unavailable(DefaultCredentialsError("Your default credentials were not found."), MODEL)
+    no_credentials = unavailable(DefaultCredentialsError("Your default credentials were not found."), MODEL,
+                                 GEMINI_ADDRESS)
     assert no_credentials is not None and no_credentials.kind == "credentials"
+    # The address named is the one it is handed, not one it looks up.
+    elsewhere = unavailable(httpx.ConnectError("All connection attempts failed"), MODEL, ELSEWHERE)
+    assert elsewhere is not None and ELSEWHERE in str(elsewhere) and GEMINI_ADDRESS not in str(elsewhere)
+
+
+@pytest.mark.parametrize("agent_model", [None, MODEL])
+def test_the_settings_read_the_address_google_genai_calls(monkeypatch, agent_model):
+    # What the surfaces above name: the settings' `model.gemini_address`, which agent.py hands model_failed.
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", f"{ELSEWHERE}/")
+    if agent_model:
+        monkeypatch.setenv("AGENT_MODEL", agent_model)
+    assert load_settings().model.gemini_address == ELSEWHERE
 
 
 # --- make web ------------------------------------------------------------------------------

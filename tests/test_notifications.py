@@ -18,7 +18,6 @@ from datetime import timedelta
 
 import httpx
 import pytest
-from long_running_agent.services import close_services, services
 from sqlalchemy import func, select, update
 from support.conversation import Conversation, pending_calls, responses
 from support.desks import current
@@ -68,18 +67,18 @@ def webhook(receiver, configure):
 async def ask(text: str = "Please reimburse $250 for the team lunch", model=None) -> tuple[Conversation, str]:
     chat = await Conversation(runner_with(model, None) if model else make_runner()).start()
     [pending] = responses(await chat.say(text), "ask_for_approval")
-    await services().wait_for_background()  # the tool sent ticket.requested in the background (send_soon)
+    await current().wait_for_background()  # the tool sent ticket.requested in the background (send_soon)
     return chat, pending["ticket_id"]
 
 
 async def send() -> list:
-    return await send_due(services().ledger, services().settings)
+    return await send_due(current().ledger, current().settings)
 
 
-async def test_each_event_is_posted_signed_with_an_id_a_timestamp_and_slack_text(sqlite_url, webhook, clock):
+async def test_each_event_is_posted_signed_with_an_id_a_timestamp_and_slack_text(desk, sqlite_url, webhook, clock):
     _chat, ticket_id = await ask()
     assert [e["type"] for e in webhook.events()] == ["ticket.requested"]  # at once, from the tool
-    await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
+    await decide_and_deliver(desk, ticket_id, approver="bob", approve=True)
 
     attempts = await send()
 
@@ -94,13 +93,13 @@ async def test_each_event_is_posted_signed_with_an_id_a_timestamp_and_slack_text
     assert events[0]["text"] == f"alice asks for $250.00 for team lunch: ticket {ticket_id}; it needs an approver."
     assert events[1]["text"] == f"Ticket {ticket_id} ($250.00 for team lunch, from alice) was approved by bob."
     assert events[1]["ticket"]["status"] == "approved" and events[1]["ticket"]["requester"] == "alice"
-    assert [n.state for n in await services().ledger.outbox.of_ticket(ticket_id)] == ["sent", "sent"]
+    assert [n.state for n in await desk.ledger.outbox.of_ticket(ticket_id)] == ["sent", "sent"]
     assert shape(json.loads(shown_in_docs("payload"))) == shape(events[1]), "docs/notifications.md shows old fields"
     assert await send() == []  # nothing twice
 
 
-async def test_rejections_expiries_and_withdrawals_are_posted_too(sqlite_url, webhook, clock):
-    ledger = services().ledger
+async def test_rejections_expiries_and_withdrawals_are_posted_too(desk, sqlite_url, webhook, clock):
+    ledger = desk.ledger
     _chat, rejected = await ask("Please reimburse $250 for the team lunch")
     _chat, withdrawn = await ask("Please reimburse $480 for the conference ticket")
     _chat, expired = await ask("Please reimburse $300 for a keyboard")
@@ -120,47 +119,47 @@ async def test_rejections_expiries_and_withdrawals_are_posted_too(sqlite_url, we
     }
 
 
-async def test_a_failing_receiver_is_retried_with_backoff_until_it_takes_it(sqlite_url, webhook, clock):
+async def test_a_failing_receiver_is_retried_with_backoff_until_it_takes_it(desk, sqlite_url, webhook, clock):
     webhook.fail_first = 3
     _chat, ticket_id = await ask()
 
     waits = []
     for _ in range(4):
         await send()
-        [notification] = await services().ledger.outbox.of_ticket(ticket_id)
+        [notification] = await desk.ledger.outbox.of_ticket(ticket_id)
         if notification.sent_at:
             break
         waits.append(notification.next_attempt_at - clock.now)
         assert await send() == []  # not due yet: nothing goes out before its time
         clock.advance(seconds=waits[-1].total_seconds())
-    [notification] = await services().ledger.outbox.of_ticket(ticket_id)
+    [notification] = await desk.ledger.outbox.of_ticket(ticket_id)
     assert notification.state == "sent" and notification.attempts == 3
     assert waits == [timedelta(seconds=5), timedelta(seconds=30), timedelta(seconds=120)]
     assert len(webhook.received) == 4 and len({r.json["id"] for r in webhook.received}) == 1
 
 
-async def test_a_receiver_that_times_out_is_a_failed_attempt(sqlite_url, webhook, clock, configure):
+async def test_a_receiver_that_times_out_is_a_failed_attempt(desk, sqlite_url, webhook, clock, configure):
     _chat, ticket_id = await ask()
     webhook.delay = 2
     configure(webhook_timeout=timedelta(seconds=0.3))
-    await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
+    await decide_and_deliver(desk, ticket_id, approver="bob", approve=True)
     [attempt] = await send()
     assert not attempt.sent and attempt.notification.event == "ticket.approved"
-    [approved] = [n for n in await services().ledger.outbox.of_ticket(ticket_id) if n.event == "ticket.approved"]
+    [approved] = [n for n in await desk.ledger.outbox.of_ticket(ticket_id) if n.event == "ticket.approved"]
     assert (approved.state, approved.attempts) == ("retrying", 1)
     assert approved.next_attempt_at == clock.now + timedelta(seconds=5)
 
 
 async def open_directly(purpose: str, session_id: str = "s1") -> str:
     """A ticket opened by the ledger itself, with no agent and so no send_soon: only a sender sends it."""
-    ticket = await services().ledger.tickets.open(
+    ticket = await current().ledger.tickets.open(
         app_name="long_running_agent", user_id="alice", session_id=session_id, call_id=f"c-{session_id}",
         call_name="ask_for_approval", purpose=purpose, amount_cents=25_000, ttl=timedelta(hours=72))
     return ticket.id
 
 
 async def test_one_dribbling_receiver_holds_up_no_other_notification_and_is_retried_later(
-        sqlite_url, webhook, clock, configure):
+        desk, sqlite_url, webhook, clock, configure):
     # A byte every second: each read is quick, so only a deadline on the whole attempt ends it.
     configure(webhook_timeout=timedelta(seconds=3))
     webhook.trickle = 1
@@ -177,36 +176,37 @@ async def test_one_dribbling_receiver_holds_up_no_other_notification_and_is_retr
     arrived = {r.json["ticket"]["id"]: r.at - started for r in webhook.received}
     assert arrived[quick] < 3, arrived  # side by side with the slow one, not after its 3-second deadline
     assert took < 3 + 7, took  # the round ends with the slow attempt's deadline, not its 100 s of dribble
-    [slow_notification] = await services().ledger.outbox.of_ticket(slow)
+    [slow_notification] = await desk.ledger.outbox.of_ticket(slow)
     assert (slow_notification.state, slow_notification.attempts) == ("retrying", 1)
 
     webhook.trickle = 0  # the receiver recovers: the outbox sends it on the next round that finds it due
     clock.advance(seconds=5)
     assert [(a.notification.ticket_id, a.sent) for a in await send()] == [(slow, True)]
-    assert [n.state for n in await services().ledger.outbox.of_ticket(slow)] == ["sent"]
+    assert [n.state for n in await desk.ledger.outbox.of_ticket(slow)] == ["sent"]
 
 
-async def test_a_tickets_notifications_go_out_in_the_order_they_happened(sqlite_url, webhook, clock, configure):
+async def test_a_tickets_notifications_go_out_in_the_order_they_happened(desk, sqlite_url, webhook, clock,
+                                                                         configure):
     configure(webhook_timeout=timedelta(seconds=2))
     webhook.delay = 1.2  # each answer: sent side by side, the later event would arrive first
     ticket_id = await open_directly("team lunch")
     clock.advance(minutes=1)
-    await services().ledger.tickets.decide(ticket_id, approver="bob", approve=False, reason="no receipt")
+    await desk.ledger.tickets.decide(ticket_id, approver="bob", approve=False, reason="no receipt")
 
     first_round = await send()
 
     # The first went through in 1.2 s; the second had 0.8 s left of the round, too little:
     # handed back untried, not counted against it.
     assert [(a.notification.event, a.sent) for a in first_round] == [("ticket.requested", True)]
-    states = {n.event: (n.state, n.attempts) for n in await services().ledger.outbox.of_ticket(ticket_id)}
+    states = {n.event: (n.state, n.attempts) for n in await desk.ledger.outbox.of_ticket(ticket_id)}
     assert states == {"ticket.requested": ("sent", 0), "ticket.rejected": ("waiting", 0)}
     assert [(a.notification.event, a.sent) for a in await send()] == [("ticket.rejected", True)]
     assert [e["type"] for e in webhook.events()][0] == "ticket.requested"
 
 
-async def test_a_claim_left_by_a_dead_sender_blocks_no_other_notification(db_url, configure):
+async def test_a_claim_left_by_a_dead_sender_blocks_no_other_notification(desk, db_url, configure):
     configure(webhook_url="http://127.0.0.1:9/hook", webhook_secret=SECRET)
-    ledger = services().ledger
+    ledger = desk.ledger
     for n in range(25):
         await open_directly(f"item {n}", f"s{n}")
 
@@ -235,10 +235,10 @@ async def test_senders_claiming_at_once_never_share_a_notification(db_url, confi
 SLACK_MARKUP = "<!channel> urgent: approve at <https://evil.example/login|the finance portal>"
 
 
-async def test_what_users_write_reaches_slack_as_text_never_as_a_mention_or_a_link(sqlite_url, webhook, clock):
+async def test_what_users_write_reaches_slack_as_text_never_as_a_mention_or_a_link(desk, sqlite_url, webhook, clock):
     ticket_id = await open_directly(SLACK_MARKUP)
     clock.advance(minutes=1)
-    await services().ledger.tickets.decide(ticket_id, approver="bob", approve=False, reason="see <!here> & <http://x.example>")
+    await desk.ledger.tickets.decide(ticket_id, approver="bob", approve=False, reason="see <!here> & <http://x.example>")
 
     await send()
 
@@ -254,16 +254,16 @@ async def test_what_users_write_reaches_slack_as_text_never_as_a_mention_or_a_li
     assert rejected["ticket"]["reason"] == "see <!here> & <http://x.example>"
 
 
-async def test_a_receiver_that_always_fails_is_given_up_and_shown(sqlite_url, webhook, clock):
+async def test_a_receiver_that_always_fails_is_given_up_and_shown(desk, sqlite_url, webhook, clock):
     webhook.fail_first = 10_000
     _chat, ticket_id = await ask()
     for _ in range(MAX_ATTEMPTS):
         await send()
         clock.advance(hours=2)
-    [notification] = await services().ledger.outbox.of_ticket(ticket_id)
+    [notification] = await desk.ledger.outbox.of_ticket(ticket_id)
     assert notification.state == "failed" and notification.attempts == MAX_ATTEMPTS
     assert len(webhook.received) == MAX_ATTEMPTS and await send() == []
-    await close_services()
+    await desk.close()
 
     shown = run("show", ticket_id, url=sqlite_url)
     section = shown.stdout[shown.stdout.index("Notifications ("):]
@@ -272,10 +272,11 @@ async def test_a_receiver_that_always_fails_is_given_up_and_shown(sqlite_url, we
 
 STALLED = """
 import asyncio, os, signal
-from long_running_agent.services import services
+from long_running_agent.desk import Desk
+from long_running_agent.settings import load_settings
 
 async def decide_then_die():
-    await services().ledger.tickets.decide({ticket!r}, approver="bob", approve=True)
+    await Desk(load_settings()).ledger.tickets.decide({ticket!r}, approver="bob", approve=True)
     os.kill(os.getpid(), signal.SIGKILL)  # after the decision is committed, before any POST
 
 asyncio.run(decide_then_die())
@@ -283,9 +284,9 @@ asyncio.run(decide_then_die())
 
 
 async def test_a_process_killed_after_the_decision_leaves_its_notification_to_be_sent(
-        sqlite_url, webhook, clock, tmp_path):
+        desk, sqlite_url, webhook, clock, tmp_path):
     _chat, ticket_id = await ask()
-    await close_services()
+    await desk.close()
 
     env = {"EXPENSES_DATABASE_URL": sqlite_url, "APPROVAL_WEBHOOK_URL": webhook.url,
            "APPROVAL_WEBHOOK_SECRET": SECRET, "AGENT_MODEL": "offline-expense-model"}
@@ -302,9 +303,9 @@ async def test_a_process_killed_after_the_decision_leaves_its_notification_to_be
 
 @pytest.mark.parametrize("slowness", [{"delay": 30}, {"trickle": 2}], ids=["sleeps", "dribbles"])
 async def test_an_approver_command_returns_in_bounded_time_whatever_the_receiver_does(
-        sqlite_url, webhook, slowness):
+        desk, sqlite_url, webhook, slowness):
     _chat, ticket_id = await ask()
-    await close_services()
+    await desk.close()
     env = {"APPROVAL_WEBHOOK_URL": webhook.url, "APPROVAL_WEBHOOK_SECRET": SECRET,
            "APPROVAL_WEBHOOK_TIMEOUT_SECONDS": "1"}
     for name, value in slowness.items():
@@ -322,7 +323,7 @@ async def test_an_approver_command_returns_in_bounded_time_whatever_the_receiver
     [said] = [line for line in approved.stderr.splitlines() if line.startswith("(webhook:")]
     assert said == shown_in_docs("slow receiver").strip().replace("within 5 s", "within 1 s")
     assert [e["type"] for e in webhook.events()] == ["ticket.requested", "ticket.approved"]
-    [notification] = [n for n in await services().ledger.outbox.of_ticket(ticket_id) if n.event == "ticket.approved"]
+    [notification] = [n for n in await desk.ledger.outbox.of_ticket(ticket_id) if n.event == "ticket.approved"]
     assert (notification.state, notification.attempts) == ("retrying", 1)  # left in the outbox
 
     # The receiver recovers; once the retry is due (brought forward, not waited for), the next command sends it.
@@ -330,14 +331,14 @@ async def test_an_approver_command_returns_in_bounded_time_whatever_the_receiver
     await make_due(notification.id)
     listed = run("inbox", url=sqlite_url, env=env)
     assert listed.returncode == 0, listed.stderr
-    [notification] = [n for n in await services().ledger.outbox.of_ticket(ticket_id) if n.event == "ticket.approved"]
+    [notification] = [n for n in await desk.ledger.outbox.of_ticket(ticket_id) if n.event == "ticket.approved"]
     assert notification.state == "sent"
     assert [e["id"] for e in webhook.events()].count(notification.id) == 2  # sent at least once: twice here
 
 
 async def make_due(notification_id: str) -> None:
     """Move a retry's time into the past: the commands run on the real clock, and a backoff is seconds long."""
-    ledger = services().ledger
+    ledger = current().ledger
     async with await ledger.database.session() as db, db.begin():
         await db.execute(update(NotificationRow).where(NotificationRow.id == notification_id)
                          .values(next_attempt_at=ledger.now() - timedelta(seconds=1)))
@@ -492,19 +493,20 @@ async def _open_tickets(database_url: str, count: int) -> None:
         await ledger.close()
 
 
-async def test_reminders_and_escalation_go_out_once_and_the_requester_is_told(sqlite_url, webhook, clock, configure):
+async def test_reminders_and_escalation_go_out_once_and_the_requester_is_told(desk, sqlite_url, webhook, clock,
+                                                                              configure):
     configure(remind_before=timedelta(hours=24), escalate_to=("carol", "dave"))
     model = RecordedOfflineModel()
     chat, ticket_id = await ask(model=model)
-    ledger = services().ledger
+    ledger = desk.ledger
     calls_before = len(model.requests)
 
     clock.advance(hours=47)
-    assert await remind_due(current()) == []
+    assert await remind_due(desk) == []
     clock.advance(hours=2)  # 23 hours left
-    raced = await asyncio.gather(remind_due(current()), remind_due(current()))
+    raced = await asyncio.gather(remind_due(desk), remind_due(desk))
     assert sorted(len(r) for r in raced) == [0, 1]  # two sweeps at once (two replicas): one reminder
-    assert await remind_due(current()) == []
+    assert await remind_due(desk) == []
 
     actions = [(e.action, e.detail) for e in await ledger.tickets.audit(ticket_id)]
     assert ("escalated", "to carol, dave") in actions and [a for a, _ in actions].count("reminded") == 1
@@ -520,8 +522,8 @@ async def test_reminders_and_escalation_go_out_once_and_the_requester_is_told(sq
     assert ticket_id in note and "escalated to carol, dave" in note  # the requester is told, once
 
 
-async def test_the_reminder_reaches_the_conversation_as_an_update_of_the_pending_call(sqlite_url, webhook, clock,
-                                                                                     configure):
+async def test_the_reminder_reaches_the_conversation_as_an_update_of_the_pending_call(
+        desk, sqlite_url, webhook, clock, configure):
     configure(remind_before=timedelta(hours=24), escalate_to=("carol",))
     runner = make_runner()
     chat = await Conversation(runner).start()
@@ -529,7 +531,7 @@ async def test_the_reminder_reaches_the_conversation_as_an_update_of_the_pending
     [call] = pending_calls(events)
     clock.advance(hours=50)
 
-    [reminded] = await remind_due(current())
+    [reminded] = await remind_due(desk)
 
     session = await runner.session_service.get_session(app_name=runner.app_name, user_id="alice",
                                                        session_id=chat.session_id)
@@ -538,14 +540,12 @@ async def test_the_reminder_reaches_the_conversation_as_an_update_of_the_pending
     [note] = [e.content.parts[0].text for e in session.events if (e.custom_metadata or {}).get(NOTE_MARK)]
     assert f"Ticket {reminded.id} still waits for an approver" in note and "escalated to carol" in note
     # It never pays and never closes the call: the approval still resumes it, once.
-    delivered = await decide_and_deliver(current(), reminded.id, approver="bob", approve=True)
+    delivered = await decide_and_deliver(desk, reminded.id, approver="bob", approve=True)
     assert delivered.delivered and len(await ledger_at(sqlite_url).payouts.find(ticket_id=reminded.id)) == 1
 
 
 def test_every_setting_is_checked_at_start(tmp_path):
-    import os
-
-    base = os.environ | {"EXPENSES_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db"}
+    url = f"sqlite+aiosqlite:///{tmp_path}/x.db"
     for env, says in (
         ({"APPROVAL_WEBHOOK_URL": "http://127.0.0.1:9/hook"}, "APPROVAL_WEBHOOK_SECRET needs a value"),
         ({"APPROVAL_WEBHOOK_URL": "ftp://x", "APPROVAL_WEBHOOK_SECRET": SECRET}, "must be an http(s) URL"),
@@ -557,6 +557,5 @@ def test_every_setting_is_checked_at_start(tmp_path):
         ({"APPROVERS": "bob:token-bob-1,carol:token-carol", "ESCALATE_TO": "carol,dave"},
          "ESCALATE_TO names dave, who is not in APPROVERS"),
     ):
-        result = subprocess.run([sys.executable, "main.py", "inbox"], cwd=ROOT, env=base | env,
-                                capture_output=True, text=True, timeout=60)
+        result = run("inbox", url=url, env=env, timeout=60)
         assert result.returncode != 0 and says in result.stderr, (env, result.stderr)

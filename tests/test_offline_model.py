@@ -8,8 +8,10 @@ import pytest
 from google.adk.models import LlmRequest
 from google.genai import types
 from support.conversation import Conversation, event_texts, pending_calls, responses
+from support.desks import current
 from support.models import RecordedOfflineModel, ledger_at, make_runner, runner_with
 
+from long_running_agent.agent import build_agent
 from long_running_agent.model.amounts import find_amount, find_money
 from long_running_agent.model.offline import OFFLINE_MODEL_NAME, OfflineExpenseModel, next_turn
 
@@ -18,12 +20,15 @@ DECLARATIONS = types.Tool(function_declarations=[
 ])
 
 
-def request(*contents: types.Content, threshold: str = "100") -> LlmRequest:
+def instruction() -> str:
+    """The agent's instruction (agent.py) on the test desk's settings: the offline model reads its limits there."""
+    return str(build_agent(current().settings, OFFLINE_MODEL_NAME).instruction)
+
+
+def request(*contents: types.Content) -> LlmRequest:
     return LlmRequest(
         contents=list(contents),
-        config=types.GenerateContentConfig(
-            system_instruction=f"Amounts up to ${threshold} are paid directly.", tools=[DECLARATIONS]
-        ),
+        config=types.GenerateContentConfig(system_instruction=instruction(), tools=[DECLARATIONS]),
     )
 
 
@@ -71,7 +76,7 @@ ONLY_APPROVAL = types.Tool(function_declarations=[types.FunctionDeclaration(name
 ])
 def test_each_request_goes_to_a_tool_the_agent_has(tools, text, tool, args):
     only = LlmRequest(contents=[user(text)], config=types.GenerateContentConfig(
-        system_instruction="Amounts up to $100 are paid directly.", tools=[tools]))
+        system_instruction=instruction(), tools=[tools]))
     [part] = next_turn(only)
     if tool:
         assert part.function_call is not None, part.text
@@ -80,10 +85,26 @@ def test_each_request_goes_to_a_tool_the_agent_has(tools, text, tool, args):
         assert part.function_call is None and args in part.text
 
 
-def test_threshold_is_the_one_the_app_enforces(configure):
+def test_the_threshold_is_the_one_the_agents_instruction_states(configure):
+    # The instruction states the threshold the app enforces (agent.py, from the settings); the model reads it there.
     configure(approval_threshold=Decimal("200"))
+    assert "Up to $200: call reimburse" in instruction()
     [part] = next_turn(request(user("Reimburse $150 for a train ticket")))
     assert part.function_call.name == "reimburse"
+    [part] = next_turn(request(user("Reimburse $250 for a train ticket")))
+    assert part.function_call.name == "ask_for_approval"
+    # Not the settings: a request whose instruction states no threshold gets the default one, $100.
+    bare = LlmRequest(contents=[user("Reimburse $150 for a train ticket")],
+                      config=types.GenerateContentConfig(tools=[DECLARATIONS]))
+    assert next_turn(bare)[0].function_call.name == "ask_for_approval"
+
+
+def test_the_maximum_is_the_one_the_agents_instruction_states(configure):
+    # A figure no tool call can carry exactly is refused by the model itself, against the instruction's maximum.
+    configure(max_amount=Decimal("2000000"))
+    assert "at most $2,000,000" in instruction()
+    [part] = next_turn(request(user("Reimburse $100,000,000,000,000 for the office")))
+    assert part.function_call is None and "above the $2,000,000 limit" in part.text
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -167,7 +188,7 @@ def small_refusal(status: dict, tools: types.Tool = DECLARATIONS) -> LlmRequest:
             function_response=types.FunctionResponse(name="reimburse", response=status))]),
     ]
     return LlmRequest(contents=contents, config=types.GenerateContentConfig(
-        system_instruction="Amounts up to $100 are paid directly.", tools=[tools]))
+        system_instruction=instruction(), tools=[tools]))
 
 
 NEEDS_APPROVAL = {"status": "needs_approval", "reason": "same_purpose", "purpose": "same laptop", "amount": 100.0,

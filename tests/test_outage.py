@@ -6,7 +6,7 @@ import asyncio
 import time
 
 import httpx
-from long_running_agent.services import close_services
+from support.desks import current
 from support.http import as_approver, assert_error, payouts, request_over_run, run_body, user_text
 from support.postgres import new_postgres_database, postgres_cluster
 from support.servers import APP, web_server
@@ -57,4 +57,4 @@ async def outage(server, postgres) -> None:
         assert approve.status_code == 200, approve.text
         assert approve.json()["delivery"] == "delivered"
         assert len(await payouts(server, ticket_id)) == 1
-        await close_services()
+        await current().close()

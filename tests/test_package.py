@@ -167,6 +167,23 @@ def test_every_file_the_package_reads_is_in_its_package_data():
     assert missing == [], "add these to [tool.setuptools.package-data] in pyproject.toml"
 
 
+def test_the_approver_cli_is_the_console_script_the_hints_name():
+    """`pip install .` makes `expenses` ([project.scripts]), the command every hint names as .venv/bin/expenses."""
+    import tomllib
+    from importlib.metadata import entry_points
+
+    from long_running_agent.cli import entry
+    from long_running_agent.names import EXPENSES
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"expenses": "long_running_agent.cli.entry:main"}
+    assert EXPENSES == ".venv/bin/expenses"
+    # This venv's installed copy points at the same function (a stale install would not).
+    [installed] = entry_points(group="console_scripts", name="expenses")
+    assert installed.value == scripts["expenses"] and installed.load() is entry.main
+    assert Path(sys.executable).with_name("expenses").is_file()  # pip put it beside this Python
+
+
 def test_every_setting_the_code_reads_is_documented_in_env_example():
     read = {field.alias for field in Settings.model_fields.values()}  # each field's variable
     for source in (ROOT / "long_running_agent").rglob("*.py"):

@@ -6,7 +6,7 @@ import re
 
 import pytest
 from support.processes import ROOT, run
-from support.project import fresh_project, main_py
+from support.project import demo, fresh_project
 
 README = (ROOT / "README.md").read_text()
 EXCERPTS = re.findall(r"<!-- code: (\S+) -->\n```python\n(.*?)```", README, re.S)
@@ -41,7 +41,7 @@ def test_the_demo_shows_the_database_line_the_readme_shows(tmp_path):
     """On the default database, a fresh clone's demo names it as the README does: in the project folder."""
     shown = re.search(r"<!-- transcript: python main.py -->\n```text\n.*?^(Database: .*?)$", README, re.S | re.M)
     assert shown, "the README's transcript lost its Database line"
-    result = expenses(fresh_project(tmp_path), tmp_path / "home")
+    result = demo(fresh_project(tmp_path), tmp_path / "home")
     assert result.returncode == 0, result.stdout + result.stderr
     assert shown.group(1) in result.stdout.splitlines()
 

@@ -16,14 +16,15 @@ import pytest
 from support.processes import run
 
 from long_running_agent.approval.notes import CHAT, tool_error
-from long_running_agent.cli import CLI
+from long_running_agent.cli.render import CLI
 from long_running_agent.ledger import Ticket, TicketStatus
-from long_running_agent.names import MAIN_PY, Outcome
+from long_running_agent.names import EXPENSES, Outcome
 from long_running_agent.refusals import (
     AlreadyApprovedByYou,
     AlreadyDecided,
     AlreadyDelivered,
     AmountError,
+    AnswerDisagrees,
     ConversationInUse,
     DatabaseFileGone,
     InputError,
@@ -91,6 +92,7 @@ API_ANSWERS = [
 ]
 ONLY_IN_THE_CHAT = [
     NotApproved("yacht", 500_000), NeedsNoApproval(Decimal("20"), Decimal("100")), UnusableUserId("Alice"),
+    AnswerDisagrees("T-0123456789ab", "it says approved by mallory, the ledger records approved by bob"),
 ]
 AT_START = [SchemaBehind("0001", "0005"), SettingsError("APPROVAL_THRESHOLD='lots' is not a number.")]
 
@@ -123,9 +125,9 @@ def test_a_model_failure_is_told_apart_from_its_text_alone(kind):
 
 def test_a_next_step_names_each_surfaces_own_way_to_do_it():
     refusal = AlreadyDecided(APPROVED)  # recorded, not delivered yet
-    assert refusal.next_for(CLI).endswith(f"deliver it with {MAIN_PY} deliver T-0123456789ab.")
+    assert refusal.next_for(CLI).endswith(f"deliver it with {EXPENSES} deliver T-0123456789ab.")
     assert refusal.next_for(API).endswith("deliver it with POST /api/approvals/T-0123456789ab/deliver.")
-    assert refusal.next_for(CLI).replace(f"{MAIN_PY} deliver T-0123456789ab", "X") == (
+    assert refusal.next_for(CLI).replace(f"{EXPENSES} deliver T-0123456789ab", "X") == (
         refusal.next_for(API).replace("POST /api/approvals/T-0123456789ab/deliver", "X"))
 
 
@@ -135,4 +137,4 @@ def test_the_cli_says_the_refusal_the_api_answers_with_a_command_for_the_route(s
     api = refusal_error(TicketNotFound("T-000000000000")).body()
     assert refused.returncode == 1
     assert refused.stderr.strip() == (
-        f"error: {api['message']} {api['fix'].replace('GET /api/approvals', f'{MAIN_PY} inbox')}")
+        f"error: {api['message']} {api['fix'].replace('GET /api/approvals', f'{EXPENSES} inbox')}")

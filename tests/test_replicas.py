@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
-from long_running_agent.services import close_services
+from support.desks import current
 from support.http import as_approver, assert_resumed_once_and_paid, request_over_run
 from support.postgres import new_postgres_database
 from support.servers import web_servers
@@ -55,4 +55,4 @@ async def _alternate_and_race(replicas) -> None:
     finally:
         for client in clients:
             await client.aclose()
-        await close_services()
+        await current().close()

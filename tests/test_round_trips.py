@@ -13,7 +13,6 @@ import asyncpg
 import pytest
 from google.adk.sessions import DatabaseSessionService
 from google.genai import types
-from long_running_agent.services import services
 from support.conversation import pending_calls, responses
 from support.desks import current
 from support.round_trips import ledger_visits, session_store_calls
@@ -32,7 +31,7 @@ def _message(text: str) -> types.Content:
 
 async def _our_flow(user_id: str) -> str:
     """Request and approve $250 in a new conversation of the shipped app; returns the paid ticket's id."""
-    runner = services().runner()
+    runner = current().runner()
     session = await runner.session_service.create_session(app_name=runner.app_name, user_id=user_id)
     events = [e async for e in runner.run_async(user_id=user_id, session_id=session.id,
                                                 new_message=_message(REQUEST))]
@@ -58,8 +57,8 @@ async def _seed_flow(runner, user_id: str) -> None:
     assert responses(resumed, "reimburse")
 
 
-async def test_an_approved_flow_makes_at_most_six_ledger_round_trips(db_url):
-    ledger = services().ledger
+async def test_an_approved_flow_makes_at_most_six_ledger_round_trips(db_url, desk):
+    ledger = desk.ledger
     await _our_flow("warm-up")  # the schema is made on first use
 
     with ledger_visits(ledger.engine) as visits:
@@ -72,9 +71,9 @@ async def test_an_approved_flow_makes_at_most_six_ledger_round_trips(db_url):
     assert len(await ledger.payouts.find(ticket_id=ticket_id)) == 1
 
 
-async def test_an_approved_flow_calls_the_session_store_no_more_than_the_seed_pattern(db_url):
+async def test_an_approved_flow_calls_the_session_store_no_more_than_the_seed_pattern(db_url, desk):
     await _our_flow("warm-up")
-    seed = seed_runner(Bank(), DatabaseSessionService(db_url=db_url))
+    seed = seed_runner(Bank(), DatabaseSessionService(db_url=db_url), desk.settings)
     try:
         await _seed_flow(seed, "warm-up")
         with session_store_calls(seed.session_service) as seed_calls:
@@ -82,7 +81,7 @@ async def test_an_approved_flow_calls_the_session_store_no_more_than_the_seed_pa
     finally:
         await seed.session_service.db_engine.dispose()
 
-    with session_store_calls(services().sessions) as our_calls:
+    with session_store_calls(desk.sessions) as our_calls:
         await _our_flow("alice")
 
     assert len(our_calls) <= len(seed_calls), (our_calls, seed_calls)
@@ -90,9 +89,9 @@ async def test_an_approved_flow_calls_the_session_store_no_more_than_the_seed_pa
 
 
 @pytest.mark.postgres
-async def test_an_approved_flow_pings_no_connection_used_a_moment_ago(postgres_url, configure, monkeypatch):
+async def test_an_approved_flow_pings_no_connection_used_a_moment_ago(postgres_url, configure, desk, monkeypatch):
     configure(database_url=postgres_url)
-    ledger = services().ledger
+    ledger = desk.ledger
     await _our_flow("warm-up")
     pinged = []
     ping = ledger.engine.dialect.do_ping
@@ -105,9 +104,10 @@ async def test_an_approved_flow_pings_no_connection_used_a_moment_ago(postgres_u
 
 
 @pytest.mark.postgres
-async def test_a_pooled_connection_the_server_dropped_is_replaced_before_use(postgres_url, configure, monkeypatch):
+async def test_a_pooled_connection_the_server_dropped_is_replaced_before_use(postgres_url, configure, desk,
+                                                                             monkeypatch):
     configure(database_url=postgres_url)
-    ledger = services().ledger
+    ledger = desk.ledger
     await _our_flow("warm-up")
     # Every pooled connection is now idle "long enough"; the server drops them all (a restart would).
     monkeypatch.setattr(engine, "PING_AFTER_IDLE_S", 0.0)

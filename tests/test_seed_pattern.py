@@ -1,9 +1,10 @@
 """The seed pattern reads top to bottom: short tools, each one call into the ledger, which holds the policy.
 
-agent.py, tools.py and main.py are the tutorial; the rules (the threshold,
-the daily rules, the two-person rule, who may ask) are the ledger's, so a
-tool's body is a few lines and the ledger refuses what the policy refuses
-whichever surface calls it.
+agent.py, tools.py and main.py (the demo) are the tutorial; the rules (the
+threshold, the daily rules, the two-person rule, who may ask) are the
+ledger's, so a tool's body is a few lines and the ledger refuses what the
+policy refuses whichever surface calls it. A tool reaches the ledger through
+its run (`run = approval_run(tool_context)`, approval/run.py), not a global.
 """
 
 from __future__ import annotations
@@ -36,15 +37,25 @@ def test_each_tool_is_a_few_lines_around_one_ledger_call():
         assert body[-1].end_lineno - body[0].lineno + 1 <= 15, f"{tool.name} is longer than 15 lines"
         ledger_calls = [node for node in ast.walk(tool) if isinstance(node, ast.Call) and "ledger" in _names(node.func)]
         assert len(ledger_calls) == 1, f"{tool.name} makes {len(ledger_calls)} ledger calls"
+        # The ledger is the run's: `run = approval_run(tool_context)` first, then `run.ledger...`.
+        assert ast.unparse(body[0]) == "run = approval_run(tool_context)", f"{tool.name} starts otherwise"
+        assert _root(ledger_calls[0].func) == "run", f"{tool.name} reaches the ledger otherwise"
 
 
 def _names(func: ast.expr) -> list[str]:
-    """The attributes a call's function is reached through: `services().ledger.tickets.cancel` -> [cancel, ...]."""
+    """The attributes a call's function is reached through: `run.ledger.tickets.cancel` -> [cancel, ...]."""
     names = []
     while isinstance(func, ast.Attribute):
         names.append(func.attr)
         func = func.value
     return names
+
+
+def _root(func: ast.expr) -> str:
+    """What a call's function is reached from: `run.ledger.tickets.cancel` -> "run"."""
+    while isinstance(func, ast.Attribute):
+        func = func.value
+    return ast.unparse(func)
 
 
 def call_of(user: str = "alice", call_id: str = "adk-1", message: str | None = "message-1") -> ToolCall:

@@ -163,7 +163,8 @@ async def test_the_reply_tells_of_this_approvals_amount_and_reason_not_another_t
     chat = await Conversation(runner_with(RecordedOfflineModel(), sqlite_url)).start()
     first, second = [r["ticket_id"] for r in responses(await chat.say(SEVERAL[message]), "ask_for_approval")]
 
-    lowered = await decide_and_deliver(current(), second, approver="bob", approve=True, amount="200", reason="capped by bob")
+    lowered = await decide_and_deliver(current(), second, approver="bob", approve=True, amount="200",
+                                       reason="capped by bob")
     full = await decide_and_deliver(current(), first, approver="carol", approve=True)
 
     assert "capped by bob" in (agent_reply(lowered.events) or "")

@@ -24,9 +24,10 @@ from typing import Any
 
 import httpx
 import pytest
-from long_running_agent.services import Services, services, session_service
+from support.desks import current
 from support.fake_slack import BOT_TOKEN, SIGNING_SECRET, STRANGER, USERS, FakeSlack, click, signed, submission
 from support.http import as_approver, events_of, function_responses, new_session, run_body, user_text
+from support.models import session_service
 from support.processes import ROOT
 from support.receiver import SECRET
 from support.servers import LUNCH, TOKENS, in_process, web_server
@@ -34,7 +35,7 @@ from support.servers import LUNCH, TOKENS, in_process, web_server
 from long_running_agent.ledger import Ledger, TicketStatus
 from long_running_agent.notifications import send_due
 from long_running_agent.settings import load_settings
-from long_running_agent.slack.actions import decide_left_over
+from long_running_agent.slack.actions import SlackActions
 
 DOCS = ROOT / "docs" / "slack.md"
 INBOX = "https://expenses.example.com/inbox"
@@ -75,7 +76,7 @@ async def ask(client: httpx.AsyncClient, text: str = LUNCH) -> tuple[str, str, s
 
 async def from_slack(client: httpx.AsyncClient, payload: dict[str, Any]) -> httpx.Response:
     """POST a payload to /slack/actions as Slack does, signed now; answered within Slack's 3 seconds."""
-    body, headers = signed(payload, at=services().ledger.now().timestamp())
+    body, headers = signed(payload, at=current().ledger.now().timestamp())
     started = time.monotonic()
     answer = await client.post("/slack/actions", content=body, headers=headers)
     assert time.monotonic() - started < 3, "Slack gives up after 3 seconds"
@@ -85,14 +86,14 @@ async def from_slack(client: httpx.AsyncClient, payload: dict[str, Any]) -> http
 async def work_done() -> None:
     """Wait for the clicks' background work, and for what that work started in turn."""
     for _ in range(5):
-        await services().wait_for_background()
+        await current().wait_for_background()
 
 
 async def all_sent(ticket_id: str, timeout: float = 30) -> None:
     """Wait until every notification and Slack reply about the ticket is sent (none waiting, none in flight)."""
     deadline = time.monotonic() + timeout
-    while {n.state for n in await services().ledger.outbox.of_ticket(ticket_id)} - {"sent"}:
-        assert time.monotonic() < deadline, await services().ledger.outbox.of_ticket(ticket_id)
+    while {n.state for n in await current().ledger.outbox.of_ticket(ticket_id)} - {"sent"}:
+        assert time.monotonic() < deadline, await current().ledger.outbox.of_ticket(ticket_id)
         await asyncio.sleep(0.05)
 
 
@@ -118,7 +119,7 @@ async def conversation_says(client: httpx.AsyncClient, session_id: str, call_id:
 
 
 async def ledger_says(ticket_id: str) -> tuple[TicketStatus, list[tuple[str, int]]]:
-    ledger = services().ledger
+    ledger = current().ledger
     ticket = await ledger.tickets.get(ticket_id)
     return ticket.status, [(p.id, p.amount_cents) for p in await ledger.payouts.find(ticket_id=ticket_id)]
 
@@ -182,11 +183,11 @@ async def test_approve_in_slack_pays_once_and_replaces_the_message(app, fake_sla
 
 
 @pytest.mark.parametrize("forgery", ["unsigned", "badly signed", "old", "from the future", "replayed"])
-async def test_a_request_that_is_not_slacks_or_not_new_is_refused_and_decides_nothing(db_url, app, fake_slack,
+async def test_a_request_that_is_not_slacks_or_not_new_is_refused_and_decides_nothing(db_url, desk, app, fake_slack,
                                                                                     forgery):
     session_id, call_id, ticket_id = await ask(app)
     payload = click(BOB, "approve", ticket_id, fake_slack.url("/response/x"))
-    now = services().ledger.now().timestamp()
+    now = desk.ledger.now().timestamp()
     body, headers = signed(payload, at=now)
     expected = (401, "invalid_signature")
     if forgery == "unsigned":
@@ -220,9 +221,9 @@ async def test_a_request_that_is_not_slacks_or_not_new_is_refused_and_decides_no
 
 
 async def test_slacks_url_is_served_in_production_mode_only_with_slack_approvals_on(fake_slack, configure):
-    configure(**slack_settings(fake_slack, production=True, trusted_user_header="X-Forwarded-User"))
+    desk = configure(**slack_settings(fake_slack, production=True, trusted_user_header="X-Forwarded-User"))
     async with in_process() as app:
-        body, headers = signed({"type": "block_actions"}, at=services().ledger.now().timestamp(),
+        body, headers = signed({"type": "block_actions"}, at=desk.ledger.now().timestamp(),
                                secret="not-the-signing-secret-of-this-app")
         refused = await app.post("/slack/actions", content=body, headers=headers)
     assert refused.status_code == 401 and refused.json()["error"] == "invalid_signature"
@@ -267,7 +268,8 @@ async def test_the_requester_clicking_approve_is_refused_by_the_ledger(app, fake
 
 @pytest.mark.parametrize("text, approvals", [(LUNCH, 1), ("Please reimburse $6,000 for the conference sponsorship", 2)],
                          ids=["one approver", "two-person rule"])
-async def test_two_approvers_clicking_at_once_decide_once_and_pay_once(db_url, app, fake_slack, text, approvals):
+async def test_two_approvers_clicking_at_once_decide_once_and_pay_once(db_url, desk, app, fake_slack, text,
+                                                                       approvals):
     session_id, call_id, ticket_id = await ask(app, text)
 
     answers = await asyncio.gather(
@@ -283,7 +285,7 @@ async def test_two_approvers_clicking_at_once_decide_once_and_pay_once(db_url, a
     decisions, paid = await conversation_says(app, session_id, call_id)
     assert decisions == ["approved"] and [p for p, _ in paid] == [payout_id]
     updates = [m for who in ("bob", "carol") for m in fake_slack.at(f"/response/{who}") if m.get("replace_original")]
-    approvers = (await services().ledger.tickets.get(ticket_id)).approvers
+    approvers = (await desk.ledger.tickets.get(ticket_id)).approvers
     assert len(approvers) == approvals and set(approvers) <= {"bob", "carol"}
     # Both clicks end in the message showing the one outcome, as the ledger has it.
     assert len(updates) == 2 and {outcome(m) for m in updates} == {
@@ -418,10 +420,10 @@ async def test_a_click_on_a_ticket_decided_elsewhere_updates_the_message_to_its_
 
 
 async def test_an_approval_whose_conversation_is_gone_is_said_and_the_message_waits_for_the_settlement(
-        clock, app, fake_slack):
+        desk, clock, app, fake_slack):
     session_id, _call, ticket_id = await ask(app)
     # Deleted behind the app's back and started again empty: the decision has nothing to answer.
-    store = session_service(services().settings.database_url)
+    store = session_service(desk.settings.database_url)
     await store.delete_session(app_name="long_running_agent", user_id="alice", session_id=session_id)
     await store.create_session(app_name="long_running_agent", user_id="alice", session_id=session_id)
     await store.db_engine.dispose()
@@ -435,14 +437,14 @@ async def test_an_approval_whose_conversation_is_gone_is_said_and_the_message_wa
     settled = await app.post(f"/api/approvals/{ticket_id}/settle", headers=as_approver("carol"))
     assert settled.status_code == 200, settled.text
     clock.advance(seconds=5)
-    await send_due(services().ledger, services().settings)
+    await send_due(desk.ledger, desk.settings)
 
     [_said, update] = await fake_slack.arrived("/response/gone", 2)
     [(payout_id, cents)] = (await ledger_says(ticket_id))[1]
     assert cents == 25_000 and outcome(update) == f"Approved by bob · paid $250.00 · {payout_id}"
 
 
-async def test_a_response_url_that_fails_then_recovers_gets_the_outcome(clock, app, fake_slack):
+async def test_a_response_url_that_fails_then_recovers_gets_the_outcome(desk, clock, app, fake_slack):
     fake_slack.fail_responses = 2
     _session, _call, ticket_id = await ask(app)
 
@@ -453,7 +455,7 @@ async def test_a_response_url_that_fails_then_recovers_gets_the_outcome(clock, a
 
     for tried in (2, 3):  # the backoff, on the test's clock: 5 s, then 30 s
         clock.advance(seconds=(update.next_attempt_at - clock.now).total_seconds())
-        await send_due(services().ledger, services().settings)  # or the server's sender, whichever claims it
+        await send_due(desk.ledger, desk.settings)  # or the server's sender, whichever claims it
         update = await _slack_update(ticket_id, attempts=tried)
 
     attempts = await fake_slack.arrived("/response/flaky", 3)
@@ -465,8 +467,8 @@ async def test_a_response_url_that_fails_then_recovers_gets_the_outcome(clock, a
 @pytest.mark.parametrize("paid", [True, False], ids=["paid", "never paid"])
 async def test_an_approved_tickets_message_waits_for_its_payout_and_no_sender_calls_that_a_failure(
         clock, fake_slack, configure, paid):
-    configure(**slack_settings(fake_slack))
-    ledger = services().ledger
+    desk = configure(**slack_settings(fake_slack))
+    ledger = desk.ledger
     ticket = await ledger.tickets.open(
         app_name="long_running_agent", user_id="alice", session_id="s1", call_id="c1", call_name="ask_for_approval",
         purpose="team lunch", amount_cents=25_000, ttl=timedelta(hours=72))
@@ -475,7 +477,7 @@ async def test_an_approved_tickets_message_waits_for_its_payout_and_no_sender_ca
         ledger.outbox.add_message(db, ticket_id=ticket.id, event="slack.update",
                                   body={"response_url": fake_slack.url("/response/w")}, due=clock.now)
 
-    attempts = await send_due(ledger, services().settings)
+    attempts = await send_due(ledger, desk.settings)
 
     update = await _slack_update(ticket.id, attempts=0)
     assert sorted(a.notification.event for a in attempts) == ["ticket.approved", "ticket.requested"]  # no reply
@@ -484,7 +486,7 @@ async def test_an_approved_tickets_message_waits_for_its_payout_and_no_sender_ca
         payout, _again = await ledger.payouts.pay_approved(conversation=ticket.conversation, call_id="c2",
                                                            purpose="team lunch", amount_cents=25_000)
     clock.advance(seconds=5 if paid else 25 * 60)
-    await send_due(ledger, services().settings)
+    await send_due(ledger, desk.settings)
 
     [message] = await fake_slack.arrived("/response/w")
     assert outcome(message) == (f"Approved by bob · paid $250.00 · {payout.id}" if paid
@@ -495,7 +497,7 @@ async def _slack_update(ticket_id: str, attempts: int = 1, timeout: float = 30):
     """The ticket's slack.update row, once `attempts` POSTs of it are over (the last one sent, or failed)."""
     deadline = time.monotonic() + timeout
     while True:
-        [update] = [n for n in await services().ledger.outbox.of_ticket(ticket_id) if n.event == "slack.update"]
+        [update] = [n for n in await current().ledger.outbox.of_ticket(ticket_id) if n.event == "slack.update"]
         tried = update.attempts + (update.state == "sent")
         if tried >= attempts or time.monotonic() > deadline:
             return update
@@ -503,21 +505,22 @@ async def _slack_update(ticket_id: str, attempts: int = 1, timeout: float = 30):
 
 
 async def test_a_click_answered_by_a_server_that_died_before_deciding_is_decided_by_the_next_sweep(
-        clock, app, fake_slack, monkeypatch):
+        desk, clock, app, fake_slack, monkeypatch):
     session_id, call_id, ticket_id = await ask(app)
     # The server answers Slack, then dies before its background work starts: none of it runs.
-    monkeypatch.setattr(Services, "in_background", lambda _self, work: work.close())
+    monkeypatch.setattr(desk, "in_background", lambda work: work.close())
     answer = await from_slack(app, click(BOB, "approve", ticket_id, fake_slack.url("/response/lost")))
     monkeypatch.undo()
     assert answer.status_code == 200 and await ledger_says(ticket_id) == (TicketStatus.PENDING, [])
 
     clock.advance(seconds=31)  # the message's update is due: it shows the ticket as it stands, still waiting
-    await send_due(services().ledger, services().settings)
+    await send_due(desk.ledger, desk.settings)
     [waiting] = await fake_slack.arrived("/response/lost")
     assert outcome(waiting) is None and buttons(waiting) == ["approve", "reject", "approve_less"]
 
     clock.advance(minutes=2)
-    assert await decide_left_over() == 1 and await decide_left_over() == 0  # the sweep's work, once
+    sweep = SlackActions(desk)
+    assert await sweep.decide_left_over() == 1 and await sweep.decide_left_over() == 0  # the sweep's work, once
     await work_done()
 
     status, [(payout_id, cents)] = await ledger_says(ticket_id)
@@ -620,7 +623,9 @@ def test_the_server_refuses_to_start_with_a_slack_user_mapped_to_no_approver(tmp
 
 
 def test_the_app_without_slack_settings_never_imports_slack_sdk():
-    probe = ("import sys; from long_running_agent.web import create_server; create_server(); "
+    probe = ("import sys; from long_running_agent.web import create_server; from long_running_agent.agent import "
+             "build_app; from long_running_agent.desk import Desk; from long_running_agent.settings import "
+             "load_settings; create_server(Desk(load_settings(), app=build_app)); "
              "import long_running_agent.notifications, long_running_agent.slack_messages; "
              "print('slack_sdk' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,

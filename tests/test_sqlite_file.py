@@ -3,7 +3,7 @@
 In WAL mode SQLite maps a `-shm` file into every process, and truncating it
 under a running server killed the server with SIGBUS. The app uses a
 rollback journal instead (ledger/engine.py), with one engine per database in
-a process, shared by the ledger and ADK's session store (services.py). A
+a process, shared by the ledger and ADK's session store (desk.py). A
 database file deleted or replaced while a process uses it stops that process
 with `DatabaseFileGone` (JSON 503 on the server, one `error:` line on the CLI)
 rather than leaving it on the old file while new processes use a new one.
@@ -22,14 +22,13 @@ from pathlib import Path
 import httpx
 import pytest
 from google.adk.sessions import DatabaseSessionService
-from long_running_agent.services import services
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 from support.http import as_approver, assert_error, new_session, request_over_run, run_body, user_text
 from support.processes import run
 from support.servers import APP, LUNCH, web_server
 
-from long_running_agent import cli
+from long_running_agent.cli import commands, entry
 from long_running_agent.ledger import DatabaseFileGone
 from long_running_agent.ledger.engine import create_engine
 
@@ -97,10 +96,9 @@ async def test_deleted_database_file_is_a_json_503_not_a_second_file(tmp_path):
 
 
 @pytest.mark.parametrize("how", ["deleted", "replaced"])
-async def test_ledger_and_sessions_stop_on_a_file_that_is_not_the_one_they_opened(sqlite_url, tmp_path, how):
-    parts = services()
-    await parts.sessions.create_session(app_name=APP, user_id="alice")
-    assert await parts.ledger.tickets.count() == 0
+async def test_ledger_and_sessions_stop_on_a_file_that_is_not_the_one_they_opened(sqlite_url, tmp_path, how, desk):
+    await desk.sessions.create_session(app_name=APP, user_id="alice")
+    assert await desk.ledger.tickets.count() == 0
     db = database_file(sqlite_url)
     if how == "deleted":
         db.unlink()
@@ -110,31 +108,32 @@ async def test_ledger_and_sessions_stop_on_a_file_that_is_not_the_one_they_opene
         os.replace(other, db)
 
     with pytest.raises(DatabaseFileGone):
-        await parts.ledger.tickets.count()
+        await desk.ledger.tickets.count()
     with pytest.raises(DatabaseFileGone):
-        await parts.sessions.list_sessions(app_name=APP, user_id="alice")
+        await desk.sessions.list_sessions(app_name=APP, user_id="alice")
     assert db.exists() == (how == "replaced")
 
 
-def test_cli_says_in_one_line_that_the_database_file_is_gone(sqlite_url, capsys):
-    async def inbox_after_the_file_is_deleted(args: argparse.Namespace, out) -> int:
-        await services().ledger.tickets.count()
-        database_file(sqlite_url).unlink()
-        return await cli.inbox(args, out)
-
+def test_cli_says_in_one_line_that_the_database_file_is_gone(sqlite_url, desk, capsys):
     args = argparse.Namespace(verbose=False, limit=20, offset=0)
-    assert cli.run(args, inbox_after_the_file_is_deleted) != 0
+
+    async def inbox_after_the_file_is_deleted(out) -> int:
+        await desk.ledger.tickets.count()
+        database_file(sqlite_url).unlink()
+        return await commands.inbox(desk, args, out)
+
+    assert entry.run(desk, inbox_after_the_file_is_deleted) != 0
 
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("error: ") and database_file(sqlite_url).name in line
 
 
-async def test_ledger_and_sessions_share_one_engine_per_database(sqlite_url, tmp_path, monkeypatch):
+async def test_ledger_and_sessions_share_one_engine_per_database(sqlite_url, tmp_path, monkeypatch, desk):
     other = f"sqlite+aiosqlite:///{tmp_path}/other.db"
-    parts = services()
-    assert parts.sessions.db_engine is parts.ledger.engine  # type: ignore[attr-defined]
-    assert parts.sessions_at(other).db_engine is parts.ledger_at(other).engine  # type: ignore[attr-defined]
-    assert parts.ledger.engine is not parts.ledger_at(other).engine
+    assert desk.sessions.db_engine is desk.ledger.engine  # type: ignore[attr-defined]
+    assert desk.sessions_at(other).db_engine is desk.ledger_at(other).engine  # type: ignore[attr-defined]
+    assert desk.ledger.engine is not desk.ledger_at(other).engine
+    engines = {id(desk.ledger.engine), id(desk.ledger_at(other).engine)}
 
     disposed: list[AsyncEngine] = []
     real_dispose = AsyncEngine.dispose
@@ -144,16 +143,15 @@ async def test_ledger_and_sessions_share_one_engine_per_database(sqlite_url, tmp
         await real_dispose(engine, close)
 
     monkeypatch.setattr(AsyncEngine, "dispose", counting_dispose)
-    await parts.close()
-    assert sorted(map(id, disposed)) == sorted({id(parts.ledger.engine), id(parts.ledger_at(other).engine)})
+    await desk.close()
+    assert sorted(map(id, disposed)) == sorted(engines)
 
 
-async def test_a_servers_session_store_brings_its_engine_to_the_ledger(sqlite_url):
+async def test_a_servers_session_store_brings_its_engine_to_the_ledger(sqlite_url, desk):
     # What the web server does: ADK's routes need their session store before the event loop runs.
     served = DatabaseSessionService(db_engine=create_engine(sqlite_url))
-    parts = services()
-    parts.use_sessions(served)
-    assert parts.ledger.engine is served.db_engine and parts.sessions is served
+    desk.use_sessions(served)
+    assert desk.ledger.engine is served.db_engine and desk.sessions is served
 
 
 def wal_mode_file(db: Path) -> sqlite3.Connection:
@@ -166,11 +164,11 @@ def wal_mode_file(db: Path) -> sqlite3.Connection:
     return old
 
 
-async def test_a_file_left_in_wal_mode_is_switched_to_a_rollback_journal(sqlite_url, tmp_path):
+async def test_a_file_left_in_wal_mode_is_switched_to_a_rollback_journal(sqlite_url, tmp_path, desk):
     db = database_file(sqlite_url)
     wal_mode_file(db).close()
 
-    assert await services().ledger.tickets.count() == 0
+    assert await desk.ledger.tickets.count() == 0
 
     assert not [path.name for path in tmp_path.iterdir() if path.name.endswith(("-shm", "-wal"))]
     check = sqlite3.connect(db)
@@ -179,12 +177,12 @@ async def test_a_file_left_in_wal_mode_is_switched_to_a_rollback_journal(sqlite_
     check.close()
 
 
-async def test_a_wal_file_another_connection_holds_stays_usable_and_the_log_says_what_to_do(sqlite_url, caplog):
+async def test_a_wal_file_another_connection_holds_stays_usable_and_the_log_says_what_to_do(sqlite_url, caplog, desk):
     db = database_file(sqlite_url)
     holder = wal_mode_file(db)  # still open, as a server of an older version would hold it
     try:
         with caplog.at_level(logging.WARNING, logger="long_running_agent.ledger.engine"):
-            assert await services().ledger.tickets.count() == 0
+            assert await desk.ledger.tickets.count() == 0
     finally:
         holder.close()
 

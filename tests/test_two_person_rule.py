@@ -20,7 +20,7 @@ from support.tickets import open_ticket_for
 
 from long_running_agent.approval.courier import Outcome, decide_and_deliver, deliver
 from long_running_agent.approval.guard import NOTE_MARK
-from long_running_agent.cli import report
+from long_running_agent.cli.render import report
 from long_running_agent.ledger import (
     AlreadyApprovedByYou,
     AlreadyDecided,

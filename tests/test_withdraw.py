@@ -77,10 +77,10 @@ async def test_only_the_requester_can_withdraw(sqlite_url):
 def test_the_cli_withdraws_for_the_requester_and_tells_the_conversation(sqlite_url):
     ticket_id = request_ticket(sqlite_url)
 
-    other = run("cancel", ticket_id, "--user", "bob", url=sqlite_url)
-    withdrawn = run("cancel", ticket_id, "--user", "alice", url=sqlite_url)
+    other = run("withdraw", ticket_id, "--user", "bob", url=sqlite_url)
+    withdrawn = run("withdraw", ticket_id, "--user", "alice", url=sqlite_url)
     approve = run("approve", ticket_id, "--approver", "bob", url=sqlite_url)
-    again = run("cancel", ticket_id, "--user", "alice", url=sqlite_url)
+    again = run("withdraw", ticket_id, "--user", "alice", url=sqlite_url)
 
     assert other.returncode == 1 and f"bob did not request ticket {ticket_id}" in other.stderr
     assert withdrawn.returncode == 0, withdrawn.stderr
@@ -119,7 +119,7 @@ async def test_a_withdrawal_racing_an_approval_ends_in_exactly_one(db_url):
 
 def test_the_cli_withdrawal_and_approval_at_once_pay_at_most_once(sqlite_url):
     ticket_id = request_ticket(sqlite_url)
-    processes = [start("cancel", ticket_id, "--user", "alice", url=sqlite_url),
+    processes = [start("withdraw", ticket_id, "--user", "alice", url=sqlite_url),
                  start("approve", ticket_id, "--approver", "bob", url=sqlite_url)]
     results = []
     for process in processes:

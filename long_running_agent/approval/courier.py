@@ -33,8 +33,8 @@ from ..names import AGENT_NAME, Outcome
 from ..refusals import AlreadyDelivered, NotDelivered, Refusal, StillPending
 from .conversations import Unreachable, open_store, store_in_words
 from .decisions import call_gone, decision_message, holds_call
-from .delivery import holding_app, running_app
 from .guard import NOTE_MARK, conversation_of
+from .holding import holding_app, running_app
 from .run import Holding
 
 if TYPE_CHECKING:

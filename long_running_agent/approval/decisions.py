@@ -61,7 +61,7 @@ def _same(claimed: Any, held: Any) -> bool:
             return not isinstance(claimed, bool) and Decimal(str(claimed)) == held
         except (InvalidOperation, ValueError):
             return False
-    return claimed == held
+    return bool(claimed == held)
 
 
 def disagreement(response: types.FunctionResponse, call: types.FunctionCall, ticket: Ticket) -> str | None:

@@ -21,7 +21,7 @@ Every run first takes the conversation's lock (ledger/locks.py), so messages
 and deliveries on one conversation queue instead of failing on ADK's
 stale-session check, and a decision that reached the conversation is marked
 delivered by the run that delivered it. Before answering a text message, the
-guard delivers any decision the conversation is still owed (delivery.py).
+guard delivers any decision the conversation is still owed (holding.py).
 What one run needs - the desk, the lock, the tickets read under it - is its
 `ApprovalRun` (run.py), which the tools reach through their context.
 """
@@ -55,7 +55,7 @@ from ..refusals import (
     without_sql,
 )
 from .decisions import claimed_status, disagreement, holds_call, stored_call
-from .delivery import deliver_owed, refresh, session_version
+from .holding import deliver_owed, refresh, session_version
 from .notes import CHAT, already_delivered, as_sent, asks, news, refused_answer, unacceptable
 from .run import ApprovalRun, Holding, finish_run, found_run, run_of, start_run
 
@@ -96,7 +96,7 @@ class ApprovalGuard(BasePlugin):
     """Lets an approval resume the agent only when it agrees with the ledger, and only once."""
 
     def __init__(self, desk: Desk, holding: Holding | None = None) -> None:
-        """`holding`: the conversation this guard's runs deliver into, held by their deliverer (delivery.py)."""
+        """`holding`: the conversation this guard's runs deliver into, held by their deliverer (holding.py)."""
         super().__init__(name="approval_guard")
         self.desk = desk
         self.holding = holding

@@ -21,7 +21,8 @@ Three things happen to the history ADK builds before it reaches the model:
 from __future__ import annotations
 
 from google.adk.agents.callback_context import CallbackContext
-from google.adk.models import LlmRequest, LlmResponse
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 
 from ..names import APPROVAL_TOOL

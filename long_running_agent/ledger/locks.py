@@ -280,7 +280,7 @@ class ConversationLocks:
             "session_id": conversation.session_id, "holder": holder, "purpose": purpose,
             "acquired_at": now, "expires_at": now + LEASE, "lapsed_by": now,
         })
-        return taken.scalar() == holder
+        return bool(taken.scalar() == holder)
 
     async def _take_from(self, conversation: Conversation, dead: str, holder: str, purpose: str) -> bool:
         now = self.database.now()

@@ -372,7 +372,7 @@ class Tickets:
             within.append(func.coalesce(TicketRow.approved_cents, TicketRow.amount_cents) >= cents)
         amount = {"approved_cents": cents} if cents is not None and cents < ticket.amount_cents else {}
         async with self.database.transaction() as db:
-            first: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
+            first: CursorResult[Any] = await db.execute(
                 update(TicketRow).where(*within, TicketRow.first_approved_by.is_(None))
                 .values(first_approved_by=approver, first_approved_at=now, **amount)
             )
@@ -384,7 +384,7 @@ class Tickets:
                 return waiting
         # The first approval is in (given just now by someone else, maybe): this is the second.
         async with self.database.transaction() as db:
-            second: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
+            second: CursorResult[Any] = await db.execute(
                 update(TicketRow)
                 .where(*within, TicketRow.first_approved_by.is_not(None), TicketRow.first_approved_by != approver)
                 .values(status=TicketStatus.APPROVED, decided_by=approver, decided_at=now, reason=reason, **amount)

@@ -15,6 +15,10 @@ class ModelChoice:
     name: str
     reason: str
 
+    def __str__(self) -> str:
+        """As main.py and `make web` print it: the model, and why it is the one that runs."""
+        return f"{self.name} ({self.reason})"
+
     @property
     def is_offline(self) -> bool:
         return self.name == OFFLINE_MODEL_NAME

@@ -23,8 +23,9 @@ from typing import Any, Literal
 
 import httpx
 from google.adk.agents.callback_context import CallbackContext
-from google.adk.models import LlmRequest, LlmResponse
 from google.adk.models.google_llm import Gemini
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
 from google.adk.models.registry import LLMRegistry
 from google.auth import exceptions as auth_errors
 from google.genai import errors as genai_errors

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from google.adk.models import BaseLlm, LlmRequest, LlmResponse
+from google.adk.models import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
 from google.adk.models.registry import LLMRegistry
 from google.genai import types
 

@@ -25,9 +25,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..approval.courier import Delivery, Outcome, decide_and_deliver, deliver
+from ..approval.courier import Delivery, decide_and_deliver, deliver
 from ..desk import Desk
 from ..ledger import Ledger
+from ..names import Outcome
 from ..paging import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, Page
 from .errors import ApiError, refusal_error
 from .views import agent_reply, audit_json, notification_json, payout_json, ticket_json

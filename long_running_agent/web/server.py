@@ -220,11 +220,10 @@ def main(argv: list[str] | None = None) -> int:
     except SchemaError as error:
         print(f"error: {error.sentence(errors.API)}", file=sys.stderr)
         return 1
-    choice = desk.model
     # A wildcard bind is reached through this machine's name, not "0.0.0.0".
     shown_host = socket.gethostname() if args.host in ("0.0.0.0", "::") else args.host
     base = f"http://{shown_host}:{args.port}"
-    print(f"Model:     {choice.name} ({choice.reason})")
+    print(f"Model:     {desk.model}")
     print(f"Database:  {database_in_words(config.database_url)}")
     if not config.production:
         print(f"Dev UI:    {base}/dev-ui/?app={APP_NAME}")

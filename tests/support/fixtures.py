@@ -13,7 +13,6 @@ environment, as users give them.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
 
 import httpx
 import pytest

@@ -38,6 +38,27 @@ def fresh_project(directory: Path) -> Path:
     return project
 
 
+def made_venv(project: Path) -> None:
+    """`project/.venv` as `make demo` leaves it in a clone: this virtualenv, with `expenses` on the copy.
+
+    Everything is this virtualenv's own but `bin/expenses`, which pip writes for [project.scripts]: here it
+    imports the package of the folder it runs from (the copy), as the clone's own install would.
+    """
+    venv, own = project / ".venv", Path(sys.executable).parent.parent
+    venv.mkdir()
+    for entry in own.iterdir():
+        if entry.name != "bin":
+            (venv / entry.name).symlink_to(entry)
+    (venv / "bin").mkdir()
+    for program in (own / "bin").iterdir():
+        if program.name != "expenses":
+            (venv / "bin" / program.name).symlink_to(program)
+    script = venv / "bin" / "expenses"
+    script.write_text(f"#!/bin/sh\nexec {venv}/bin/python -c 'import sys; from long_running_agent.cli.entry "
+                      "import main; sys.argv[0] = \"expenses\"; sys.exit(main())' \"$@\"\n")
+    script.chmod(0o755)
+
+
 def cloned_project(directory: Path) -> Path:
     """Copy the whole project folder into `directory` as a clone has it: nothing .gitignore leaves out."""
     ignored = [line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines()]
@@ -119,6 +140,12 @@ def expenses(project: Path, home: Path, *args: str, **env: str) -> subprocess.Co
     """The `expenses` command in the copied project, as its user runs it (the copy's own package)."""
     return subprocess.run([sys.executable, "-m", "long_running_agent.cli", *args], cwd=project,
                           env=plain_env(home, **env), capture_output=True, text=True, timeout=120)
+
+
+def demo(project: Path, home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`python main.py ...` (the demo) in the copied project, as its user runs it."""
+    return subprocess.run([sys.executable, "main.py", *args], cwd=project, env=plain_env(home, **env),
+                          capture_output=True, text=True, timeout=120)
 
 
 def ticket_in(text: str) -> str:

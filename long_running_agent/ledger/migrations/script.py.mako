@@ -1,19 +1,11 @@
-"""${message}
-
-Revision ID: ${up_revision}
-Revises: ${down_revision | comma,n}
-"""
-
-from collections.abc import Sequence
+"""${message}"""
 
 import sqlalchemy as sa
 from alembic import op
 ${imports if imports else ""}
 
-revision: str = ${repr(up_revision)}
-down_revision: str | None = ${repr(down_revision)}
-branch_labels: str | Sequence[str] | None = ${repr(branch_labels)}
-depends_on: str | Sequence[str] | None = ${repr(depends_on)}
+revision = ${repr(up_revision)}
+down_revision = ${repr(down_revision)}
 
 
 def upgrade() -> None:

@@ -1,21 +1,13 @@
 """The ledger as release 0.1 made it: tickets, payouts and the audit trail.
 
 Release 0.1 created these tables itself (`create_all`); a database it made is
-at this revision, and `expenses migrate` marks it so before upgrading.
-
-Revision ID: 0001
-Revises:
-"""
-
-from collections.abc import Sequence
+at this revision, and `expenses migrate` marks it so before upgrading."""
 
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0001"
-down_revision: str | None = None
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
+revision = "0001"
+down_revision = None
 
 
 def upgrade() -> None:

@@ -10,21 +10,13 @@
 
 SQLite cannot change a table's constraints in place, so tickets and payouts
 are rebuilt: renamed aside, created anew, copied, dropped. Each upgrade runs in
-one transaction: it completes, or nothing changed.
-
-Revision ID: 0002
-Revises: 0001
-"""
-
-from collections.abc import Sequence
+one transaction: it completes, or nothing changed."""
 
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0002"
-down_revision: str | None = "0001"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
+revision = "0002"
+down_revision = "0001"
 
 UNDELIVERED = sa.text("delivered_at IS NULL AND settled_at IS NULL AND decided_at IS NOT NULL")
 TICKET_COLUMNS = ("id, app_name, user_id, session_id, call_id, call_name, purpose, amount_cents, status, "

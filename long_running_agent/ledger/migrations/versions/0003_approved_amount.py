@@ -1,18 +1,10 @@
-"""Approve with changes: the amount an approver approved, when it is less than was asked.
-
-Revision ID: 0003
-Revises: 0002
-"""
-
-from collections.abc import Sequence
+"""Approve with changes: the amount an approver approved, when it is less than was asked."""
 
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0003"
-down_revision: str | None = "0002"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
+revision = "0003"
+down_revision = "0002"
 
 
 def upgrade() -> None:

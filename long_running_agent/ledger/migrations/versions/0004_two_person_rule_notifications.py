@@ -1,18 +1,10 @@
-"""The two-person rule, reminders and escalation, and the notifications outbox.
-
-Revision ID: 0004
-Revises: 0003
-"""
-
-from collections.abc import Sequence
+"""The two-person rule, reminders and escalation, and the notifications outbox."""
 
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0004"
-down_revision: str | None = "0003"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
+revision = "0004"
+down_revision = "0003"
 
 DUE = sa.text("sent_at IS NULL AND failed_at IS NULL")
 

@@ -1,18 +1,10 @@
-"""Split requests add up toward the two-person rule: one total per requester, day and group.
-
-Revision ID: 0005
-Revises: 0004
-"""
-
-from collections.abc import Sequence
+"""Split requests add up toward the two-person rule: one total per requester, day and group."""
 
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0005"
-down_revision: str | None = "0004"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
+revision = "0005"
+down_revision = "0004"
 
 
 def upgrade() -> None:

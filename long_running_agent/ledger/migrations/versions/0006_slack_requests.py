@@ -1,18 +1,10 @@
-"""Interactive Slack approvals: the requests taken in the last minutes (to refuse replays), and their decisions.
-
-Revision ID: 0006
-Revises: 0005
-"""
-
-from collections.abc import Sequence
+"""Interactive Slack approvals: the requests taken in the last minutes (to refuse replays), and their decisions."""
 
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0006"
-down_revision: str | None = "0005"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
+revision = "0006"
+down_revision = "0005"
 
 UNDONE = sa.text("decision IS NOT NULL AND done_at IS NULL")
 

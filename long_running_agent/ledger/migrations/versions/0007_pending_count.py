@@ -9,18 +9,13 @@ as tickets change instead, by the database, whatever writes the tickets.
 SQLite: row triggers on one row (SQLite has one writer at a time anyway).
 PostgreSQL: statement triggers (one update however many rows a statement
 changes) on one of SHARDS rows picked at random, so that concurrent
-transactions seldom queue on the same row.
-"""
-
-from collections.abc import Sequence
+transactions seldom queue on the same row."""
 
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0007"
-down_revision: str | None = "0006"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
+revision = "0007"
+down_revision = "0006"
 
 SHARDS = 16
 

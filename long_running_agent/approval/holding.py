@@ -36,7 +36,7 @@ def holding_app(app: App, holding: Holding) -> App:
 
 def running_app(context: InvocationContext) -> App:
     """The app this run is: the same agent, model and plugins, to deliver with from inside it."""
-    return App(name=context.session.app_name, root_agent=context.agent,  # type: ignore[arg-type]
+    return App(name=context.session.app_name, root_agent=context.agent,
                plugins=list(context.plugin_manager.plugins))
 
 
