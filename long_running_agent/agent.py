@@ -27,7 +27,7 @@ from .desk import Desk
 from .model.failure import model_failed
 from .names import AGENT_NAME, APP_NAME
 from .settings import Settings, settings_or_exit
-from .tools import ask_for_approval, cancel_request, reimburse
+from .tools import ask_for_approval, reimburse, withdraw_request
 
 INSTRUCTION = """You reimburse employees' expenses in US dollars. Each needs a purpose and an amount;
 ask for what is missing. Up to ${limit:,}: call reimburse. Above: call ask_for_approval, then tell
@@ -44,7 +44,7 @@ def build_agent(settings: Settings, model: str | BaseLlm) -> LlmAgent:
         name=AGENT_NAME,
         model=model,
         instruction=INSTRUCTION.format(limit=settings.approval_threshold, most=settings.max_amount),
-        tools=[LongRunningFunctionTool(func=ask_for_approval), reimburse, cancel_request],
+        tools=[LongRunningFunctionTool(func=ask_for_approval), reimburse, withdraw_request],
         # The conversation as the ledger knows it, in turns Gemini accepts (approval/turn_order.py).
         before_model_callback=prepare_model_request,
         # A Gemini that cannot be reached or refuses: one refusal saying what to check (model/failure.py).

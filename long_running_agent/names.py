@@ -24,7 +24,7 @@ EXPENSES = ".venv/bin/expenses"
 # The tools, by the names ADK declares them to the model (their function names in tools.py).
 APPROVAL_TOOL = "ask_for_approval"
 REIMBURSE_TOOL = "reimburse"
-CANCEL_TOOL = "cancel_request"
+WITHDRAW_TOOL = "withdraw_request"
 
 
 class TicketStatus(StrEnum):
@@ -34,10 +34,10 @@ class TicketStatus(StrEnum):
     APPROVED = "approved"
     REJECTED = "rejected"
     EXPIRED = "expired"
-    CANCELLED = "cancelled"
+    WITHDRAWN = "withdrawn"
 
 
-DECIDED = (TicketStatus.APPROVED, TicketStatus.REJECTED, TicketStatus.EXPIRED, TicketStatus.CANCELLED)
+DECIDED = (TicketStatus.APPROVED, TicketStatus.REJECTED, TicketStatus.EXPIRED, TicketStatus.WITHDRAWN)
 
 
 class PayoutStatus(StrEnum):

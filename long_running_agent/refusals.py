@@ -127,7 +127,7 @@ class AlreadyDecided(LedgerError):
 
     def __init__(self, ticket: Ticket) -> None:
         self.ticket = ticket
-        if ticket.status is TicketStatus.CANCELLED:
+        if ticket.status is TicketStatus.WITHDRAWN:
             # Whether or not the withdrawal has reached the chat yet: the requester made it there.
             message = (f"Ticket {ticket.id} was withdrawn by its requester, {ticket.decided_by}; "
                        "there is nothing left to decide.")
@@ -138,7 +138,7 @@ class AlreadyDecided(LedgerError):
             next_step = "Nothing to do: the first decision stands. {show} shows its history."
             if not (ticket.delivered_at or ticket.settled_at):
                 next_step = UNDELIVERED
-        withdrawn = ticket.status is TicketStatus.CANCELLED
+        withdrawn = ticket.status is TicketStatus.WITHDRAWN
         super().__init__(message, ticket_id=ticket.id, next_step=next_step, code="withdrawn" if withdrawn else None)
 
 

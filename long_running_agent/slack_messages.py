@@ -119,7 +119,7 @@ def outcome(ticket: dict[str, Any], payout: dict[str, Any] | None) -> str | None
         return f"{line} · paid {paid} · {payout['id']}"
     if status == "rejected":
         return f"Rejected by {slack_text(ticket['decided_by'])}: {slack_text(ticket['reason'])}"
-    if status == "cancelled":
+    if status == "withdrawn":
         return "Withdrawn"
     if status == "expired":
         return "Expired"

@@ -1,4 +1,4 @@
-"""The agent's tools: `ask_for_approval` (long-running), `reimburse` and `cancel_request`.
+"""The agent's tools: `ask_for_approval` (long-running), `reimburse` and `withdraw_request`.
 
 `ask_for_approval` opens a ticket in the ledger and returns at once with
 status "pending"; the decision arrives later as a FunctionResponse with the
@@ -11,7 +11,7 @@ amount pays, what the approver approved and never more; within it, the daily
 rules apply, and an amount they send to an approver is answered
 "needs_approval", which `ask_for_approval` then accepts.
 
-`cancel_request` lets the requester withdraw a pending ticket from the chat.
+`withdraw_request` lets the requester withdraw a pending ticket from the chat.
 
 Each tool makes one call to the ledger, which applies the policy
 (ledger/ledger.py, ledger/policy.py). The ledger comes from the tool's run
@@ -70,17 +70,17 @@ async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> d
     return payout.as_response(already_paid=already_paid)
 
 
-async def cancel_request(ticket_id: str, tool_context: ToolContext) -> dict[str, Any]:
-    """Withdraw the user's pending ticket.
+async def withdraw_request(ticket_id: str, tool_context: ToolContext) -> dict[str, Any]:
+    """Withdraw a pending ticket.
 
     Args:
         ticket_id: Its id, T-...
     """
     run = approval_run(tool_context)
     try:
-        ticket = await run.ledger.tickets.cancel(str(ticket_id).strip(), requester=tool_context.session.user_id)
+        ticket = await run.ledger.tickets.withdraw(str(ticket_id).strip(), requester=tool_context.session.user_id)
     except Refusal as refusal:
         return tool_error(refusal)
     await answer_withdrawal(run.desk, ticket, tool_context.get_invocation_context())  # the pending call is answered
     send_soon(run.desk)
-    return {"status": TicketStatus.CANCELLED.value, "ticket_id": ticket.id}
+    return {"status": TicketStatus.WITHDRAWN.value, "ticket_id": ticket.id}

@@ -240,12 +240,12 @@ async def test_approval_round_trips_over_the_gemini_wire_and_pays_once(start: St
     assert first.body["contents"] == [{"role": "user", "parts": [{"text": REQUEST}]}]
     assert "systemInstruction" in first.body
     declarations = {d["name"]: d for tool in first.body["tools"] for d in tool.get("functionDeclarations", [])}
-    assert set(declarations) == {"ask_for_approval", "reimburse", "cancel_request"}
+    assert set(declarations) == {"ask_for_approval", "reimburse", "withdraw_request"}
     assert LONG_RUNNING_NOTE in declarations["ask_for_approval"]["description"]
     assert LONG_RUNNING_NOTE not in declarations["reimburse"]["description"]
     for name, declaration in declarations.items():
         schema = declaration.get("parametersJsonSchema") or declaration.get("parameters_json_schema")
-        assert set(schema["required"]) == ({"ticket_id"} if name == "cancel_request" else {"purpose", "amount"})
+        assert set(schema["required"]) == ({"ticket_id"} if name == "withdraw_request" else {"purpose", "amount"})
 
     answered = fake.requests[1].body["contents"]
     assert calls_in(answered[-2]) == [(approval_id, "ask_for_approval")]
@@ -464,22 +464,22 @@ async def test_a_withdrawal_in_the_chat_keeps_every_later_request_paired(start: 
     wired = await start([
         parallel_asks((None, None)),
         gemini_text("Both are waiting for an approver."),
-        gemini_call("cancel_request", ticket_id="set below"),
+        gemini_call("withdraw_request", ticket_id="set below"),
         gemini_text("Withdrawn: the conference ticket."),
         gemini_text("The team lunch is still waiting."),
     ])
     fake = wired.fake
     events = await wired.chat.say("Reimburse $250 for the team lunch and $480 for the conference ticket")
     lunch_ticket, conference_ticket = (r["ticket_id"] for r in responses(events, "ask_for_approval"))
-    fake.script[2] = gemini_call("cancel_request", ticket_id=conference_ticket)
+    fake.script[2] = gemini_call("withdraw_request", ticket_id=conference_ticket)
 
     withdrawn = await wired.chat.say("Please cancel my conference ticket request")
-    assert responses(withdrawn, "cancel_request") == [{"status": "cancelled", "ticket_id": conference_ticket}]
+    assert responses(withdrawn, "withdraw_request") == [{"status": "withdrawn", "ticket_id": conference_ticket}]
     await wired.chat.say("Any news?")
 
-    # The withdrawn call's answer ("cancelled") stands beside the other's ("pending") in later requests.
+    # The withdrawn call's answer ("withdrawn") stands beside the other's ("pending") in later requests.
     later = fake.requests[4].body["contents"]
-    assert [r["status"] for r in response_payloads(later, "ask_for_approval")] == ["pending", "cancelled"]
+    assert [r["status"] for r in response_payloads(later, "ask_for_approval")] == ["pending", "withdrawn"]
     assert (await wired.ledger.tickets.get(lunch_ticket)).status == "pending"
     assert_every_request_pairs_calls_and_responses(fake)
     for request in fake.requests:

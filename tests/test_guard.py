@@ -348,7 +348,7 @@ async def test_decided_tickets_cannot_change_again(sqlite_url):
     _chat, _call, ticket_id = await pending_request(sqlite_url)
     ledger = ledger_at(sqlite_url)
     await ledger.tickets.decide(ticket_id, approver="bob", approve=True)
-    for change in (ledger.tickets.expire(ticket_id), ledger.tickets.cancel(ticket_id, requester="alice"),
+    for change in (ledger.tickets.expire(ticket_id), ledger.tickets.withdraw(ticket_id, requester="alice"),
                    ledger.tickets.decide(ticket_id, approver="carol", approve=False)):
         with pytest.raises(AlreadyDecided):
             await change

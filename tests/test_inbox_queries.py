@@ -210,7 +210,7 @@ async def test_the_pending_count_follows_every_change_to_the_tickets_even_by_han
         opened = await open_tickets(ledger, 6, "counted")
         await ledger.tickets.decide(opened[0].id, approver="bob", approve=True)
         await ledger.tickets.decide(opened[1].id, approver="bob", approve=False, reason="no receipt")
-        await ledger.tickets.cancel(opened[2].id, requester=opened[2].user_id)
+        await ledger.tickets.withdraw(opened[2].id, requester=opened[2].user_id)
         assert await ledger.tickets.count() == 3
         # Rows written by hand, outside the ledger's code, are counted too: the database keeps the count.
         async with ledger.engine.begin() as conn:

@@ -38,5 +38,5 @@ def test_the_import_contracts_hold():
 
 def test_the_shared_names_are_the_tools_own():
     # ADK declares a tool by its function's name; the guard and the ledger know it by these.
-    assert (names.APPROVAL_TOOL, names.REIMBURSE_TOOL, names.CANCEL_TOOL) == (
-        tools.ask_for_approval.__name__, tools.reimburse.__name__, tools.cancel_request.__name__)
+    assert (names.APPROVAL_TOOL, names.REIMBURSE_TOOL, names.WITHDRAW_TOOL) == (
+        tools.ask_for_approval.__name__, tools.reimburse.__name__, tools.withdraw_request.__name__)

@@ -125,8 +125,8 @@ class Money:
     async def reject(self, n: int, ticket_id: str, approver: str) -> None:
         await self.ledgers[n].tickets.decide(ticket_id, approver=approver, approve=False, reason="not in the budget")
 
-    async def cancel(self, n: int, ticket_id: str, who: str) -> None:
-        await self.ledgers[n].tickets.cancel(ticket_id, requester=who)
+    async def withdraw(self, n: int, ticket_id: str, who: str) -> None:
+        await self.ledgers[n].tickets.withdraw(ticket_id, requester=who)
 
     async def expire_due(self, n: int) -> None:
         await self.ledgers[n].tickets.expire_due()
@@ -179,7 +179,7 @@ def decisions(money: Money, ticket_id: str, requester: str) -> dict[str, Callabl
         "approve": lambda n, who: money.approve(n, ticket_id, who, None),
         "approve less": lambda n, who: money.approve(n, ticket_id, who, 0.5 if n else 0.9),
         "reject": lambda n, who: money.reject(n, ticket_id, who),
-        "withdraw": lambda n, _who: money.cancel(n, ticket_id, requester),
+        "withdraw": lambda n, _who: money.withdraw(n, ticket_id, requester),
         "expire": lambda n, _who: money.expire_due(n),
         "deliver": lambda n, _who: money.deliver(n, ticket_id),
         "fail delivery": lambda n, _who: money.fail_delivery(n, ticket_id),
@@ -247,7 +247,7 @@ class LedgerMachine(RuleBasedStateMachine):
     @rule(ticket=tickets, by_requester=st.booleans())
     def withdraw(self, ticket: str, by_requester: bool) -> None:
         who = self.requesters[ticket] if by_requester else "carol"
-        self.run(refused(self.money.cancel(0, ticket, who)))
+        self.run(refused(self.money.withdraw(0, ticket, who)))
 
     @rule(hours=st.sampled_from((1, 5, 30, 80)))
     def time_passes(self, hours: int) -> None:

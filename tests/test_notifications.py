@@ -104,7 +104,7 @@ async def test_rejections_expiries_and_withdrawals_are_posted_too(desk, sqlite_u
     _chat, withdrawn = await ask("Please reimburse $480 for the conference ticket")
     _chat, expired = await ask("Please reimburse $300 for a keyboard")
     await ledger.tickets.decide(rejected, approver="bob", approve=False, reason="no receipt")
-    await ledger.tickets.cancel(withdrawn, requester="alice")
+    await ledger.tickets.withdraw(withdrawn, requester="alice")
     clock.advance(hours=73)
     await ledger.tickets.expire_due()
 

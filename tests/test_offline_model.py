@@ -147,7 +147,7 @@ def test_purpose_given_earlier_is_remembered():
 @pytest.mark.parametrize("status, extra, expected", [
     ("pending", {}, "Ticket T-1 is waiting for an approver"),
     ("rejected", {"by": "bob", "reason": "no receipt"}, "rejected by bob (no receipt)"),
-    ("cancelled", {"by": "alice"}, "Ticket T-1 for $250.00 (team lunch) is withdrawn; nothing was paid"),
+    ("withdrawn", {"by": "alice"}, "Ticket T-1 for $250.00 (team lunch) is withdrawn; nothing was paid"),
     ("expired", {}, "expired before anyone decided"),
     ("error", {"error": "bad amount"}, "bad amount"),
 ])
@@ -348,7 +348,7 @@ async def test_reports_usage_metadata_and_reads_the_real_adk_request(sqlite_url)
     events = await chat.say("Please reimburse $250 for the team lunch")
     assert pending_calls(events) and "waiting for an approver" in event_texts(events)[-1]
     names = {d.name for t in model.requests[0].config.tools for d in t.function_declarations}
-    assert names == {"ask_for_approval", "reimburse", "cancel_request"}
+    assert names == {"ask_for_approval", "reimburse", "withdraw_request"}
     responses = [r async for r in OfflineExpenseModel().generate_content_async(model.requests[0])]
     assert responses[0].usage_metadata.total_token_count > 0
     assert OfflineExpenseModel().model == OFFLINE_MODEL_NAME
@@ -411,7 +411,7 @@ def two_pending(*then: types.Content) -> list[types.Content]:
 
 
 WITH_CANCEL = types.Tool(function_declarations=[*DECLARATIONS.function_declarations,
-                                                types.FunctionDeclaration(name="cancel_request")])
+                                                types.FunctionDeclaration(name="withdraw_request")])
 
 
 def with_cancel(*contents: types.Content) -> LlmRequest:
@@ -432,7 +432,7 @@ def test_each_waiting_ticket_is_told_with_its_own_amount_and_purpose():
 ])
 def test_a_withdrawal_names_the_one_waiting_ticket_it_means(text, ticket):
     [part] = next_turn(with_cancel(*two_pending(user(text))))
-    assert (part.function_call.name, part.function_call.args) == ("cancel_request", {"ticket_id": ticket})
+    assert (part.function_call.name, part.function_call.args) == ("withdraw_request", {"ticket_id": ticket})
 
 
 @pytest.mark.parametrize("contents, expected", [
@@ -445,11 +445,11 @@ def test_a_withdrawal_that_names_no_single_waiting_ticket_gets_a_question(conten
 
 
 def test_a_withdrawn_ticket_is_confirmed_and_no_longer_waits():
-    cancel = types.FunctionCall(name="cancel_request", args={"ticket_id": "T-000000000002"})
+    cancel = types.FunctionCall(name="withdraw_request", args={"ticket_id": "T-000000000002"})
     contents = two_pending(
         user("cancel the conference ticket"), types.Content(role="model", parts=[types.Part(function_call=cancel)]),
         types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(
-            name="cancel_request", response={"status": "cancelled", "ticket_id": "T-000000000002"}))]))
+            name="withdraw_request", response={"status": "withdrawn", "ticket_id": "T-000000000002"}))]))
     [part] = next_turn(with_cancel(*contents))
     assert "Withdrawn: ticket T-000000000002 for $480.00 (conference ticket)" in part.text
     [news] = next_turn(with_cancel(*contents, types.Content(role="model", parts=[part]), user("any news?")))

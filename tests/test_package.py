@@ -29,7 +29,7 @@ async def test_adk_loader_finds_the_app_with_its_guard_like_adk_web():
     assert [p.name for p in loaded.plugins] == ["approval_guard"]
     # The tools as ADK declares them to the model (a plain function becomes a FunctionTool).
     tools = {t.name: t for t in await loaded.root_agent.canonical_tools()}
-    assert set(tools) == {"ask_for_approval", "reimburse", "cancel_request"}
+    assert set(tools) == {"ask_for_approval", "reimburse", "withdraw_request"}
     assert isinstance(tools["ask_for_approval"], LongRunningFunctionTool) and tools["ask_for_approval"].is_long_running
     assert not tools["reimburse"].is_long_running
 

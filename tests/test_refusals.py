@@ -62,7 +62,7 @@ API_ANSWERS = [
     (TicketNotFound("T-0123456789ab"), 404, "ticket_not_found"),
     (AlreadyDecided(DELIVERED), 409, "already_decided"),
     (AlreadyDecided(APPROVED), 409, "already_decided"),
-    (AlreadyDecided(replace(PENDING, status=TicketStatus.CANCELLED, decided_by="alice")), 409, "withdrawn"),
+    (AlreadyDecided(replace(PENDING, status=TicketStatus.WITHDRAWN, decided_by="alice")), 409, "withdrawn"),
     (TicketExpired(replace(PENDING, status=TicketStatus.EXPIRED)), 409, "ticket_expired"),
     (NotAllowed("T-0123456789ab", "alice"), 403, "not_allowed"),
     (AlreadyApprovedByYou(replace(PENDING, approvals_needed=2, first_approved_by="bob")), 409,

@@ -31,7 +31,7 @@ def test_the_tutorial_path_is_short():
 def test_each_tool_is_a_few_lines_around_one_ledger_call():
     module = ast.parse((ROOT / "long_running_agent" / "tools.py").read_text())
     tools = [node for node in module.body if isinstance(node, ast.AsyncFunctionDef)]
-    assert {tool.name for tool in tools} == {"ask_for_approval", "reimburse", "cancel_request"}
+    assert {tool.name for tool in tools} == {"ask_for_approval", "reimburse", "withdraw_request"}
     for tool in tools:
         body = tool.body[1:]  # after the docstring
         assert body[-1].end_lineno - body[0].lineno + 1 <= 15, f"{tool.name} is longer than 15 lines"

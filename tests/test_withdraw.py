@@ -1,6 +1,6 @@
 """The requester withdraws a pending request: in the chat (a tool the model calls) or from the CLI.
 
-Only the requester can; the pending call is answered "cancelled" (same id and
+Only the requester can; the pending call is answered "withdrawn" (same id and
 name) and the conversation says so; a withdrawn ticket is never decided or
 paid; and a withdrawal racing an approval ends in exactly one of the two.
 """
@@ -31,19 +31,19 @@ async def test_the_requester_withdraws_in_the_chat_and_the_pending_call_is_answe
 
     withdrawn = await chat.say("Please cancel my conference ticket request")
 
-    [cancel] = calls(withdrawn, "cancel_request")
+    [cancel] = calls(withdrawn, "withdraw_request")
     assert cancel.args == {"ticket_id": conference_ticket}
-    assert responses(withdrawn, "cancel_request") == [{"status": "cancelled", "ticket_id": conference_ticket}]
+    assert responses(withdrawn, "withdraw_request") == [{"status": "withdrawn", "ticket_id": conference_ticket}]
     assert f"Withdrawn: ticket {conference_ticket} for $480.00 (conference ticket)" in event_texts(withdrawn)[-1]
     # The pending call itself is answered, same id and name, once; the ledger says delivered.
     session = await runner.session_service.get_session(app_name=runner.app_name, user_id="alice",
                                                        session_id=chat.session_id)
     answers = [(r.id, r.name, r.response["status"]) for e in session.events if e.author == "user"
                for r in e.get_function_responses()]
-    assert answers == [(conference.id, "ask_for_approval", "cancelled")]
+    assert answers == [(conference.id, "ask_for_approval", "withdrawn")]
     ledger = ledger_at(db_url)
     ticket = await ledger.tickets.get(conference_ticket)
-    assert (ticket.status, ticket.decided_by, ticket.delivered_at is not None) == (TicketStatus.CANCELLED, "alice",
+    assert (ticket.status, ticket.decided_by, ticket.delivered_at is not None) == (TicketStatus.WITHDRAWN, "alice",
                                                                                    True)
     # The other one still waits, and the conversation goes on knowing both.
     assert (await ledger.tickets.get(lunch_ticket)).status is TicketStatus.PENDING
@@ -62,16 +62,16 @@ async def test_only_the_requester_can_withdraw(sqlite_url):
     [ticket] = responses(await alice.say("Reimburse $250 for the team lunch"), "ask_for_approval")
     ticket_id = ticket["ticket_id"]
     # bob's own conversation, with a model that tries to withdraw alice's ticket.
-    model = ScriptedModel(script=[call_part("cancel_request", ticket_id=ticket_id), text_part("Could not.")])
+    model = ScriptedModel(script=[call_part("withdraw_request", ticket_id=ticket_id), text_part("Could not.")])
     bob = await Conversation(runner_with(model, sqlite_url), user_id="bob").start()
 
     tried = await bob.say(f"cancel {ticket_id}")
 
-    [refused] = responses(tried, "cancel_request")
+    [refused] = responses(tried, "withdraw_request")
     assert refused["status"] == "error" and f"bob did not request ticket {ticket_id}" in refused["error"]
     assert (await ledger_at(sqlite_url).tickets.get(ticket_id)).status is TicketStatus.PENDING
     with pytest.raises(NotRequester):
-        await ledger_at(sqlite_url).tickets.cancel(ticket_id, requester="carol")
+        await ledger_at(sqlite_url).tickets.withdraw(ticket_id, requester="carol")
 
 
 def test_the_cli_withdraws_for_the_requester_and_tells_the_conversation(sqlite_url):
@@ -89,7 +89,7 @@ def test_the_cli_withdraws_for_the_requester_and_tells_the_conversation(sqlite_u
     assert approve.returncode == 1 and "withdrawn by its requester, alice" in approve.stderr
     assert again.returncode == 1 and "withdrawn by its requester" in again.stderr
     shown = run("show", ticket_id, url=sqlite_url).stdout
-    assert "cancelled   by alice: withdrawn by the requester" in shown and "Paid:" not in shown
+    assert "withdrawn   by alice: withdrawn by the requester" in shown and "Paid:" not in shown
 
 
 async def test_a_withdrawal_racing_an_approval_ends_in_exactly_one(db_url):
@@ -100,7 +100,7 @@ async def test_a_withdrawal_racing_an_approval_ends_in_exactly_one(db_url):
         ledgers = [Ledger(db_url) for _ in range(2)]  # two connections, as two processes have
         try:
             results = await asyncio.gather(
-                ledgers[0].tickets.cancel(ticket["ticket_id"], requester="alice"),
+                ledgers[0].tickets.withdraw(ticket["ticket_id"], requester="alice"),
                 ledgers[1].tickets.decide(ticket["ticket_id"], approver="bob", approve=True),
                 return_exceptions=True,
             )
@@ -114,7 +114,7 @@ async def test_a_withdrawal_racing_an_approval_ends_in_exactly_one(db_url):
         actions = [e.action for e in await ledger_at(db_url).tickets.audit(stored.id)]
         assert actions == ["requested", str(won.status)]
         outcomes.append(won.status)
-    assert set(outcomes) <= {TicketStatus.CANCELLED, TicketStatus.APPROVED}
+    assert set(outcomes) <= {TicketStatus.WITHDRAWN, TicketStatus.APPROVED}
 
 
 def test_the_cli_withdrawal_and_approval_at_once_pay_at_most_once(sqlite_url):
@@ -131,6 +131,6 @@ def test_the_cli_withdrawal_and_approval_at_once_pay_at_most_once(sqlite_url):
         results.append((process.returncode, out, err))
     assert sorted(code for code, _out, _err in results) == [0, 1], results
     shown = run("show", ticket_id, url=sqlite_url).stdout
-    withdrawn = '"status": "cancelled"' in shown
+    withdrawn = '"status": "withdrawn"' in shown
     assert withdrawn != ('"status": "approved"' in shown)
     assert shown.count("Paid: P-") == (0 if withdrawn else 1)

@@ -268,9 +268,9 @@ async def tell_progress(desk: Desk, ticket: Ticket, note: str) -> bool:
 
 
 async def withdraw_and_deliver(desk: Desk, ticket_id: str, *, requester: str, app: App | None = None) -> Delivery:
-    """The requester withdraws a pending request; the pending call is answered "cancelled"."""
+    """The requester withdraws a pending request; the pending call is answered "withdrawn"."""
     try:
-        ticket = await desk.ledger.tickets.cancel(ticket_id, requester=requester)
+        ticket = await desk.ledger.tickets.withdraw(ticket_id, requester=requester)
     except TicketExpired:
         await deliver(desk, ticket_id, actor=requester, app=app)
         raise
@@ -278,7 +278,7 @@ async def withdraw_and_deliver(desk: Desk, ticket_id: str, *, requester: str, ap
 
 
 async def answer_withdrawal(desk: Desk, ticket: Ticket, context: InvocationContext) -> None:
-    """Answer the pending call of a ticket withdrawn in the chat with its "cancelled" record.
+    """Answer the pending call of a ticket withdrawn in the chat with its "withdrawn" record.
 
     In the conversation this run holds, the answer is added to the session
     directly, with no second run: the model tells the user in this run's

@@ -141,7 +141,7 @@ async def news(ledger: Ledger, ticket: Ticket) -> str:
     elif ticket.status is TicketStatus.REJECTED:
         why = f" ({ticket.reason})" if ticket.reason else ""
         state = f"{what} was rejected by {ticket.decided_by}{why}"
-    elif ticket.status is TicketStatus.CANCELLED:
+    elif ticket.status is TicketStatus.WITHDRAWN:
         state = f"{what} was withdrawn by {ticket.decided_by}"
     else:
         state = f"{what} expired at {ticket.expires_at:%Y-%m-%d %H:%M} UTC without a decision"

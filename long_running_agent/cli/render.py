@@ -85,7 +85,7 @@ def report(delivery: Delivery, out: Transcript) -> int:
     approved_by_two = ticket.needs_two_approvers and ticket.status is TicketStatus.APPROVED
     deciders = " and ".join(ticket.approvers) if approved_by_two else ticket.decided_by
     decided = f"Ticket {ticket.id} is {ticket.status}" + (f" by {deciders}" if deciders else "")
-    if ticket.status is TicketStatus.CANCELLED:
+    if ticket.status is TicketStatus.WITHDRAWN:
         decided = f"Ticket {ticket.id} was withdrawn by {ticket.decided_by}"
     if ticket.changed:
         decided += f" for {ticket.payable_text} of the {ticket.amount_text} asked"

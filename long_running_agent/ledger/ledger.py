@@ -13,7 +13,7 @@ URL) and one object per concern, all on its one handle (database.py):
 The agent's tools each make one call here: `request_approval` and
 `reimburse` apply the policy (policy.py: the threshold, the daily rules, the
 two-person rule, who may ask) and then the parts above; a withdrawal is
-`ledger.tickets.cancel`. The database, not a scan of session events,
+`ledger.tickets.withdraw`. The database, not a scan of session events,
 guarantees that a ticket is decided once and paid at most once.
 """
 

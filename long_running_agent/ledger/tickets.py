@@ -122,7 +122,7 @@ def latest_decisions(limit: int) -> Select[TicketRow]:
 # The notification each move out of pending sends.
 EVENT_OF = {
     TicketStatus.APPROVED: "ticket.approved", TicketStatus.REJECTED: "ticket.rejected",
-    TicketStatus.EXPIRED: "ticket.expired", TicketStatus.CANCELLED: "ticket.withdrawn",
+    TicketStatus.EXPIRED: "ticket.expired", TicketStatus.WITHDRAWN: "ticket.withdrawn",
 }
 
 
@@ -420,7 +420,7 @@ class Tickets:
     async def expire(self, ticket_id: str) -> Ticket:
         return await self._transition(ticket_id, TicketStatus.EXPIRED, actor="system", reason="approval window ended")
 
-    async def cancel(self, ticket_id: str, *, requester: str) -> Ticket:
+    async def withdraw(self, ticket_id: str, *, requester: str) -> Ticket:
         """The requester withdraws a pending request: it is never decided, and nothing is paid."""
         requester = inputs.name(requester, "requester")
         ticket = await self.get(ticket_id)
@@ -428,7 +428,7 @@ class Tickets:
             raise NotRequester(ticket_id, requester)
         if ticket.status is not TicketStatus.PENDING:
             raise AlreadyDecided(ticket)
-        return await self._transition(ticket_id, TicketStatus.CANCELLED, actor=requester, reason=None,
+        return await self._transition(ticket_id, TicketStatus.WITHDRAWN, actor=requester, reason=None,
                                       detail="withdrawn by the requester")
 
     async def expire_due(self, conversation: Conversation | None = None) -> list[str]:

@@ -29,7 +29,7 @@ from google.genai import types
 
 from ..adk_compat import LlmCapabilities
 from ..ledger import inputs
-from ..names import APPROVAL_TOOL, CANCEL_TOOL, REIMBURSE_TOOL
+from ..names import APPROVAL_TOOL, REIMBURSE_TOOL, WITHDRAW_TOOL
 from .amounts import find_amount, find_money
 from .requests import Expense, find_expenses, find_purpose
 
@@ -151,7 +151,7 @@ def _tickets(contents: list[types.Content]) -> dict[str, _Answer]:
         for answer in _answers(contents, index):
             if answer.call.name == APPROVAL_TOOL and answer.response.get("ticket_id"):
                 tickets[answer.response["ticket_id"]] = answer
-            elif answer.call.name == CANCEL_TOOL and answer.status == "cancelled":
+            elif answer.call.name == WITHDRAW_TOOL and answer.status == "withdrawn":
                 ticket = tickets.get(str(answer.response.get("ticket_id")))
                 if ticket is not None:
                     tickets[ticket.response["ticket_id"]] = _Answer(ticket.call, answer.response)
@@ -196,7 +196,7 @@ def _after_approval(answer: _Answer, tools: set[str]) -> types.Part:
     if status == "expired":
         return _text(f"Ticket {ticket} for {what} expired before anyone decided it. Nothing was paid; "
                      "ask again if you still need the reimbursement.")
-    if status == "cancelled":
+    if status == "withdrawn":
         return _text(f"Ticket {ticket} for {what} is withdrawn; nothing was paid.")
     if status == "error":
         return _text(f"I could not open an approval ticket for {what}: {response.get('error')}")
@@ -217,12 +217,12 @@ def _after_tool(answer: _Answer, contents: list[types.Content], tools: set[str])
         return _text(f"That expense was already paid (payout {response['payout_id']}); nothing more was paid.")
     if answer.call.name == REIMBURSE_TOOL:
         return _text(f"I could not pay it: {response.get('error', status)}")
-    if answer.call.name == CANCEL_TOOL and status == "cancelled":
+    if answer.call.name == WITHDRAW_TOOL and status == "withdrawn":
         ticket = _tickets(contents).get(str(response.get("ticket_id")))
         what = f" for {_money(ticket.amount)} ({ticket.purpose})" if ticket and ticket.amount else ""
         return _text(f"Withdrawn: ticket {response['ticket_id']}{what} will not be decided, and nothing "
                      "will be paid for it.")
-    if answer.call.name == CANCEL_TOOL:
+    if answer.call.name == WITHDRAW_TOOL:
         return _text(f"I could not withdraw it: {response.get('error', status)}")
     return _text(f"{answer.call.name} returned: {json.dumps(response, default=str)}")
 
@@ -243,7 +243,7 @@ def _lowered(paid: _Answer, contents: list[types.Content]) -> str:
 
 def _answer_user(contents: list[types.Content], text: str, request: LlmRequest) -> list[types.Part]:
     tools, limits = _tool_names(request), _Limits.of(request)
-    if _WITHDRAW_WORDS.search(text) and not find_money(text) and CANCEL_TOOL in tools:
+    if _WITHDRAW_WORDS.search(text) and not find_money(text) and WITHDRAW_TOOL in tools:
         return [_withdraw(contents, text)]
     several = find_expenses(text)
     if isinstance(several, str):
@@ -302,7 +302,7 @@ def _withdraw(contents: list[types.Content], text: str) -> types.Part:
     if not named and len(waiting) == 1:
         named = list(waiting)
     if len(named) == 1:
-        return _call(CANCEL_TOOL, ticket_id=named[0])
+        return _call(WITHDRAW_TOOL, ticket_id=named[0])
     if not waiting:
         return _text("You have no request waiting for an approver in this conversation, so there is nothing "
                      "to withdraw.")
@@ -331,7 +331,7 @@ def _latest_news(contents: list[types.Content]) -> str | None:
         for answer in reversed(_answers(contents, index)):
             if answer.call.name == REIMBURSE_TOOL and answer.status == "paid":
                 return f"Latest news: {_after_tool(answer, contents, set()).text}"
-            if answer.call.name == APPROVAL_TOOL and answer.status in ("rejected", "expired", "cancelled"):
+            if answer.call.name == APPROVAL_TOOL and answer.status in ("rejected", "expired", "withdrawn"):
                 return f"Latest news: {_after_approval(answer, set()).text}"
     return None
 

@@ -1,8 +1,5 @@
 """The number of pending tickets, kept by triggers in the same transaction as each ticket's change.
 
-Revision ID: 0007
-Revises: 0006
-
 The inbox shows how many tickets wait. Counting them reads one index entry
 per pending ticket, so that read grows with the backlog; this count is kept
 as tickets change instead, by the database, whatever writes the tickets.
