@@ -172,7 +172,7 @@ def replace_evaluator_turn(replacement: TurnStep) -> bool:
 # message to a pending call, before any plugin runs; ADK's /run answers them
 # with a plain-text 500 and /run_sse with an error event that carries the
 # message. They are the caller's mistake, so the server answers them as
-# `invalid_function_response` (web/errors.py). The texts are the start of each
+# `invalid_function_response` (web/adk_wording.py). The texts are the start of each
 # message. If a release words one differently, that message is answered as an
 # unexpected error (500, still JSON) until it is added here.
 RESUME_REFUSALS: dict[str, tuple[str, ...]] = {

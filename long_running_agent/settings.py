@@ -24,7 +24,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
 from .names import PYTHON
-from .refusals import SettingsError
+from .refusals.startup import SettingsError
 
 # The project folder (the one holding this package), so that `main.py`,
 # `make web` and plain `adk web` started from anywhere share one ledger.

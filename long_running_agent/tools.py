@@ -17,7 +17,7 @@ Each tool makes one call to the ledger, which applies the policy
 (ledger/ledger.py, ledger/policy.py). The ledger comes from the tool's run
 (`approval_run`: what the approval guard hands every run, approval/run.py).
 A refusal comes back as the tool's answer, in the words every surface shares
-(refusals.py). ADK turns each docstring into the declaration the model reads
+(refusals/). ADK turns each docstring into the declaration the model reads
 on every turn, so they say only what the model needs.
 """
 

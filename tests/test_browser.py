@@ -28,7 +28,7 @@ from support.project import expenses, fresh_project, plain_adk
 from support.servers import TOKENS, WebServer, web_server
 from support.tickets import decide_and_mark_delivered, decided_not_delivered, open_tickets
 
-from long_running_agent.refusals import ModelUnavailable
+from long_running_agent.refusals.model import ModelUnavailable
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -36,7 +36,7 @@ from support.models import ledger_at, session_service
 from long_running_agent.agent import build_app
 from long_running_agent.approval.notes import REFUSAL_PREFIX
 from long_running_agent.ledger import Ledger
-from long_running_agent.refusals import ModelUnavailable
+from long_running_agent.refusals.model import ModelUnavailable
 
 MODEL = "gemini-3.5-flash"
 API_KEY = "test-key-not-a-real-one"

@@ -25,7 +25,7 @@ from support.http import assert_error
 from support.servers import APP, in_process
 
 from long_running_agent.web import create_server
-from long_running_agent.web.errors import JsonErrors
+from long_running_agent.web.json_errors import JsonErrors
 
 
 def failing_app() -> FastAPI:

@@ -6,7 +6,7 @@ Gemini does for a bad key, an unknown model, a used-up quota and a failure of it
 unless --verbose; `make web` answers /run and /run_sse with `{error, message, fix}` and logs the failure
 once, as the same paragraph. The address named is the one the settings say google-genai calls
 (GOOGLE_GEMINI_BASE_URL), handed to the agent's model-error callback.
-The kind of failure is asserted through its next step in the catalogue (refusals.py), not its wording.
+The kind of failure is asserted through its next step in the catalogue (refusals/), not its wording.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from support.processes import run
 from support.servers import LUNCH, free_port, web_server
 
 from long_running_agent.model.failure import unavailable
-from long_running_agent.refusals import ModelUnavailable
+from long_running_agent.refusals.model import ModelUnavailable
 from long_running_agent.settings import GEMINI_ADDRESS, load_settings
 
 MODEL = "gemini-3.5-flash"

@@ -19,31 +19,31 @@ from long_running_agent.approval.notes import CHAT, tool_error
 from long_running_agent.cli.render import CLI
 from long_running_agent.ledger import Ticket, TicketStatus
 from long_running_agent.names import EXPENSES, Outcome
-from long_running_agent.refusals import (
-    AlreadyApprovedByYou,
-    AlreadyDecided,
+from long_running_agent.refusals import Refusal
+from long_running_agent.refusals.answers import (
     AlreadyDelivered,
-    AmountError,
     AnswerDisagrees,
     ConversationInUse,
+    NotDelivered,
+    StillPending,
+)
+from long_running_agent.refusals.model import ModelUnavailable
+from long_running_agent.refusals.rules import (
+    AlreadyApprovedByYou,
+    AlreadyDecided,
     DatabaseFileGone,
-    InputError,
-    ModelUnavailable,
     NeedsNoApproval,
     NotAllowed,
     NotApproved,
-    NotDelivered,
     NotRequester,
     NotSettleable,
-    Refusal,
-    SchemaBehind,
-    SettingsError,
-    StillPending,
     TicketExpired,
     TicketNotFound,
     UnusableUserId,
 )
-from long_running_agent.web.errors import API, refusal_error
+from long_running_agent.refusals.startup import SchemaBehind, SettingsError
+from long_running_agent.refusals.values import AmountError, InputError
+from long_running_agent.web.api_errors import API, refusal_error
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 PENDING = Ticket(

@@ -18,7 +18,7 @@ from support.processes import ROOT
 from long_running_agent.ledger import Conversation, Ledger, NeedsApproval, NotApproved, ToolCall
 from long_running_agent.ledger.inputs import InputError
 from long_running_agent.ledger.policy import Policy
-from long_running_agent.refusals import NeedsNoApproval, UnusableUserId
+from long_running_agent.refusals.rules import NeedsNoApproval, UnusableUserId
 
 TUTORIAL = [ROOT / "long_running_agent" / "agent.py", ROOT / "long_running_agent" / "tools.py", ROOT / "main.py"]
 

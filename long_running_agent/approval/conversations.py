@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..adk_compat import per_agent_store, sqlite_file
 from ..ledger import Conversation, Ledger
 from ..ledger.locks import new_holder
-from ..refusals import ConversationInUse
+from ..refusals.answers import ConversationInUse
 
 if TYPE_CHECKING:
     from ..desk import Desk

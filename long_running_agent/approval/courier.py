@@ -8,7 +8,7 @@ decision made days later, in another process, resumes the right call.
 
 Delivering returns a `Delivery` that says what happened, and when the
 decision did not arrive, the refusal that says why and what to do
-(refusals.py), so each surface can tell its own reader.
+(refusals/), so each surface can tell its own reader.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from ..ledger import Ledger, Ticket, TicketExpired, TicketStatus
 from ..ledger.locks import DEFAULT_WAIT, ConversationBusy, HeldLock, new_holder
 from ..ledger.tickets import row_of
 from ..names import AGENT_NAME, Outcome
-from ..refusals import AlreadyDelivered, NotDelivered, Refusal, StillPending
+from ..refusals import Refusal
+from ..refusals.answers import AlreadyDelivered, NotDelivered, StillPending
 from .conversations import Unreachable, open_store, store_in_words
 from .decisions import call_gone, decision_message, holds_call
 from .guard import NOTE_MARK, conversation_of
@@ -60,7 +61,7 @@ class Delivery:
 
     @property
     def refusal(self) -> Refusal:
-        """Why the decision is not in the conversation now, and what to do (refusals.py)."""
+        """Why the decision is not in the conversation now, and what to do (refusals/)."""
         if self.outcome is Outcome.STILL_PENDING:
             return StillPending(self.ticket.id)
         if self.outcome in (Outcome.ALREADY_DELIVERED, Outcome.SETTLED):

@@ -39,21 +39,21 @@ from google.genai import types
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ..error_text import without_sql
 from ..ledger import Conversation, DatabaseFileGone, LedgerError, Ticket, TicketStatus
 from ..ledger.inputs import InputError
 from ..names import APPROVAL_TOOL, ERROR, REIMBURSE_TOOL, PayoutStatus
-from ..refusals import (
+from ..refusals.answers import (
     AlreadyDelivered,
     AnswerDisagrees,
-    LedgerUnusable,
     NoSuchCall,
     NotAcceptedAnswer,
     NotAnApproval,
     NoTicketForCall,
-    SchemaError,
     StillPending,
-    without_sql,
 )
+from ..refusals.rules import LedgerUnusable
+from ..refusals.startup import SchemaError
 from .decisions import claimed_status, disagreement, holds_call, stored_call
 from .holding import deliver_owed, refresh, session_version
 from .notes import CHAT, already_delivered, as_sent, asks, news, refused_answer, unacceptable

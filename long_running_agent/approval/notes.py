@@ -1,6 +1,6 @@
 """The chat's form of a refusal: a tool's error response, or the approval guard's note in the agent's voice.
 
-Every refusal is defined once (refusals.py); this module only words it for
+Every refusal is defined once (refusals/); this module only words it for
 the chat. A note replaces what the agent would have said; what the person
 sent is kept as a thought (shown in the dev UI, never read by the model), so
 the pending call stays open for the real decision.
@@ -18,15 +18,9 @@ from google.genai import types
 from ..ledger import Ledger, Ticket
 from ..ledger.inputs import MAX_MESSAGE, is_canonical_name, unstorable
 from ..names import ERROR, EXPENSES, PayoutStatus, TicketStatus
-from ..refusals import (
-    Actions,
-    AlreadyDelivered,
-    MessageTooLong,
-    NeedsApproval,
-    Refusal,
-    UnstorableMessage,
-    UnusableUserId,
-)
+from ..refusals import Actions, Refusal
+from ..refusals.answers import AlreadyDelivered, MessageTooLong, UnstorableMessage
+from ..refusals.rules import NeedsApproval, UnusableUserId
 
 REFUSAL_PREFIX = "Approval response not accepted: "
 

@@ -29,9 +29,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..desk import Desk
+from ..error_text import without_sql
 from ..model.failure import log_model_failures
 from ..paging import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET
-from ..refusals import Refusal, SettingsError, without_sql
+from ..refusals import Refusal
+from ..refusals.startup import SettingsError
 from ..settings import load_settings
 from ..transcript import Transcript
 from .commands import COMMANDS
@@ -98,7 +100,7 @@ def run(desk: Desk, work: Callable[[Transcript], Awaitable[int]], *, verbose: bo
 
     try:
         return asyncio.run(closing())
-    except Refusal as refusal:  # the ledger, an input rule, the schema, or the model (refusals.py)
+    except Refusal as refusal:  # the ledger, an input rule, the schema, or the model (refusals/)
         print(f"error: {refusal.sentence(CLI)}", file=sys.stderr)
         return 1
     except (OSError, SQLAlchemyError) as error:  # the database cannot be reached or used

@@ -18,7 +18,7 @@ from ..paging import DEFAULT_LIMIT, Page
 from ..refusals import Actions
 from ..transcript import Transcript
 
-# The actions a refusal's next step names (refusals.py), as commands to run.
+# The actions a refusal's next step names (refusals/), as commands to run.
 CLI = Actions(
     inbox=f"{EXPENSES} inbox",
     show=f"{EXPENSES} show {{ticket}}",

@@ -1,7 +1,7 @@
 """The ledger: the domain. What was asked, decided, paid and delivered, and the rules for it.
 
     records.py    tickets, payouts, audit entries, statuses, conversations
-    (refusals.py, beside this package: what the ledger refuses, defined once for every surface)
+    (refusals/, beside this package: what the ledger refuses, defined once for every surface)
     policy.py     amounts and purposes a payout may have
     inputs.py     one rule per input: names, reasons, purposes, message sizes
     schema.py     the tables, with the constraints that keep the invariants
@@ -17,7 +17,7 @@
     migrate.py    the schema, by Alembic migrations (migrations/)
 """
 
-from ..refusals import (
+from ..refusals.rules import (
     DAILY_LIMIT,
     SAME_PURPOSE,
     AlreadyApprovedByYou,

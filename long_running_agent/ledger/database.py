@@ -17,7 +17,7 @@ from datetime import date, datetime
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
-from ..refusals import SchemaBehind
+from ..refusals.startup import SchemaBehind
 from .engine import create_engine
 from .migrate import current, head, migrate
 from .records import utc_now

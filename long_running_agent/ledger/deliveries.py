@@ -16,7 +16,8 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..refusals import NotSettleable, without_sql
+from ..error_text import without_sql
+from ..refusals.rules import NotSettleable
 from .database import Database, new_id
 from .records import Conversation, Payout, Ticket, TicketStatus
 from .schema import (

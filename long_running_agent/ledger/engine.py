@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from ..refusals import DatabaseFileGone
+from ..refusals.rules import DatabaseFileGone
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import re
 import unicodedata
 from decimal import Decimal
 
-from ..refusals import AmountError, InputError
+from ..refusals.values import AmountError, InputError
 
 __all__ = ["AmountError", "InputError", "amount", "is_canonical_name", "name", "printable", "purpose", "reason",
            "unstorable"]

@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..names import APPROVAL_TOOL
-from ..refusals import NeedsNoApproval, UnusableUserId
+from ..refusals.rules import NeedsNoApproval, UnusableUserId
 from . import inputs
 from .database import Database
 from .deliveries import Deliveries
@@ -66,7 +66,7 @@ class Ledger:
     # --- what the agent's tools ask: one call each ------------------------------------
 
     async def request_approval(self, call: ToolCall, *, purpose: object, amount: object) -> Requested:
-        """Open a pending ticket for one expense; raises the refusal that stops it (refusals.py).
+        """Open a pending ticket for one expense; raises the refusal that stops it (refusals/).
 
         Above the threshold a ticket always opens; within it, only when the daily
         rules send the amount to an approver. A requester must be a plain

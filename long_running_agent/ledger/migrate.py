@@ -36,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from ..names import EXPENSES
-from ..refusals import SchemaAhead, SchemaError, SchemaMismatch
+from ..refusals.startup import SchemaAhead, SchemaError, SchemaMismatch
 from .engine import tune_sqlite
 from .schema import Base
 

@@ -21,7 +21,7 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..refusals import DAILY_LIMIT, SAME_PURPOSE, NeedsApproval, NotApproved
+from ..refusals.rules import DAILY_LIMIT, SAME_PURPOSE, NeedsApproval, NotApproved
 from .database import Database, new_id
 from .records import Conversation, Payout, Ticket, TicketStatus
 from .schema import (

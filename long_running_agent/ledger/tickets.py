@@ -24,17 +24,16 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..refusals import (
-    APPROVE_LESS,
+from ..refusals.rules import (
     AlreadyApprovedByYou,
     AlreadyDecided,
-    InputError,
     NotAllowed,
     NotAnApprover,
     NotRequester,
     TicketExpired,
     TicketNotFound,
 )
+from ..refusals.values import APPROVE_LESS, InputError
 from . import inputs
 from .database import Database, new_id
 from .outbox import Outbox

@@ -4,7 +4,7 @@ google-genai raises httpx's errors when Gemini's address does not answer, and
 its own APIError when Gemini answers with an error status; ADK passes them up
 as they are and logs each with its traceback, twice or more per failure. The
 agent's `on_model_error_callback` (agent.py) is `model_failed`: it turns them
-into ModelUnavailable (refusals.py) - which model, at which address, what
+into ModelUnavailable (refusals/) - which model, at which address, what
 failed (`kind`) and what to check - which every surface renders as it renders
 any refusal: one line on the CLI, `{error, message, fix}` on the API, the
 error event's text in the chat.
@@ -30,8 +30,9 @@ from google.adk.models.registry import LLMRegistry
 from google.auth import exceptions as auth_errors
 from google.genai import errors as genai_errors
 
+from ..error_text import causes
 from ..ledger.inputs import printable
-from ..refusals import ModelUnavailable, causes
+from ..refusals.model import ModelUnavailable
 
 # How ADK's records of a model failure are logged: "once" (one paragraph, no
 # traceback), "none" (the surface says it itself) or "tracebacks" (as ADK logs them).

@@ -40,7 +40,8 @@ from ..ledger.policy import approved_cents
 from ..ledger.schema import SlackRequestRow
 from ..names import Outcome
 from ..notifications import SLACK_REPLY, SLACK_UPDATE, send_due
-from ..refusals import Actions, InputError, Refusal
+from ..refusals import Actions, Refusal
+from ..refusals.values import InputError
 from ..slack_messages import AMOUNT, APPROVE, APPROVE_LESS, IN_INBOX, REASON, REJECT, ephemeral, form_values
 from . import forms
 
@@ -62,7 +63,7 @@ HOLD = timedelta(seconds=30)
 # conversation is waited for up to a minute); were both to run, the ledger decides once.
 LEFT_OVER = timedelta(minutes=2)
 
-# How a next step (refusals.py) names each action, to someone in Slack.
+# How a next step (refusals/) names each action, to someone in Slack.
 SLACK = Actions(
     inbox="the inbox page", show="the inbox page", deliver="Deliver on the inbox page",
     decide="Approve or Reject", approve="another approver clicks Approve", settle="Settle on the inbox page",

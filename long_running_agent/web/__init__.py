@@ -8,7 +8,10 @@ Run with:
 
     server.py            the server: ADK's FastAPI server plus what follows, and `main()`
     routes.py            the inbox page and the approvals API (an APIRouter)
-    errors.py            every refusal as JSON {error, message, fix}
+    api_errors.py        the JSON error shape, and each refusal's status code
+    json_errors.py       the middleware and handlers: every error of the server as that JSON
+    adk_wording.py       ADK's own refusals (its origin checks, a resume it refuses), reworded
+    database_errors.py   a database failure, classified: the request's data, a conflict, or an outage
     gate.py              user ids, the trusted identity header, production mode, body size
     security_headers.py  CSP and friends on the inbox and its API
     views.py             tickets, payouts and audit entries as JSON

@@ -30,7 +30,7 @@ from ..desk import Desk
 from ..ledger import Ledger
 from ..names import Outcome
 from ..paging import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, Page
-from .errors import ApiError, refusal_error
+from .api_errors import ApiError, refusal_error
 from .views import agent_reply, audit_json, notification_json, payout_json, ticket_json
 
 
@@ -78,7 +78,7 @@ class InboxQuery(BaseModel):
     """GET /api/approvals's query: a page of pending tickets, and one of decisions not delivered yet.
 
     FastAPI checks it: a value out of bounds or not a whole number, or a parameter
-    not named here, is a RequestValidationError, answered as a 422 invalid_query (web/errors.py).
+    not named here, is a RequestValidationError, answered as a 422 invalid_query (web/json_errors.py).
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -40,11 +40,11 @@ from ..ledger.engine import create_engine
 from ..model.failure import log_model_failures
 from ..names import APP_NAME
 from ..notifications import send_due
-from ..refusals import SchemaError
+from ..refusals.startup import SchemaError
 from ..settings import database_in_words, settings_or_exit
-from . import errors
-from .errors import JsonErrors
+from .api_errors import API
 from .gate import Gate
+from .json_errors import JsonErrors, install_json_errors
 from .routes import approvals, inbox
 from .security_headers import SecurityHeaders
 
@@ -159,7 +159,7 @@ def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> F
         from .slack import slack_routes
 
         server.include_router(slack_routes)
-    errors.install(server)
+    install_json_errors(server)
     server.add_middleware(Gate, settings=config, apps=[APP_NAME])
     server.add_middleware(JsonErrors)  # even the gate answers JSON if it fails
     # The page's CSP, X-Frame-Options and friends, on every answer of /inbox and /api/approvals.
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         asyncio.run(prepare_database(desk))
     except SchemaError as error:
-        print(f"error: {error.sentence(errors.API)}", file=sys.stderr)
+        print(f"error: {error.sentence(API)}", file=sys.stderr)
         return 1
     # A wildcard bind is reached through this machine's name, not "0.0.0.0".
     shown_host = socket.gethostname() if args.host in ("0.0.0.0", "::") else args.host

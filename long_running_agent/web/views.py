@@ -7,9 +7,9 @@ from typing import Any
 
 from google.adk.events import Event
 
+from ..error_text import without_sql
 from ..ledger import AuditEntry, Notification, Payout, Ticket
 from ..ledger.policy import from_cents
-from ..refusals import without_sql
 
 
 def _iso(value: datetime | None) -> str | None:

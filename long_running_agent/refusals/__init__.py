@@ -1,0 +1,71 @@
+"""Every refusal a person can meet, defined once: a stable code, what happened, and what to do next.
+
+Like an HTTP status registry. The ledger, the input rules, the approval guard,
+the delivery of decisions, the schema check and the settings raise these; each
+surface only renders them:
+
+    the CLI    error: <message> <next step>           a command to run (cli/render.py)
+    the API    {"error": <code>, "message", "fix"}    a route to call; the status code is the API's (web/api_errors.py)
+    the inbox  the API's message and fix
+    the chat   a tool's {"status": "error", "error": <message> <next step>}, or the guard's note (approval/notes.py)
+
+The catalogue, by the layer that refuses: rules.py (the ledger's rules),
+values.py (the input rules), answers.py (the approval guard and the delivery
+of decisions), startup.py (the schema and the settings), model.py (the model).
+
+A next step names the actions it needs - {inbox}, {show}, {deliver},
+{decide}, {approve}, {settle}, {approve_less}, {restart} - and each surface
+words them in its own terms (`Actions`): ".venv/bin/expenses deliver T-...", or
+"POST /api/approvals/T-.../deliver". The code never changes for a refusal;
+the wording may.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class Actions:
+    """How one surface words each action a next step can name; `{ticket}` stands for the ticket's id."""
+
+    inbox: str         # list the pending tickets
+    show: str          # see one ticket's state and history
+    deliver: str       # deliver a recorded decision to its conversation
+    decide: str        # an approver approves or rejects it
+    approve: str       # another approver approves it
+    settle: str        # pay (or close) a decision whose conversation is gone
+    approve_less: str  # approve less than was asked, with a reason
+    restart: str       # start the process again on the database
+
+    def words(self, ticket_id: str) -> dict[str, str]:
+        return {f.name: getattr(self, f.name).replace("{ticket}", ticket_id) for f in fields(self)}
+
+
+class Refusal(Exception):
+    """Something refused: `code` for programs, the message (str) for people, and `next_step`: what to do.
+
+    Each class sets its `code` and `next_step`; an instance sets its own where one
+    class covers two cases (a ticket already decided, or withdrawn by its requester).
+    """
+
+    code: str = "refused"
+    next_step: str = ""
+
+    def __init__(self, message: str, *, ticket_id: str = "", next_step: str | None = None,
+                 code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.ticket_id = ticket_id
+        if next_step is not None:
+            self.next_step = next_step
+        if code is not None:
+            self.code = code
+
+    def next_for(self, actions: Actions) -> str:
+        """The next step, in the words of the surface that `actions` describes."""
+        return self.next_step.format_map(actions.words(self.ticket_id))
+
+    def sentence(self, actions: Actions) -> str:
+        """The message and the next step, in one line."""
+        return f"{self.message} {self.next_for(actions)}".strip()
