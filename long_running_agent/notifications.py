@@ -44,15 +44,16 @@ import socket
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
 
-from .ledger import Ledger, Notification, TicketStatus
-from .ledger.outbox import LEASE, ticket_fields
+from .ledger import Ledger, Notification
+from .ledger.outbox import LEASE
 from .settings import Settings
-from .slack_messages import Buttons, notification_blocks, updated_message
+from .slack import replies
+from .slack.messages import SLACK_REPLY, SLACK_UPDATE, Buttons, event_text, notification_blocks
+from .slack.replies import PAYOUT_POLL
 
 if TYPE_CHECKING:
     from .desk import Desk
@@ -66,12 +67,6 @@ CONCURRENT = 10
 POLL_SECONDS = 0.5
 # Who holds a claim: this process (replicas on one database each have their own).
 HOLDER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-# The outbox's Slack replies (docs/slack.md), POSTed to the response_url they carry.
-SLACK_UPDATE, SLACK_REPLY = "slack.update", "slack.reply"
-# An approved ticket's message waits for its payout this often, and this long at most: Slack
-# keeps a response_url for 30 minutes.
-PAYOUT_POLL = timedelta(seconds=5)
-PAYOUT_WAIT = timedelta(minutes=25)
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -213,7 +208,7 @@ class _Poster:
         payload = json.loads(notification.payload)
         url = self.url
         if notification.event in (SLACK_UPDATE, SLACK_REPLY):
-            message = await self._slack_message(notification, payload)
+            message = await replies.reply(self.ledger, notification, payload, self.buttons)
             if message is None:
                 await self.ledger.outbox.postpone(notification.id, HOLDER, self.ledger.now() + PAYOUT_POLL)
                 return Attempt(notification, sent=False, postponed=True)
@@ -221,6 +216,8 @@ class _Poster:
             headers = {"Content-Type": "application/json"}
         else:
             payload["timestamp"] = int(self.ledger.now().timestamp())
+            # Written by this release with the ticket only; by an earlier one, with its text.
+            payload.setdefault("text", event_text(notification.event, payload["ticket"]))
             if self.buttons is not None:
                 payload["blocks"] = notification_blocks(payload, self.buttons)
             body = json.dumps(payload, separators=(",", ":")).encode()
@@ -251,24 +248,6 @@ class _Poster:
             logger.warning("Gave up on notification %s (%s) after %s attempts: %s",
                            notification.id, notification.event, updated.attempts, error)
         return Attempt(notification, sent=False, error=error)
-
-    async def _slack_message(self, notification: Notification, payload: dict[str, Any]) -> dict[str, Any] | None:
-        """The Slack reply to send now; None while an approved ticket waits for its payout (PAYOUT_WAIT at most).
-
-        An update shows the ticket as the ledger has it when it is sent, so a
-        retry, or a click on a ticket decided elsewhere, shows where it stands.
-        """
-        if notification.event == SLACK_REPLY:
-            return dict(payload["message"])
-        ticket = await self.ledger.tickets.get(notification.ticket_id)
-        payouts = await self.ledger.payouts.find(ticket_id=ticket.id)
-        # Paid by its delivery, by the sweep after a crash, or by an approver settling it.
-        waited = self.ledger.now() - notification.created_at
-        if ticket.status is TicketStatus.APPROVED and not payouts and waited < PAYOUT_WAIT:
-            return None
-        shown = ticket_fields(ticket)
-        payout = {"id": payouts[0].id, "amount": payouts[0].amount} if payouts else None
-        return updated_message(shown, payout, self.buttons or Buttons(forms=True))
 
 
 @contextlib.asynccontextmanager

@@ -32,6 +32,7 @@ from support.processes import ROOT
 from support.receiver import SECRET
 from support.servers import LUNCH, TOKENS, in_process, web_server
 
+from long_running_agent.approval.courier import decide_and_deliver
 from long_running_agent.ledger import Ledger, TicketStatus
 from long_running_agent.notifications import send_due
 from long_running_agent.settings import load_settings
@@ -519,7 +520,7 @@ async def test_a_click_answered_by_a_server_that_died_before_deciding_is_decided
     assert outcome(waiting) is None and buttons(waiting) == ["approve", "reject", "approve_less"]
 
     clock.advance(minutes=2)
-    sweep = SlackActions(desk)
+    sweep = SlackActions(desk, decide=decide_and_deliver, send=send_due)
     assert await sweep.decide_left_over() == 1 and await sweep.decide_left_over() == 0  # the sweep's work, once
     await work_done()
 
@@ -626,7 +627,7 @@ def test_the_app_without_slack_settings_never_imports_slack_sdk():
     probe = ("import sys; from long_running_agent.web import create_server; from long_running_agent.agent import "
              "build_app; from long_running_agent.desk import Desk; from long_running_agent.settings import "
              "load_settings; create_server(Desk(load_settings(), app=build_app)); "
-             "import long_running_agent.notifications, long_running_agent.slack_messages; "
+             "import long_running_agent.notifications, long_running_agent.slack.messages; "
              "print('slack_sdk' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
                             env={k: v for k, v in os.environ.items() if not k.startswith("SLACK_")})

@@ -25,7 +25,8 @@ from sqlalchemy import insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from .database import Database, new_id
-from .records import Notification, Ticket, TicketStatus, _utc
+from .inputs import MAX_REASON
+from .records import Notification, Ticket, _utc
 from .schema import NotificationRow
 
 # Seconds before attempt n+1, after n failures: 5 s, 30 s, 2 min, 10 min, 30 min, then hourly.
@@ -35,19 +36,6 @@ MAX_ATTEMPTS = 10
 # How long a claim lasts: longer than one POST with its whole deadline (APPROVAL_WEBHOOK_TIMEOUT_SECONDS, at most 30).
 LEASE = timedelta(seconds=60)
 
-EVENTS = {
-    "ticket.requested": "{who} asks for {what}: ticket {id}{needs}.",
-    "ticket.first_approval": "{first} approved ticket {id} ({what}, from {who}): 1 of 2 approvals; "
-                             "it waits for a second approver.",
-    "ticket.approved": "Ticket {id} ({what}, from {who}) was approved by {by}.",
-    "ticket.rejected": "Ticket {id} ({what}, from {who}) was rejected by {by}: {reason}.",
-    "ticket.expired": "Ticket {id} ({what}, from {who}) expired before anyone decided it.",
-    "ticket.withdrawn": "Ticket {id} ({what}) was withdrawn by {who}, who asked for it.",
-    "ticket.reminder": "Reminder: ticket {id} ({what}, from {who}) expires at {expires} UTC{needs}.",
-    "ticket.escalated": "Escalated to {escalated}: ticket {id} ({what}, from {who}) expires at {expires} UTC.",
-}
-
-
 _ADD = insert(NotificationRow)
 
 
@@ -55,45 +43,12 @@ def backoff(attempts: int) -> timedelta:
     return timedelta(seconds=BACKOFF[min(attempts, len(BACKOFF)) - 1])
 
 
-def slack_text(text: str | None) -> str:
-    """`text` from a user, safe in a Slack message: its markup shown, never obeyed.
-
-    Slack reads `<!channel>` as a mention of everyone and `<https://…|words>`
-    as a link disguised as `words`; escaping &, < and > the way Slack
-    documents (api.slack.com/reference/surfaces/formatting#escaping) turns
-    them back into plain characters.
-    """
-    return (text or "").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def notification_text(event: str, ticket: Ticket) -> str:
-    """The human `text` of a notification (Slack shows it as the message); what users wrote, escaped."""
-    amount = ticket.payable_text if ticket.changed else ticket.amount_text
-    waiting = ticket.status is TicketStatus.PENDING
-    needs = ""
-    if waiting and ticket.needs_two_approvers:
-        needs = f"; it needs two approvers ({ticket.approvals_so_far} so far)"
-    if event == "ticket.requested":
-        needs = "; it needs two approvers" if ticket.needs_two_approvers else "; it needs an approver"
-        if ticket.combined_text:
-            needs += f" ({ticket.combined_text} with the same purpose or message today)"
-    if ticket.changed and event == "ticket.approved":
-        amount = f"{ticket.payable_text} of the {ticket.amount_text} asked"
-    return EVENTS[event].format(
-        id=ticket.id, who=slack_text(ticket.user_id), what=f"{amount} for {slack_text(ticket.purpose)}",
-        needs=needs, first=slack_text(ticket.first_approved_by),
-        by=slack_text(" and ".join(ticket.approvers) or ticket.decided_by), reason=slack_text(ticket.reason),
-        expires=f"{ticket.expires_at:%Y-%m-%d %H:%M}", escalated=slack_text(ticket.escalated_to),
-    )
-
-
 def payload(event_id: str, event: str, ticket: Ticket, at: datetime) -> dict[str, Any]:
-    """What a notification says; `timestamp` is added when it is sent (notifications.py)."""
+    """What a notification reports; its `text` and `timestamp` are added when it is sent (notifications.py)."""
     return {
         "id": event_id,
         "type": event,
         "created_at": at.isoformat(timespec="seconds"),
-        "text": notification_text(event, ticket),
         "ticket": ticket_fields(ticket),
     }
 
@@ -108,6 +63,8 @@ def ticket_fields(ticket: Ticket) -> dict[str, Any]:
         "amount": ticket.amount,
         "approved_amount": float(ticket.payable_cents) / 100 if ticket.changed else None,
         "approvals": ticket.approvals_shown,
+        # The total that made it need two approvers, when its own amount did not.
+        "combined_amount": float(ticket.combined_cents) / 100 if ticket.combined_cents is not None else None,
         "approved_by": ticket.approvers,
         "decided_by": ticket.decided_by,
         "reason": ticket.reason,
@@ -212,7 +169,7 @@ class Outbox:
         now = self.database.now()
         given_up = attempts >= MAX_ATTEMPTS
         await self._release(
-            notification.id, holder, attempts=attempts, last_error=error[:500],
+            notification.id, holder, attempts=attempts, last_error=error[:MAX_REASON],
             failed_at=now if given_up else None, next_attempt_at=now if given_up else now + backoff(attempts),
         )
         async with await self.database.session() as db:

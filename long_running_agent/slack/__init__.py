@@ -1,11 +1,13 @@
-"""Interactive Slack approvals: a click in Slack, verified, decided through the same ledger call as the API.
+"""Interactive Slack approvals: every part of them, in one package.
 
-    actions.py    POST /slack/actions: Slack's signature checked, a replay refused, the
-                  click or the form taken, the decision and the delivery in the background
+    messages.py   what approvers see: each event's text, Block Kit messages and buttons, the forms
+    replies.py    a clicked message's update (the ticket as it stands), drawn when it is sent
+    actions.py    POST /slack/actions: Slack's signature checked, a replay refused, the click or the
+                  form taken; the decision and the delivery in the background
     forms.py      Reject and Approve less: a modal opened with views.open (SLACK_BOT_TOKEN)
+    interactivity.py  the route itself (Slack's Interactivity Request URL), served by `make web` with Slack on
 
-Needs slack_sdk (`pip install 'long-running-agent[slack]'`); the server imports
-this package only when SLACK_SIGNING_SECRET is set. The messages themselves are
-slack_messages.py's; they go out through the outbox (notifications.py).
+The webhook sender (notifications.py) sends what messages.py and replies.py draw; actions.py and forms.py
+need slack_sdk (`.venv/bin/pip install -e '.[slack]'`), imported only when SLACK_SIGNING_SECRET is set.
 Setting it up: docs/slack.md.
 """

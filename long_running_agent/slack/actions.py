@@ -10,7 +10,7 @@ decision and its delivery run in the background:
 - the Slack user becomes an approver only through SLACK_APPROVERS; anyone else
   gets a reply only they see, saying why and what to do;
 - Approve, and a submitted Reject or Approve less form, call
-  `decide_and_deliver`, the call the API and the CLI make: the requester, a
+  `decide_and_deliver` (handed in by the server), the call the API and the CLI make: the requester, a
   second click, a second approval by the same person are refused by the ledger,
   and the conversation is resumed once;
 - the clicked message is replaced through its response_url with the ticket as
@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -34,19 +35,35 @@ from slack_sdk.signature import Clock, SignatureVerifier
 from sqlalchemy import delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from ..approval.courier import decide_and_deliver
 from ..ledger import Ticket, TicketNotFound, TicketStatus
 from ..ledger.policy import approved_cents
 from ..ledger.schema import SlackRequestRow
 from ..names import Outcome
-from ..notifications import SLACK_REPLY, SLACK_UPDATE, send_due
 from ..refusals import Actions, Refusal
 from ..refusals.values import InputError
-from ..slack_messages import AMOUNT, APPROVE, APPROVE_LESS, IN_INBOX, REASON, REJECT, ephemeral, form_values
 from . import forms
+from .messages import (
+    AMOUNT,
+    APPROVE,
+    APPROVE_LESS,
+    IN_INBOX,
+    REASON,
+    REJECT,
+    SLACK_REPLY,
+    SLACK_UPDATE,
+    ephemeral,
+    form_values,
+)
 
 if TYPE_CHECKING:
+    from ..approval.courier import Delivery
     from ..desk import Desk
+    from ..notifications import Attempt
+
+# What the server hands SlackActions: the courier's `decide_and_deliver` and the outbox's `send_due`
+# (this package sits below both: the outbox's sender renders Slack's messages with it).
+Decide = Callable[..., Awaitable["Delivery"]]
+Send = Callable[..., Awaitable[list["Attempt"]]]
 
 logger = logging.getLogger(__name__)
 
@@ -95,10 +112,10 @@ def _stranger(user: str) -> str:
 
 
 class SlackActions:
-    """What POST /slack/actions does, on the desk it is handed."""
+    """What POST /slack/actions does: on the desk it is handed, deciding as `decide` does, sending with `send`."""
 
-    def __init__(self, desk: Desk) -> None:
-        self.desk = desk
+    def __init__(self, desk: Desk, *, decide: Decide, send: Send) -> None:
+        self.desk, self.decide, self.send = desk, decide, send
 
 
     async def take(self, body: bytes, headers: dict[str, str]) -> dict[str, Any]:
@@ -253,7 +270,7 @@ class SlackActions:
         """
         ledger = self.desk.ledger
         try:
-            delivery = await decide_and_deliver(self.desk, ticket_id, **decision)
+            delivery = await self.decide(self.desk, ticket_id, **decision)
             if not delivery.delivered and delivery.outcome is not Outcome.WAITING and not quiet:
                 # Decided, not delivered (the conversation is gone, say): what stands in the way, and the fix.
                 await self._reply(ticket_id, response_url, delivery.refusal.sentence(SLACK), send=False)
@@ -313,7 +330,7 @@ class SlackActions:
 
     async def _send(self) -> None:
         try:
-            await send_due(self.desk.ledger, self.desk.settings)
+            await self.send(self.desk.ledger, self.desk.settings)
         except Exception:
             logger.warning("Sending Slack's replies failed; the server's sender retries them", exc_info=True)
 

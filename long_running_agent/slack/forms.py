@@ -18,7 +18,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from ..ledger import Ticket
 from ..ledger.outbox import ticket_fields
 from ..settings import Settings
-from ..slack_messages import Buttons, decision_form
+from .messages import Buttons, decision_form
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,6 @@ Run with:
     gate.py              user ids, the trusted identity header, production mode, body size
     security_headers.py  CSP and friends on the inbox and its API
     views.py             tickets, payouts and audit entries as JSON
-    slack.py             POST /slack/actions, Slack's interactivity URL (with SLACK_SIGNING_SECRET)
 """
 
 from .server import create_server, main

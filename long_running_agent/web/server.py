@@ -34,7 +34,7 @@ from google.adk.sessions import DatabaseSessionService
 
 from ..agent import build_app
 from ..approval.conversations import GuardedSessionService
-from ..approval.courier import deliver_due, remind_due
+from ..approval.courier import decide_and_deliver, deliver_due, remind_due
 from ..desk import Desk
 from ..ledger.engine import create_engine
 from ..model.failure import log_model_failures
@@ -57,12 +57,11 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 SEND_INTERVAL = 2.0
 
 
-async def sweep(desk: Desk) -> None:
+async def sweep(server: FastAPI) -> None:
     """Expire overdue tickets, deliver what conversations are owed, remind of tickets about to expire."""
-    if desk.settings.slack:  # decisions asked for from Slack that a server died before making
-        from ..slack.actions import SlackActions
-
-        await SlackActions(desk).decide_left_over()
+    desk: Desk = server.state.desk
+    if server.state.slack is not None:  # decisions asked for from Slack that a server died before making
+        await server.state.slack.decide_left_over()
     await deliver_due(desk, actor="expiry sweep")
     await remind_due(desk)
 
@@ -118,14 +117,14 @@ def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> F
     get_service_registry().register_session_service(urlparse(config.database_url).scheme, shared_sessions)
 
     @asynccontextmanager
-    async def lifespan(_server: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(served: FastAPI) -> AsyncIterator[None]:
         desk.use_sessions(sessions)  # first: the ledger takes its engine
         # The schema before the first request, under the database's start-up
         # lock: replicas that start together take turns. For `make web`,
         # main() has done it already (prepare_database), so this finds it done.
         await desk.prepare()
         interval = config.sweep_interval.total_seconds()
-        background = [asyncio.create_task(every(interval, lambda: sweep(desk), "expiry sweep"))]
+        background = [asyncio.create_task(every(interval, lambda: sweep(served), "expiry sweep"))]
         if config.webhook_url:
             background.append(asyncio.create_task(
                 every(min(SEND_INTERVAL, interval), lambda: send(desk), "webhook sender")))
@@ -152,12 +151,15 @@ def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> F
         lifespan=lifespan,
     )
     server.state.desk = desk  # what the routes' dependencies hand them (routes.py)
+    server.state.slack = None
     replace_health(server)
     server.include_router(approvals)
     server.include_router(inbox)
     if config.slack:  # slack_sdk, an optional extra, is imported only then
-        from .slack import slack_routes
+        from ..slack.actions import SlackActions
+        from ..slack.interactivity import slack_routes
 
+        server.state.slack = SlackActions(desk, decide=decide_and_deliver, send=send_due)
         server.include_router(slack_routes)
     install_json_errors(server)
     server.add_middleware(Gate, settings=config, apps=[APP_NAME])

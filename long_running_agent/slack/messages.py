@@ -1,8 +1,9 @@
-"""What approvers see in Slack: Block Kit messages with Approve, Reject and Approve less, and their forms.
+"""What approvers see in Slack: each event's text, Block Kit messages with Approve, Reject and Approve less.
 
 Pure functions of a ticket as the webhook shows it (the `ticket` object of
 docs/notifications.md), so the outbox renders a message when it sends it:
 
+    event_text            the human `text` of a webhook (Slack shows it as the message)
     notification_blocks   the blocks added to a webhook's body: the ticket, and while it is
                           pending, its three buttons
     updated_message       the message that replaces one after a click: the outcome, no buttons
@@ -22,7 +23,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from .ledger.outbox import slack_text
+from ..ledger.inputs import MAX_REASON
 
 # The buttons' action ids and the forms' callback ids: what a click or a submission says it is.
 APPROVE, REJECT, APPROVE_LESS = "approve", "reject", "approve_less"
@@ -30,7 +31,55 @@ APPROVE, REJECT, APPROVE_LESS = "approve", "reject", "approve_less"
 IN_INBOX = "_in_inbox"
 # The inputs of the forms (block id = action id).
 REASON, AMOUNT = "reason", "amount"
-MAX_REASON = 500
+# The outbox's Slack replies (docs/slack.md), POSTed to the response_url they carry.
+SLACK_UPDATE, SLACK_REPLY = "slack.update", "slack.reply"
+
+EVENTS = {
+    "ticket.requested": "{who} asks for {what}: ticket {id}{needs}.",
+    "ticket.first_approval": "{first} approved ticket {id} ({what}, from {who}): 1 of 2 approvals; "
+                             "it waits for a second approver.",
+    "ticket.approved": "Ticket {id} ({what}, from {who}) was approved by {by}.",
+    "ticket.rejected": "Ticket {id} ({what}, from {who}) was rejected by {by}: {reason}.",
+    "ticket.expired": "Ticket {id} ({what}, from {who}) expired before anyone decided it.",
+    "ticket.withdrawn": "Ticket {id} ({what}) was withdrawn by {who}, who asked for it.",
+    "ticket.reminder": "Reminder: ticket {id} ({what}, from {who}) expires at {expires} UTC{needs}.",
+    "ticket.escalated": "Escalated to {escalated}: ticket {id} ({what}, from {who}) expires at {expires} UTC.",
+}
+
+
+def slack_text(text: str | None) -> str:
+    """`text` from a user, safe in a Slack message: its markup shown, never obeyed.
+
+    Slack reads `<!channel>` as a mention of everyone and `<https://…|words>`
+    as a link disguised as `words`; escaping &, < and > the way Slack
+    documents (api.slack.com/reference/surfaces/formatting#escaping) turns
+    them back into plain characters.
+    """
+    return (text or "").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def event_text(event: str, ticket: dict[str, Any]) -> str:
+    """The human `text` of a webhook about `ticket` (its JSON, `ticket_fields`); what users wrote, escaped."""
+    approved = ticket.get("approved_amount")
+    amount = _dollars(approved if approved is not None else ticket["amount"])
+    needs = ""
+    if ticket["status"] == "pending" and ticket.get("approvals"):
+        needs = f"; it needs two approvers ({ticket['approvals']} so far)"
+    if event == "ticket.requested":
+        needs = "; it needs two approvers" if ticket.get("approvals") else "; it needs an approver"
+        if ticket.get("combined_amount") is not None:
+            needs += f" ({_dollars(ticket['combined_amount'])} with the same purpose or message today)"
+    if approved is not None and event == "ticket.approved":
+        amount = f"{amount} of the {_dollars(ticket['amount'])} asked"
+    approved_by = ticket.get("approved_by") or []
+    return EVENTS[event].format(
+        id=ticket["id"], who=slack_text(ticket["requester"]), what=f"{amount} for {slack_text(ticket['purpose'])}",
+        needs=needs, first=slack_text(approved_by[0] if approved_by else None),
+        by=slack_text(" and ".join(approved_by) if ticket["status"] == "approved" else ticket.get("decided_by")),
+        reason=slack_text(ticket.get("reason")),
+        expires=f"{datetime.fromisoformat(ticket['expires_at']):%Y-%m-%d %H:%M}",
+        escalated=slack_text(",".join(ticket.get("escalated_to") or [])),
+    )
 
 
 @dataclass(frozen=True)

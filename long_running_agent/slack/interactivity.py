@@ -1,8 +1,9 @@
 """POST /slack/actions: Slack's interactivity URL, served when SLACK_SIGNING_SECRET is set (docs/slack.md).
 
 The route reads the raw body (Slack signs the bytes, not the form) and hands
-it to long_running_agent/slack/actions.py; a request that is not Slack's, or
-not new, is answered `{error, message, fix}` like every refusal here.
+it to the server's SlackActions (actions.py, in the app's state: web/server.py);
+a request that is not Slack's, or not new, is answered `{error, message, fix}`
+like every refusal of the server.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from ..slack.actions import SLACK, SlackActions, SlackRefused
+from .actions import SLACK, SlackActions, SlackRefused
 
 slack_routes = APIRouter(include_in_schema=False)
 
@@ -18,7 +19,8 @@ slack_routes = APIRouter(include_in_schema=False)
 @slack_routes.post("/slack/actions")
 async def slack_actions(request: Request) -> Response:
     try:
-        answer = await SlackActions(request.app.state.desk).take(await request.body(), dict(request.headers))
+        actions: SlackActions = request.app.state.slack
+        answer = await actions.take(await request.body(), dict(request.headers))
     except SlackRefused as refused:
         return JSONResponse({"error": refused.code, "message": refused.message, "fix": refused.next_for(SLACK)},
                             status_code=refused.status)
