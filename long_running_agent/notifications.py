@@ -114,9 +114,8 @@ async def send_due(ledger: Ledger, settings: Settings, client: httpx.AsyncClient
     loop = asyncio.get_running_loop()
     round_ends = math.inf if drain else loop.time() + deadline
     async with _client(client, deadline) as http:
-        buttons = (Buttons(forms=settings.slack_bot_token is not None, inbox_url=settings.slack_inbox_url)
-                   if settings.slack else None)
-        post = _Poster(ledger, settings.webhook_url, settings.webhook_secret, deadline, http, buttons)
+        buttons = Buttons.of(settings) if settings.slack else None
+        post = _Poster(ledger, str(settings.webhook_url), settings.webhook_secret, deadline, http, buttons)
         try:
             while True:
                 free = CONCURRENT - sum(held.values())

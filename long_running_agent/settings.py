@@ -19,9 +19,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, HttpUrl, TypeAdapter, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from .names import PYTHON
 from .refusals.startup import SettingsError
@@ -145,10 +146,12 @@ def _name(raw: str, field: str) -> str:
         raise ValueError(str(error)) from None
 
 
-def _url(url: str | None) -> str | None:
-    if url is not None and (not url.lower().startswith(("https://", "http://")) or " " in url):
-        raise ValueError(f"{url!r} must be an http(s) URL, e.g. https://hooks.slack.com/services/... "
-                         "or http://127.0.0.1:9000/hook.")
+def _database_url(url: str) -> str:
+    try:
+        make_url(url)
+    except ArgumentError:  # the URL is not repeated: it may hold a password
+        raise ValueError("is not a database URL; set it to e.g. sqlite+aiosqlite:///path/expenses.db or "
+                         "postgresql+asyncpg://user:password@host/database.") from None
     return url
 
 
@@ -164,7 +167,8 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(frozen=True, case_sensitive=True, env_ignore_empty=True)
 
-    database_url: str = Field(default=DEFAULT_DATABASE_URL, alias="EXPENSES_DATABASE_URL")
+    database_url: Annotated[str, AfterValidator(_database_url)] = Field(
+        default=DEFAULT_DATABASE_URL, alias="EXPENSES_DATABASE_URL")
     approval_threshold: Dollars = Field(default=Decimal(100), alias="APPROVAL_THRESHOLD",
                                         description="dollars, more than 0 and at most MAX_REIMBURSEMENT, e.g. 100")
     max_amount: Dollars = Field(default=Decimal(1_000_000), alias="MAX_REIMBURSEMENT",
@@ -187,7 +191,8 @@ class Settings(BaseSettings):
     dual_approval_above: Dollars = Field(default=Decimal(5000), alias="DUAL_APPROVAL_ABOVE",
                                          description="dollars, at least APPROVAL_THRESHOLD, e.g. 5000")
     # Notifications (docs/notifications.md): a webhook, reminders, escalation.
-    webhook_url: Annotated[Text, AfterValidator(_url)] = Field(default=None, alias="APPROVAL_WEBHOOK_URL")
+    webhook_url: HttpUrl | None = Field(default=None, alias="APPROVAL_WEBHOOK_URL", description=(
+        "an http(s) URL, e.g. https://hooks.slack.com/services/... or http://127.0.0.1:9000/hook"))
     webhook_secret: Text = Field(default=None, alias="APPROVAL_WEBHOOK_SECRET")
     # One webhook attempt, start to end; also how long an approver command waits for its notifications.
     webhook_timeout: Annotated[timedelta, _duration("seconds", gt=0, le=30)] = Field(
@@ -201,8 +206,10 @@ class Settings(BaseSettings):
     slack_approvers: Annotated[dict[str, str], NoDecode, BeforeValidator(_slack_approvers)] = Field(
         default={}, alias="SLACK_APPROVERS")
     slack_bot_token: Annotated[Text, AfterValidator(_slack_token)] = Field(default=None, alias="SLACK_BOT_TOKEN")
-    slack_api_url: Annotated[str, AfterValidator(_url)] = Field(default="https://slack.com/api/", alias="SLACK_API_URL")
-    slack_inbox_url: Annotated[Text, AfterValidator(_url)] = Field(default=None, alias="SLACK_INBOX_URL")
+    slack_api_url: HttpUrl = Field(default=HttpUrl("https://slack.com/api/"), alias="SLACK_API_URL",
+                                   description="an http(s) URL, e.g. https://slack.com/api/")
+    slack_inbox_url: HttpUrl | None = Field(default=None, alias="SLACK_INBOX_URL",
+                                            description="an http(s) URL, e.g. https://expenses.example.com/inbox")
     model: Annotated[ModelSettings, NoDecode, BeforeValidator(
         lambda v: ModelSettings(v.strip() or None, _gemini_credentials(), _gemini_address())
         if isinstance(v, str) else v,
@@ -276,7 +283,7 @@ class Settings(BaseSettings):
                              "https://expenses.example.com/inbox), or set SLACK_BOT_TOKEN to open a form in Slack.")
         if importlib.util.find_spec("slack_sdk") is None:  # an optional extra
             raise ValueError("SLACK_SIGNING_SECRET is set, but slack_sdk is not installed: "
-                             "pip install 'long-running-agent[slack]'.")
+                             f"{PYTHON} -m pip install -e '.[slack]' (from the project folder).")
         return self
 
     @property
@@ -285,7 +292,8 @@ class Settings(BaseSettings):
         return self.slack_signing_secret is not None
 
 
-_PLAINLY = {"decimal_parsing": "is not a number", "bool_parsing": "is not true or false"}
+_PLAINLY = {"decimal_parsing": "is not a number", "bool_parsing": "is not true or false",
+            "url_parsing": "is not a URL", "url_scheme": "must be an http(s) URL"}
 
 
 def _explain(error: Mapping[str, Any]) -> str:

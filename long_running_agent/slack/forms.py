@@ -28,11 +28,11 @@ TIMEOUT_SECONDS = 2
 
 async def open_form(config: Settings, kind: str, ticket: Ticket, trigger_id: str, response_url: str) -> str | None:
     """Open the form of `kind` for `ticket`; None when it opened, else what to tell the person who clicked."""
-    inbox = Buttons(forms=False, inbox_url=config.slack_inbox_url).link(ticket.id) if config.slack_inbox_url else None
+    inbox = Buttons.of(config).link(ticket.id) if config.slack_inbox_url else None
     elsewhere = f"decide it on the inbox page: {inbox}" if inbox else "decide it on the inbox page"
     if config.slack_bot_token is None:
         return f"This server opens no forms in Slack (no SLACK_BOT_TOKEN); {elsewhere}."
-    client = WebClient(token=config.slack_bot_token, base_url=config.slack_api_url, timeout=TIMEOUT_SECONDS)
+    client = WebClient(token=config.slack_bot_token, base_url=str(config.slack_api_url), timeout=TIMEOUT_SECONDS)
     view = decision_form(kind, ticket_fields(ticket), response_url)
     try:
         await asyncio.to_thread(client.views_open, trigger_id=trigger_id, view=view)

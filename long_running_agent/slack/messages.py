@@ -24,6 +24,7 @@ from decimal import Decimal
 from typing import Any
 
 from ..ledger.inputs import MAX_REASON
+from ..settings import Settings
 
 # The buttons' action ids and the forms' callback ids: what a click or a submission says it is.
 APPROVE, REJECT, APPROVE_LESS = "approve", "reject", "approve_less"
@@ -88,6 +89,12 @@ class Buttons:
 
     forms: bool
     inbox_url: str | None = None
+
+    @classmethod
+    def of(cls, settings: Settings) -> Buttons:
+        """A form with SLACK_BOT_TOKEN, else a link to SLACK_INBOX_URL."""
+        inbox = settings.slack_inbox_url
+        return cls(forms=settings.slack_bot_token is not None, inbox_url=str(inbox) if inbox else None)
 
     def link(self, ticket_id: str) -> str:
         return f"{(self.inbox_url or '').rstrip('#')}#{ticket_id}"
