@@ -56,7 +56,7 @@ from ..refusals.rules import LedgerUnusable
 from ..refusals.startup import SchemaError
 from .decisions import claimed_status, disagreement, holds_call, stored_call
 from .holding import deliver_owed, refresh, session_version
-from .notes import CHAT, already_delivered, as_sent, asks, news, refused_answer, unacceptable
+from .notes import CHAT, already_delivered, asks, news, record_of, refused_answer, unacceptable
 from .run import ApprovalRun, Holding, finish_run, found_run, run_of, start_run
 
 if TYPE_CHECKING:
@@ -87,11 +87,6 @@ class CallNotHeld(Exception):
     """A delivery's conversation does not hold the call its decision answers."""
 
 
-def _kept(responses: list[types.FunctionResponse]) -> types.Content:
-    """A refused message as it is stored instead: what was sent, as a thought."""
-    return types.Content(role="user", parts=[types.Part(text=as_sent(responses), thought=True)])
-
-
 class ApprovalGuard(BasePlugin):
     """Lets an approval resume the agent only when it agrees with the ledger, and only once."""
 
@@ -120,8 +115,7 @@ class ApprovalGuard(BasePlugin):
             logger.warning("The ledger cannot be used for a message: %s", without_sql(str(error)))
             run.delivering.clear()
             run.note = unusable_note(error)
-            responses = [p.function_response for p in user_message.parts or [] if p.function_response]
-            return _kept(responses) if responses else None
+            return record_of(user_message) if any(p.function_response for p in user_message.parts or []) else None
 
     async def before_run_callback(self, *, invocation_context: InvocationContext) -> types.Content | None:
         # A run with no new message (ADK re-running an invocation) still hands its tools the desk.
@@ -156,7 +150,7 @@ class ApprovalGuard(BasePlugin):
         except (NotAcceptedAnswer, StillPending, AlreadyDelivered) as refusal:
             run.delivering.clear()
             run.note = refused_answer(refusal)
-            return _kept(responses)
+            return record_of(user_message)
         if not any(questions):
             return None  # every response agrees with the ledger: it reaches the model as sent
         if not all(questions):
@@ -164,10 +158,10 @@ class ApprovalGuard(BasePlugin):
             run.note = refused_answer(NotAcceptedAnswer(
                 "A question about a ticket and a decision came in one message.",
                 next_step="Ask about a ticket in a message of its own."))
-            return _kept(responses)
+            return record_of(user_message)
         # Only questions, about tickets with nothing to deliver: the agent answers with their news.
         run.note = " ".join(question for question in questions if question)
-        return _kept(responses)
+        return record_of(user_message)
 
     async def _take_conversation(self, context: InvocationContext, run: ApprovalRun) -> None:
         """Take the conversation's lock, reading its open tickets (and its stored version) in that transaction."""

@@ -51,14 +51,6 @@ def refused_answer(refusal: Refusal) -> str:
     return REFUSAL_PREFIX + said[:1].lower() + said[1:]
 
 
-def claimed_status(response: types.FunctionResponse) -> str | None:
-    payload: Any = response.response or {}
-    status = payload.get("status") if isinstance(payload, dict) else None
-    if status is None and isinstance(payload, dict):
-        status = payload.get("result")  # adk web and adk run wrap plain text as {"result": ...}
-    return str(status).strip().lower() if status is not None else None
-
-
 def unacceptable(context: InvocationContext, message: types.Content) -> tuple[str, types.Content] | None:
     """A message this app does not take, as (the agent's note, what is stored instead)."""
     user_id = context.session.user_id

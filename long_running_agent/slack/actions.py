@@ -117,7 +117,6 @@ class SlackActions:
     def __init__(self, desk: Desk, *, decide: Decide, send: Send) -> None:
         self.desk, self.decide, self.send = desk, decide, send
 
-
     async def take(self, body: bytes, headers: dict[str, str]) -> dict[str, Any]:
         """Check and take one request from Slack; returns the immediate answer ({} for an empty 200).
 
@@ -159,7 +158,6 @@ class SlackActions:
             return await self._submitted(payload, request)
         return {}  # e.g. a form closed: nothing to do
 
-
     async def _remember(self, signature: str, now: datetime) -> str:
         """Keep the signature; refuse it if it was kept already: the same request, sent again. Returns its id."""
         ledger = self.desk.ledger
@@ -177,12 +175,10 @@ class SlackActions:
                                ) from None
         return key
 
-
     def _approver(self, payload: dict[str, Any]) -> tuple[str, str | None]:
         """(the Slack user id, the approver it maps to in SLACK_APPROVERS, or None)."""
         user = str((payload.get("user") or {}).get("id", ""))
         return user, self.desk.settings.slack_approvers.get(user)
-
 
     async def _clicked(self, payload: dict[str, Any], request: str) -> dict[str, Any]:
         [action, *_] = payload.get("actions") or [{}]
@@ -208,7 +204,6 @@ class SlackActions:
                 trigger = str(payload.get("trigger_id", ""))
                 self.desk.in_background(self._open_form(action_id, ticket, trigger, response_url))
         return {}
-
 
     async def _submitted(self, payload: dict[str, Any], request: str) -> dict[str, Any]:
         """A Reject or Approve less form, sent: what was written is checked here, the decision is made behind."""
@@ -243,12 +238,10 @@ class SlackActions:
             "amount": written[AMOUNT] if approve else None})
         return {}
 
-
     async def _open_form(self, kind: str, ticket: Ticket, trigger_id: str, response_url: str) -> None:
         failure = await forms.open_form(self.desk.settings, kind, ticket, trigger_id, response_url)
         if failure is not None:
             await self._reply(ticket.id, response_url, failure)
-
 
     async def _ask(self, request: str, ticket_id: str, response_url: str, decision: dict[str, Any]) -> None:
         """Keep the decision asked for, and the message's update, before Slack is answered; decide behind it."""
@@ -259,7 +252,6 @@ class SlackActions:
             message = ledger.outbox.add_message(db, ticket_id=ticket_id, event=SLACK_UPDATE,
                                                 body={"response_url": response_url}, due=ledger.now() + HOLD)
         self.desk.in_background(self._decide(request, ticket_id, response_url, message, decision))
-
 
     async def _decide(self, request: str, ticket_id: str, response_url: str, message: str, decision: dict[str, Any], *,
                       quiet: bool = False) -> None:
@@ -287,7 +279,6 @@ class SlackActions:
             await ledger.outbox.make_due(message)
             await self._send()
 
-
     async def decide_left_over(self) -> int:
         """Make the decisions asked for from Slack that a server answered but died before making (the sweep's).
 
@@ -309,14 +300,12 @@ class SlackActions:
             await self._decide(row.id, row.ticket_id, response_url, message, asked, quiet=True)
         return len(rows)
 
-
     async def _update_now(self, ticket_id: str, response_url: str) -> None:
         ledger = self.desk.ledger
         async with await ledger.database.session() as db, db.begin():
             ledger.outbox.add_message(db, ticket_id=ticket_id, event=SLACK_UPDATE, body={"response_url": response_url},
                                       due=ledger.now())
         self.desk.in_background(self._send())
-
 
     async def _reply(self, ticket_id: str, response_url: str, text: str, *, send: bool = True) -> None:
         """A reply only the person who clicked sees, through the outbox (retried like any notification)."""
@@ -326,7 +315,6 @@ class SlackActions:
                                       body={"response_url": response_url, "message": ephemeral(text)}, due=ledger.now())
         if send:
             self.desk.in_background(self._send())
-
 
     async def _send(self) -> None:
         try:
