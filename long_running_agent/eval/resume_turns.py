@@ -1,27 +1,18 @@
 """How ADK's evaluator sends this app's resume turns: the pending call's id on the answer, each turn scored apart.
 
-An eval case's user turn can be the approval's FunctionResponse, but the
-pending call's id is made at run time, so the eval file cannot name it, and
-ADK 2.13's evaluator sends each user turn exactly as written (a response
-without an id is not resumed, one with an unknown id raises). In `adk web`
-the dev UI puts the pending call's id on the answer you type; this module
-does the same for the evaluator: a response with no id gets the id of the
-one call of that name still waiting for an answer. The message then reaches
-the app as shipped - the approval guard checks it against the ledger, ADK
-resumes the original invocation - exactly as from the dev UI.
+The id: a resume turn is the approval's FunctionResponse, but the pending
+call's id is made at run time, and ADK 2.13's evaluator sends each user turn
+as written. As the dev UI does in `adk web`, a response with no id gets the
+id of the one call of that name still waiting; the app as shipped does the rest.
 
-ADK resumes the original invocation, and the evaluator files events by
-invocation id, so it would score the request and its resume as one
-invocation and stop with "Inferences should match conversations in eval
-case". A plugin cannot change an event's invocation id (the runner keeps
-the original), so the evaluator's record of a turn that resumed an earlier
-invocation is given an id of its own here; the session is not touched.
+The scoring: ADK resumes the original invocation, and the evaluator files
+events by invocation id, so it would score a request and its resume as one
+("Inferences should match conversations in eval case"). A plugin cannot
+change an event's invocation id, so the evaluator's record of a resumed
+turn gets an id of its own here; the session keeps ADK's.
 
-Both happen in the evaluator's per-turn step, the one place `adk eval` and
-`AgentEvaluator` both go through (adk_compat.py names it and what it
-assumes of it). `use_in_adk_evaluator()` wraps it; importing `eval` calls
-it, so only a process that evaluates this app is affected.
-tests/test_adk_compat.py fails if the step changes.
+Both happen in the evaluator's per-turn step (adk_compat.py names it), which
+`use_in_adk_evaluator()` wraps when `eval` is imported. See docs/testing.md.
 """
 
 from __future__ import annotations
@@ -34,8 +25,7 @@ from google.adk.runners import Runner
 from google.adk.sessions import Session
 from google.genai import types
 
-# `adk eval long_running_agent/eval` loads this folder as a top-level package
-# named "agent", where `..` leads nowhere: the app package is imported by name.
+# By name, not `..`: `adk eval` loads this folder as a top-level package (see __init__.py).
 from long_running_agent.adk_compat import adk_evaluator_turn, replace_evaluator_turn
 from long_running_agent.approval.guard import ApprovalGuard
 from long_running_agent.settings import DEFAULT_DATABASE_URL, Settings
@@ -47,14 +37,11 @@ class EvalSetupError(RuntimeError):
 
 def pending_call_id(session: Session, name: str | None) -> str:
     """The id of the one long-running call named `name` that no user response has answered yet."""
-    pending: list[str] = []
-    for event in session.events:
-        for call in event.get_function_calls():
-            if call.name == name and call.id in (event.long_running_tool_ids or set()):
-                pending.append(call.id)
-        if event.author == "user":
-            answered = {response.id for response in event.get_function_responses()}
-            pending = [call_id for call_id in pending if call_id not in answered]
+    calls = [call.id for event in session.events for call in event.get_function_calls()
+             if call.name == name and call.id in (event.long_running_tool_ids or set())]
+    answered = {response.id for event in session.events if event.author == "user"
+                for response in event.get_function_responses()}
+    pending = [call_id for call_id in calls if call_id not in answered]
     if len(pending) != 1:
         raise EvalSetupError(
             f"The eval case answers {name!r}, but the conversation has {len(pending)} pending calls of "
@@ -109,9 +96,7 @@ async def _one_turn(
     """ADK's step for one user turn, with the pending call's id filled in and a resume filed as its own turn."""
     settings = settings_of(runner)
     check_ledger(settings)
-    session = await runner.session_service.get_session(
-        app_name=runner.app_name, user_id=user_id, session_id=session_id
-    )
+    session = await runner.session_service.get_session(app_name=runner.app_name, user_id=user_id, session_id=session_id)
     earlier = {event.invocation_id for event in session.events} if session else set()
     message = answering_pending_calls(settings, session, user_content) if session else user_content
     turn_id: str | None = None

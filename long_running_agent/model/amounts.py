@@ -139,34 +139,30 @@ def _not_money(parts: re.Match[str] | None, before: str, after: str) -> bool:
 def _dollars(token: re.Match[str], parts: re.Match[str] | None, after: str) -> tuple[Decimal | None, str | None]:
     """The exact dollars `token` says, or None and the question to ask about it."""
     with localcontext(_EXACT):
-        return _read(token, parts, after)
-
-
-def _read(token: re.Match[str], parts: re.Match[str] | None, after: str) -> tuple[Decimal | None, str | None]:
-    unreadable = None, f"I cannot read {token[0]} as an amount. " + _ASK.format(example="$1,250.50")
-    # Digits other than 0-9 ("١٠٠٠٠", "１０００") are digits to Python, not to a reader checking a receipt.
-    if parts is None or parts["exponent"] or any(c.isdigit() and not c.isascii() for c in token[0]):
-        return unreadable
-    head, suffix = ("" if _CURRENCY_WORD.fullmatch(word) else word for word in parts.group("head", "suffix"))
-    whole, _, cents = parts["number"].partition(".")
-    if head or not _WHOLE_DOLLARS.fullmatch(whole) or not (cents.isdigit() or cents == ""):
-        return unreadable
-    value = Decimal(re.sub(f"[,{_SPACES}]", "", whole) + (f".{cents}" if cents else ""))
-    value = -value if token["sign"] or token["sign2"] else value
-    scale = _SCALE_AFTER.match(after)
-    if suffix.lower() == "k" and not scale:
-        value *= 1000
-    elif suffix or scale:
-        # Only the common "$1.5k" is read. "M" is a million to most people but a
-        # thousand in accounting, and "1.5 thousand" is rare enough to confirm.
-        multiplier = _SCALES.get((scale["word"] if scale else suffix).lower())
-        if multiplier is None:
+        unreadable = None, f"I cannot read {token[0]} as an amount. " + _ASK.format(example="$1,250.50")
+        # Digits other than 0-9 ("١٠٠٠٠", "１０００") are digits to Python, not to a reader checking a receipt.
+        if parts is None or parts["exponent"] or any(c.isdigit() and not c.isascii() for c in token[0]):
             return unreadable
-        meant = f"${value * multiplier:,.2f}"
-        return None, f"Did you mean {meant}? " + _ASK.format(example=meant)
-    if value != value.quantize(_CENT):
-        return None, f"{token[0]} has more than two decimals. " + _ASK.format(example="$1,250.50")
-    if _RATE_AFTER.match(after):
-        return None, (f"Is {token[0]} the total, or a price per night or per item? "
-                      "Please write the total in dollars and cents, e.g. $1,250.50.")
-    return value.quantize(_CENT), None
+        head, suffix = ("" if _CURRENCY_WORD.fullmatch(word) else word for word in parts.group("head", "suffix"))
+        whole, _, cents = parts["number"].partition(".")
+        if head or not _WHOLE_DOLLARS.fullmatch(whole) or not (cents.isdigit() or cents == ""):
+            return unreadable
+        value = Decimal(re.sub(f"[,{_SPACES}]", "", whole) + (f".{cents}" if cents else ""))
+        value = -value if token["sign"] or token["sign2"] else value
+        scale = _SCALE_AFTER.match(after)
+        if suffix.lower() == "k" and not scale:
+            value *= 1000
+        elif suffix or scale:
+            # Only the common "$1.5k" is read. "M" is a million to most people but a
+            # thousand in accounting, and "1.5 thousand" is rare enough to confirm.
+            multiplier = _SCALES.get((scale["word"] if scale else suffix).lower())
+            if multiplier is None:
+                return unreadable
+            meant = f"${value * multiplier:,.2f}"
+            return None, f"Did you mean {meant}? " + _ASK.format(example=meant)
+        if value != value.quantize(_CENT):
+            return None, f"{token[0]} has more than two decimals. " + _ASK.format(example="$1,250.50")
+        if _RATE_AFTER.match(after):
+            return None, (f"Is {token[0]} the total, or a price per night or per item? "
+                          "Please write the total in dollars and cents, e.g. $1,250.50.")
+        return value.quantize(_CENT), None

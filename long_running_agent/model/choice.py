@@ -19,10 +19,6 @@ class ModelChoice:
         """As main.py and `make web` print it: the model, and why it is the one that runs."""
         return f"{self.name} ({self.reason})"
 
-    @property
-    def is_offline(self) -> bool:
-        return self.name == OFFLINE_MODEL_NAME
-
 
 def choose_model(settings: ModelSettings) -> ModelChoice:
     configured = settings.agent_model

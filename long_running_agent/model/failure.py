@@ -1,18 +1,11 @@
-"""A model that cannot be reached, or that refuses, as one refusal saying what to check.
+"""A model that cannot be reached, or that refuses, as one refusal saying what to check (docs/gemini.md).
 
 google-genai raises httpx's errors when Gemini's address does not answer, and
 its own APIError when Gemini answers with an error status; ADK passes them up
-as they are and logs each with its traceback, twice or more per failure. The
-agent's `on_model_error_callback` (agent.py) is `model_failed`: it turns them
-into ModelUnavailable (refusals/) - which model, at which address, what
-failed (`kind`) and what to check - which every surface renders as it renders
-any refusal: one line on the CLI, `{error, message, fix}` on the API, the
-error event's text in the chat.
-
-ADK's own log records of that failure then say it once, in those words,
-without a traceback; `log_model_failures` says how a surface wants them:
-the CLI prints its own line, `--verbose` (or ADK's logger at DEBUG, e.g.
-`adk web --log_level debug`) keeps ADK's tracebacks.
+and logs each with its traceback, twice or more per failure. `model_failed`
+raises them as ModelUnavailable (refusals/model.py), which every surface
+renders as any refusal, and ADK's log records of it then say it once, in
+those words; `log_model_failures` says how a surface wants those records.
 """
 
 from __future__ import annotations
@@ -34,8 +27,7 @@ from ..error_text import causes
 from ..ledger.inputs import printable
 from ..refusals.model import ModelUnavailable
 
-# How ADK's records of a model failure are logged: "once" (one paragraph, no
-# traceback), "none" (the surface says it itself) or "tracebacks" (as ADK logs them).
+# "once" (one paragraph, no traceback), "none" (the surface says it itself) or "tracebacks" (as ADK logs them).
 Mode = Literal["once", "none", "tracebacks"]
 _mode: Mode | None = None
 ADK_LOGGER = "google_adk"  # the parent of every logger ADK logs to
@@ -48,11 +40,9 @@ def model_failed(
 ) -> LlmResponse | None:
     """The agent's on_model_error_callback: a Gemini that cannot be reached or refuses raises ModelUnavailable.
 
-    `address` is where google-genai sends the model's requests (the settings'
-    `model.gemini_address`); agent.py binds it. Raised, not answered with a
-    response: a run whose model failed must fail, so a decision being
-    delivered stays undelivered (approval/guard.py) and is delivered again
-    later. Any other error goes on as ADK raised it.
+    `address` (the settings' `model.gemini_address`) is bound by agent.py. Raised, not answered: a run whose
+    model failed must fail, so a decision being delivered stays undelivered (approval/guard.py) and is
+    delivered again later. Any other error goes on as ADK raised it.
     """
     failure = unavailable(error, llm_request.model or "", address)
     if failure is None:
@@ -119,35 +109,30 @@ def _is_gemini(model: str) -> bool:
         return False
 
 
-# --- ADK's log records of the failure -------------------------------------------------------
-
-
 def log_model_failures(mode: Mode) -> None:
-    """How this process logs ADK's records of a ModelUnavailable: "once", "none" or "tracebacks"."""
+    """How this process logs ADK's records of a ModelUnavailable: "once", "none" or "tracebacks".
+
+    Unset, it is "tracebacks" when ADK's logger is at DEBUG (`adk web --log_level debug`), else "once".
+    """
     global _mode
     _mode = mode
 
 
-class _OneParagraph(logging.Filter):
-    """ADK's records of a ModelUnavailable: the first one as the failure's paragraph, the others dropped."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        failure = next((c for c in causes(record.exc_info[1]) if isinstance(c, ModelUnavailable)), None) \
-            if record.exc_info and record.exc_info[1] else None
-        if failure is None:
-            return True
-        mode: Mode = _mode or ("tracebacks" if logging.getLogger(ADK_LOGGER).isEnabledFor(logging.DEBUG) else "once")
-        if mode == "tracebacks":
-            return True
-        if mode == "none" or failure.logged:
-            return False
-        failure.logged = True
-        record.msg, record.args, record.exc_info, record.exc_text = str(failure), (), None, None
-        record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+def _one_paragraph(record: logging.LogRecord) -> bool:
+    """A filter on ADK's records of a ModelUnavailable: the first as the failure's paragraph, the others dropped."""
+    failure = next((c for c in causes(record.exc_info[1]) if isinstance(c, ModelUnavailable)), None) \
+        if record.exc_info and record.exc_info[1] else None
+    if failure is None:
         return True
-
-
-_FILTER = _OneParagraph()
+    mode: Mode = _mode or ("tracebacks" if logging.getLogger(ADK_LOGGER).isEnabledFor(logging.DEBUG) else "once")
+    if mode == "tracebacks":
+        return True
+    if mode == "none" or failure.logged:
+        return False
+    failure.logged = True
+    record.msg, record.args, record.exc_info, record.exc_text = str(failure), (), None, None
+    record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+    return True
 
 
 def _quiet_adk_loggers() -> None:
@@ -157,5 +142,5 @@ def _quiet_adk_loggers() -> None:
     """
     for name, logger in list(logging.Logger.manager.loggerDict.items()):
         if (name == ADK_LOGGER or name.startswith(f"{ADK_LOGGER}.")) and isinstance(logger, logging.Logger) \
-                and _FILTER not in logger.filters:
-            logger.addFilter(_FILTER)
+                and _one_paragraph not in logger.filters:
+            logger.addFilter(_one_paragraph)

@@ -1,12 +1,10 @@
-"""How the offline model reads a chat message: the expenses in it, each an amount and a purpose.
+"""How the offline model reads a chat message: the expenses in it, each an amount (`amounts.py`) and a purpose.
 
-A message may name one expense ("Reimburse $250 for the team lunch") or
-several ("$250 for the team lunch and $480 for the conference ticket",
-"Taxi $45, hotel $300"). Each amount is read by `amounts.py`, which never
-guesses; a message is cut into one part per amount at a comma, a semicolon,
-a line break or an "and" between them. What cannot be cut so that every
-part holds one amount and its purpose gets a question back, never a ticket
-for something the user did not write.
+Several expenses ("$250 for the team lunch and $480 for the conference ticket",
+"Taxi $45, hotel $300") are cut into one part per amount at a comma, a
+semicolon, a line break or an "and" between them. What cannot be cut so that
+every part holds one amount and its purpose gets a question back, never a
+ticket for something the user did not write.
 """
 
 from __future__ import annotations
@@ -77,18 +75,19 @@ def find_expenses(text: str) -> list[Expense] | str | None:
     money = find_money(text)
     if len(money) < 2 or any(m.currency != "USD" or m.value is None for m in money):
         return None
+    unclear = _SEVERAL.format(amounts=", ".join(m.text for m in money))
     cut = _cut(text, money)
     if cut is None:
-        return _SEVERAL.format(amounts=", ".join(m.text for m in money))
+        return unclear
     parts, purpose_first = cut
     expenses = []
     for part in parts:
         found = find_amount(part)
         if not isinstance(found, tuple):
-            return found or _SEVERAL.format(amounts=", ".join(m.text for m in money))
+            return found or unclear
         purpose = _bare_purpose(part, found[1]) if purpose_first else find_purpose(part, found[1])
         if not purpose:
-            return _SEVERAL.format(amounts=", ".join(m.text for m in money))
+            return unclear
         expenses.append(Expense(found[0], purpose))
     return expenses
 
@@ -99,12 +98,9 @@ def _cut(text: str, money: list[Money]) -> tuple[list[str], bool] | None:
     # a part ends at the last separator before the next amount. "Lunch $250,
     # taxi $45": each purpose comes first, so a part ends at the first one.
     after = [bool(_PURPOSE_AFTER.match(text, m.span[1])) for m in money]
-    if all(after):
-        pick = -1
-    elif not any(after):
-        pick = 0
-    else:
+    if any(after) and not all(after):
         return None
+    pick = -1 if all(after) else 0
     cuts = [0]
     for left, right in zip(money, money[1:], strict=False):
         separators = list(_BETWEEN.finditer(text, left.span[1], right.span[0]))
