@@ -1,33 +1,18 @@
 """Webhooks for approvers: each notification in the outbox POSTed, signed, retried until it is sent.
 
 The ledger writes a notification with every ticket event (ledger/outbox.py);
-`send_due` claims the ones that are due and POSTs them to
-APPROVAL_WEBHOOK_URL. `make web` runs it every couple of seconds, each
-approver command once, and `send_soon` right after the agent opens or
-withdraws a ticket (so plain `adk web` and `adk run` notify at once too).
+`send_due` claims the ones that are due and POSTs them to APPROVAL_WEBHOOK_URL:
+`make web` every couple of seconds, each approver command once, and
+`send_soon` right after a tool opens or withdraws a ticket. Nobody waits on a
+receiver: each attempt has one deadline for the whole request
+(APPROVAL_WEBHOOK_TIMEOUT_SECONDS), attempts run side by side, and what is
+not sent in time stays in the outbox for the next sender.
 
-Nobody waits on a receiver: each attempt has one deadline for the whole
-request (APPROVAL_WEBHOOK_TIMEOUT_SECONDS), however the receiver dribbles
-its answer; the attempts of a round run side by side, so one slow POST holds
-up no other; and a notification not sent in time stays in the outbox for the
-next sender.
-
-The body is JSON with a human `text` (so a Slack incoming webhook shows it
-as is; what users wrote is escaped in it), the event's `id`, its `type`, the
-ticket, and `timestamp`: the time of this attempt, in Unix seconds. It is
-signed with HMAC-SHA256 under APPROVAL_WEBHOOK_SECRET over the raw body:
-
-    X-Signature-256: sha256=<hex digest>
-
-A receiver checks the signature, refuses a `timestamp` more than a few
-minutes old, and drops an `id` it has seen (a notification is sent at least
-once). docs/notifications.md has a receiver in a dozen lines of Python.
-
-With Slack approvals on (docs/slack.md), each body also carries Block Kit
-`blocks` (Approve, Reject, Approve less while the ticket is pending), and the
-outbox holds Slack's own replies: `slack.update` replaces a clicked message,
-through its response_url, with the ticket as it stands when it is sent, and
-`slack.reply` tells the person who clicked why nothing happened.
+The body (JSON: `id`, `type`, the ticket, a human `text`, and `timestamp`)
+is signed with HMAC-SHA256 under APPROVAL_WEBHOOK_SECRET in X-Signature-256;
+with Slack on, it carries Block Kit `blocks`, and the outbox's Slack replies
+go to their response_url (slack/). Receivers and their checks:
+docs/notifications.md.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -88,14 +88,20 @@ def _duration(unit: str, **bounds: int) -> BeforeValidator:
     return BeforeValidator(lambda v: timedelta(**{unit: float(number.validate_python(v))}) if isinstance(v, str) else v)
 
 
+def _entries(raw: str) -> Iterator[tuple[str, str, str]]:
+    """Each entry of a comma-separated `left:right` list: (the entry, left, right), right "" without a colon."""
+    for entry in filter(None, (item.strip() for item in raw.split(","))):
+        left, sep, right = (part.strip() for part in entry.partition(":"))
+        yield entry, left, right if sep else ""
+
+
 def _approvers(raw: Any) -> Any:
     """`name:token,name:token` as {token: name}, names in their canonical form."""
     if not isinstance(raw, str):
         return raw
     approvers: dict[str, str] = {}
-    for entry in filter(None, (item.strip() for item in raw.split(","))):
-        who, sep, token = (part.strip() for part in entry.partition(":"))
-        if not sep or not who or not token:
+    for entry, who, token in _entries(raw):
+        if not who or not token:
             raise ValueError(f"entry {entry!r} must look like name:token (e.g. bob:s3cret-t0ken).")
         canonical = _name(who, "approver name")
         if len(token) < MIN_TOKEN:
@@ -114,16 +120,15 @@ def _slack_approvers(raw: Any) -> Any:
     """`U012AB3CD:bob,U045EF6GH:carol` as {Slack user id: approver name}, names in their canonical form."""
     if not isinstance(raw, str):
         return raw
-    approvers: dict[str, str] = {}
-    for entry in filter(None, (item.strip() for item in raw.split(","))):
-        user, sep, who = (part.strip() for part in entry.partition(":"))
-        if not sep or not _SLACK_USER.match(user) or not who:
+    mapped: dict[str, str] = {}
+    for entry, user, who in _entries(raw):
+        if not _SLACK_USER.match(user) or not who:
             raise ValueError(f"entry {entry[:60]!r} must look like SlackUserId:name (e.g. U012AB3CD:bob; the id is "
                              "under the person's Slack profile, ⋮ > Copy member ID).")
-        if user in approvers:
+        if user in mapped:
             raise ValueError(f"{user} is named twice; map each Slack user to one approver.")
-        approvers[user] = _name(who, "approver name")
-    return approvers
+        mapped[user] = _name(who, "approver name")
+    return mapped
 
 
 def _slack_token(token: str | None) -> str | None:

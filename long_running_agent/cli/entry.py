@@ -1,16 +1,10 @@
 """`expenses`: the approver CLI's arguments, its desk, and one clear line for anything refused.
 
-Run from the project folder (`make demo` or `make web` made the .venv):
-    .venv/bin/expenses request 'Reimburse $250 for the team lunch' --user alice
-    .venv/bin/expenses inbox          # pending tickets, 50 a page: --limit 20 --offset 40
-    .venv/bin/expenses approve T-... --approver bob
-    .venv/bin/expenses approve T-... --approver bob --amount 200 --reason 'per diem cap'   # less than asked
+Run from the project folder (`.venv/bin/expenses --help` lists every command):
+    .venv/bin/expenses inbox
+    .venv/bin/expenses approve T-... --approver bob [--amount 200 --reason 'per diem cap']
     .venv/bin/expenses reject T-... --approver bob --reason 'not a business expense'
-    .venv/bin/expenses withdraw T-... --user alice     # the requester withdraws a pending request
     .venv/bin/expenses show T-...
-    .venv/bin/expenses deliver T-...  # deliver a decision whose delivery did not finish
-    .venv/bin/expenses settle T-... --approver bob   # its conversation is gone: pay (or close) it
-    .venv/bin/expenses migrate        # bring the database to this version's schema
 
 Exit status: 0 done, 1 refused (the message says why; a setting it cannot use too), 2 bad
 arguments, 3 a decision recorded but not delivered yet.
