@@ -70,23 +70,17 @@ class Delivery:
 
 
 async def deliver(
-    desk: Desk, ticket_id: str, *, actor: str, wait: timedelta = DEFAULT_WAIT, app: App | None = None
-) -> Delivery:
-    """Send the ledger's decision on `ticket_id` to its conversation, once.
-
-    `app` is the agent app to run (default: the desk's).
-    Every attempt that fails is recorded in the ledger (when, by whom, why),
-    whatever stopped it, so people can see it and an approver can settle the
-    ticket; only a conversation busy with another run is left to a retry.
-    """
-    return await _deliver(desk, ticket_id, actor=actor, wait=wait, app=app)
-
-
-async def _deliver(
     desk: Desk, ticket_id: str, *, actor: str, wait: timedelta = DEFAULT_WAIT, app: App | None = None,
     decided: Ticket | None = None, lock: HeldLock | None = None,
 ) -> Delivery:
-    """`deliver`; `decided` and `lock`: the ticket as just decided, and its conversation taken in that transaction."""
+    """Send the ledger's decision on `ticket_id` to its conversation, once, running `app` (default: the desk's).
+
+    Every attempt that fails is recorded in the ledger (when, by whom, why),
+    whatever stopped it, so people can see it and an approver can settle the
+    ticket; only a conversation busy with another run is left to a retry.
+    `decided` and `lock`: the ticket as just decided, and its conversation
+    taken in that very transaction (decide_and_deliver).
+    """
     ledger = desk.ledger
     try:
         ticket = decided or await ledger.tickets.get(ticket_id)
@@ -297,7 +291,7 @@ async def answer_withdrawal(desk: Desk, ticket: Ticket, context: InvocationConte
 async def _delivered(
     desk: Desk, ticket: Ticket, *, actor: str, app: App | None, lock: HeldLock | None = None
 ) -> Delivery:
-    delivery = await _deliver(desk, ticket.id, actor=actor, app=app, decided=ticket if lock else None, lock=lock)
+    delivery = await deliver(desk, ticket.id, actor=actor, app=app, decided=ticket if lock else None, lock=lock)
     if delivery.outcome is Outcome.ALREADY_DELIVERED:
         # A message in the same conversation got the lock first and delivered
         # this new decision before answering: it arrived, once.

@@ -57,7 +57,7 @@ from ..refusals.startup import SchemaError
 from .decisions import claimed_status, disagreement, holds_call, stored_call
 from .holding import deliver_owed, refresh, session_version
 from .notes import CHAT, already_delivered, asks, news, record_of, refused_answer, unacceptable
-from .run import ApprovalRun, Holding, finish_run, found_run, run_of, start_run
+from .run import ApprovalRun, Holding, finish_run, found_run, start_run
 
 if TYPE_CHECKING:
     from ..desk import Desk
@@ -119,7 +119,7 @@ class ApprovalGuard(BasePlugin):
 
     async def before_run_callback(self, *, invocation_context: InvocationContext) -> types.Content | None:
         # A run with no new message (ADK re-running an invocation) still hands its tools the desk.
-        if run_of(invocation_context) is None:
+        if found_run(invocation_context) is None:
             start_run(invocation_context, ApprovalRun(
                 self.desk, conversation_of(invocation_context), invocation_context.invocation_id))
         return None
@@ -254,7 +254,7 @@ class ApprovalGuard(BasePlugin):
         return types.Content(role="model", parts=[types.Part(text=run.note)])
 
     async def on_event_callback(self, *, invocation_context: InvocationContext, event: Event) -> Event | None:
-        run = run_of(invocation_context)
+        run = found_run(invocation_context)
         if run is None or run.note is None or event.author == "user":
             return None
         parts = event.content.parts if event.content and event.content.parts else []

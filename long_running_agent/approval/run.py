@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from google.adk.agents.invocation_context import InvocationContext
 from google.adk.plugins.base_plugin import BasePlugin
 
 from ..adk_compat import run_metadata
@@ -27,8 +28,6 @@ from ..settings import Settings
 from .conversations import locate
 
 if TYPE_CHECKING:
-    from google.adk.agents.invocation_context import InvocationContext
-
     from ..desk import Desk
 
 # Where a run keeps its ApprovalRun in ADK's per-invocation metadata.
@@ -72,7 +71,8 @@ class ApprovalRun:
     known: Mapping[str, Ticket] = field(default_factory=dict)
     # The tickets whose decisions this run delivers.
     delivering: list[str] = field(default_factory=list)
-    # Tickets with no payout yet, as far as this run knows (`known_unpaid`).
+    # Tickets known to have no payout without asking the ledger: decided in the transaction that
+    # took this run's conversation and not paid by this run since (nothing else can pay them meanwhile).
     unpaid: set[str] = field(default_factory=set)
     # What the agent says instead of running (a refusal, or the news of a ticket).
     note: str | None = None
@@ -85,15 +85,6 @@ class ApprovalRun:
     def ledger(self) -> Ledger:
         return self.desk.ledger
 
-    def known_unpaid(self, ticket_id: str) -> bool:
-        """Whether `ticket_id` has no payout, known without asking the ledger.
-
-        True only for a ticket decided in the transaction that took this run's
-        conversation, and not paid by this run since: nothing else can pay it
-        while the conversation is held.
-        """
-        return ticket_id in self.unpaid
-
     async def tool_call(self, context: Any) -> ToolCall:
         """The tool call `context` (a ToolContext) runs: its conversation, id, message, store, and the decisions it
         answers."""
@@ -105,32 +96,21 @@ class ApprovalRun:
                         message_id=context.invocation_id, session_store=store, resumed_by=delivered)
 
 
-class GuardMissing(RuntimeError):
-    """A tool or callback ran in an app without the approval guard, which hands them the desk."""
-
-    def __init__(self) -> None:
-        super().__init__("This agent runs only with its approval guard, which hands the tools the approval desk: "
-                         "run the app agent.py's build_app(desk) builds, not the bare agent.")
-
-
 def found_run(context: Any) -> ApprovalRun | None:
-    """The run `context` (a ToolContext, CallbackContext or ReadonlyContext) belongs to, if the guard started one."""
-    run = context.custom_metadata.get(RUN_KEY)
+    """The run `context` (an InvocationContext, or a tool's or callback's context) belongs to, if the guard started
+    one."""
+    metadata = run_metadata(context) if isinstance(context, InvocationContext) else context.custom_metadata
+    run = metadata.get(RUN_KEY)
     return run if isinstance(run, ApprovalRun) else None
 
 
 def approval_run(context: Any) -> ApprovalRun:
-    """The run `context` belongs to; GuardMissing in an app without the approval guard."""
+    """The run `context` belongs to; a RuntimeError in an app without the approval guard."""
     run = found_run(context)
     if run is None:
-        raise GuardMissing()
+        raise RuntimeError("This agent runs only with its approval guard, which hands the tools the approval desk: "
+                           "run the app agent.py's build_app(desk) builds, not the bare agent.")
     return run
-
-
-def run_of(context: InvocationContext) -> ApprovalRun | None:
-    """The run of an invocation, for the guard's own callbacks; None before the guard started it."""
-    run = run_metadata(context).get(RUN_KEY)
-    return run if isinstance(run, ApprovalRun) else None
 
 
 def start_run(context: InvocationContext, run: ApprovalRun) -> ApprovalRun:

@@ -74,7 +74,7 @@ async def _with_payouts(run: ApprovalRun, content: types.Content) -> types.Conte
     for part in parts:
         response = part.function_response
         ticket_id = str(((response.response if response else None) or {}).get("ticket_id"))
-        if response in approved and response is not None and not run.known_unpaid(ticket_id):
+        if response in approved and response is not None and ticket_id not in run.unpaid:
             paid = await ledger.payouts.find(ticket_id=ticket_id)
             if paid:
                 part = types.Part(function_response=response.model_copy(

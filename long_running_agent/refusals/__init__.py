@@ -1,23 +1,15 @@
 """Every refusal a person can meet, defined once: a stable code, what happened, and what to do next.
 
-Like an HTTP status registry. The ledger, the input rules, the approval guard,
-the delivery of decisions, the schema check and the settings raise these; each
-surface only renders them:
+Like an HTTP status registry: the ledger (rules.py), input rules (values.py), approval guard and deliveries
+(answers.py), start (startup.py) and model (model.py) raise them, and each surface only renders them:
 
     the CLI    error: <message> <next step>           a command to run (cli/render.py)
     the API    {"error": <code>, "message", "fix"}    a route to call; the status code is the API's (web/api_errors.py)
     the inbox  the API's message and fix
     the chat   a tool's {"status": "error", "error": <message> <next step>}, or the guard's note (approval/notes.py)
 
-The catalogue, by the layer that refuses: rules.py (the ledger's rules),
-values.py (the input rules), answers.py (the approval guard and the delivery
-of decisions), startup.py (the schema and the settings), model.py (the model).
-
-A next step names the actions it needs - {inbox}, {show}, {deliver},
-{decide}, {approve}, {settle}, {approve_less}, {restart} - and each surface
-words them in its own terms (`Actions`): ".venv/bin/expenses deliver T-...", or
-"POST /api/approvals/T-.../deliver". The code never changes for a refusal;
-the wording may.
+A next step names actions ({deliver}, {show}, ...) that each surface words its own way (`Actions`):
+".venv/bin/expenses deliver T-...", or "POST /api/approvals/T-.../deliver". A code never changes; wording may.
 """
 
 from __future__ import annotations
@@ -43,11 +35,7 @@ class Actions:
 
 
 class Refusal(Exception):
-    """Something refused: `code` for programs, the message (str) for people, and `next_step`: what to do.
-
-    Each class sets its `code` and `next_step`; an instance sets its own where one
-    class covers two cases (a ticket already decided, or withdrawn by its requester).
-    """
+    """Something refused: `code` for programs, the message (str) for people, and `next_step`: what to do."""
 
     code: str = "refused"
     next_step: str = ""
@@ -57,10 +45,8 @@ class Refusal(Exception):
         super().__init__(message)
         self.message = message
         self.ticket_id = ticket_id
-        if next_step is not None:
-            self.next_step = next_step
-        if code is not None:
-            self.code = code
+        self.next_step = self.next_step if next_step is None else next_step
+        self.code = self.code if code is None else code
 
     def next_for(self, actions: Actions) -> str:
         """The next step, in the words of the surface that `actions` describes."""

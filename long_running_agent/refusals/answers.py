@@ -42,19 +42,14 @@ class NoTicketForCall(NotAcceptedAnswer):
 
 
 class AnswerDisagrees(NotAcceptedAnswer):
-    """A response that claims a decision the ledger records otherwise (approval/decisions.py)."""
-
     code = "answer_disagrees"
-    next_step = ("Send the decision as the ledger records it ({show} shows it), or let the app deliver it: "
-                 "{deliver}.")
+    next_step = "Send the decision as the ledger records it ({show} shows it), or let the app deliver it: {deliver}."
 
     def __init__(self, ticket_id: str, why: str) -> None:
         super().__init__(f"The response does not agree with the ledger: {why}.", ticket_id=ticket_id)
 
 
 class StillPending(Refusal):
-    """Nothing to deliver, or to accept: nobody has decided the ticket yet."""
-
     code = "still_pending"
     next_step = "Only an approver decides it: {decide}; the decision then reaches the conversation by itself."
 
@@ -63,14 +58,11 @@ class StillPending(Refusal):
 
 
 class AlreadyDelivered(Refusal):
-    """The decision already reached its conversation (or was settled without it): a repeat changes nothing."""
-
     code = "already_delivered"
     next_step = "Nothing to do. {show} shows its history."
 
     def __init__(self, ticket: Ticket, outcome: str = "") -> None:
         """`outcome`: what the decision led to ("$250.00 was paid (payout P-...)"), when known."""
-        self.ticket = ticket
         by = f" by {ticket.decided_by}" if ticket.decided_by else ""
         led_to = f": {outcome}" if outcome else ""
         if ticket.settled_at:
@@ -87,8 +79,7 @@ class UnstorableMessage(Refusal):
     next_step = "Send it again without it."
 
     def __init__(self) -> None:
-        super().__init__("The message has a NUL character (\\u0000) or text that is not Unicode, so it was not "
-                         "stored.")
+        super().__init__("The message has a NUL character (\\u0000) or text that is not Unicode, so it was not stored.")
 
 
 class MessageTooLong(Refusal):
@@ -96,27 +87,20 @@ class MessageTooLong(Refusal):
     next_step = "Send a shorter one: the purpose and the amount are enough."
 
     def __init__(self, size: int, most: int) -> None:
-        self.size, self.most = size, most
         super().__init__(f"The message has {size:,} characters; at most {most:,} are taken.")
 
 
 class ConversationInUse(Refusal):
-    """A conversation with an open ticket cannot be deleted: its decision must reach it."""
-
     code = "conversation_in_use"
     next_step = "Wait until the tickets are decided and delivered ({show}), then delete it."
 
     def __init__(self, ticket_ids: list[str]) -> None:
-        self.ticket_ids = ticket_ids
         super().__init__(f"This conversation cannot be deleted: it still waits for {', '.join(ticket_ids)}. "
                          "Its decision has to reach it first.", ticket_id=ticket_ids[0])
 
 
-# --- a decision recorded that has not reached its conversation (approval/courier.py) --------------
-
-
 class NotDelivered(Refusal):
-    """The ledger holds the decision; the conversation does not have it yet, and this is why."""
+    """The ledger holds the decision; the conversation does not have it yet (approval/courier.py says why)."""
 
     CODES: ClassVar[dict[Outcome, str]] = {
         Outcome.BUSY: "conversation_busy", Outcome.UNREACHABLE: "conversation_unreachable",
@@ -134,8 +118,7 @@ class NotDelivered(Refusal):
 
     def __init__(self, outcome: Outcome, ticket: Ticket, detail: str, where: str,
                  retry_after: timedelta | None = None) -> None:
-        self.outcome, self.ticket, self.detail, self.where, self.retry_after = (
-            outcome, ticket, without_sql(detail) or "", where, retry_after)
+        self.retry_after = retry_after  # the API's Retry-After (web/api_errors.py)
         super().__init__(f"Ticket {ticket.id} is {ticket.status} in the ledger, but the decision has not reached "
-                         f"its conversation: {self.detail}. Looked in {where}.",
+                         f"its conversation: {without_sql(detail) or ''}. Looked in {where}.",
                          ticket_id=ticket.id, next_step=self.NEXT[outcome], code=self.CODES[outcome])

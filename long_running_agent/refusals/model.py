@@ -10,11 +10,9 @@ from . import Refusal
 class ModelUnavailable(Refusal):
     """The model's address could not be reached, or the model's service answered with an error status.
 
-    `kind` says which, and so what to check: "network", "credentials" (none to send),
-    "key", "model", "quota", "service" (its side failed) or "refused" (any other
-    error status). Its text
-    (str) is the whole paragraph, the next step included: ADK shows only that
-    text where a run fails (an error event in the chat, the end of an SSE stream).
+    `kind` says which, and so what to check: "network", "credentials" (none to send), "key", "model", "quota",
+    "service" (its side failed) or "refused" (any other error status). Its text (str) is the whole paragraph,
+    next step included: ADK shows only that text where a run fails (a chat's error event, an SSE stream's end).
     """
 
     code = "model_unavailable"
@@ -42,14 +40,11 @@ class ModelUnavailable(Refusal):
         "refused": "Check the model name (AGENT_MODEL), the key (GOOGLE_API_KEY) and GOOGLE_GEMINI_BASE_URL if "
                    "you set it.",
     }
-    WHAT: ClassVar[dict[str, str]] = {
-        "network": "could not be reached at",
-        "service": "failed to answer at",
-        "credentials": "has no credentials to call",
-    }
+    WHAT: ClassVar[dict[str, str]] = {"network": "could not be reached at", "service": "failed to answer at",
+                                      "credentials": "has no credentials to call"}
 
     def __init__(self, model: str, address: str, problem: str, kind: str) -> None:
-        self.model, self.address, self.problem, self.kind = model, address, problem, kind
+        self.kind = kind
         what = self.WHAT.get(kind, "refused the request at")
         super().__init__(f"The model {model} {what} {address}: {problem.rstrip('.')}.", next_step=self.NEXT[kind])
 

@@ -29,39 +29,28 @@ class TicketNotFound(LedgerError):
         super().__init__(f"No ticket {ticket_id!r}.", ticket_id=ticket_id)
 
 
-UNDELIVERED = ("The decision is recorded but has not reached the conversation yet; deliver it with {deliver}.")
-
-
 class AlreadyDecided(LedgerError):
-    """The ticket left pending before this decision; the first decision stands."""
-
     code = "already_decided"
+    next_step = "Nothing to do: the first decision stands. {show} shows its history."
 
     def __init__(self, ticket: Ticket) -> None:
-        self.ticket = ticket
         if ticket.status is TicketStatus.WITHDRAWN:
             # Whether or not the withdrawal has reached the chat yet: the requester made it there.
-            message = (f"Ticket {ticket.id} was withdrawn by its requester, {ticket.decided_by}; "
-                       "there is nothing left to decide.")
-            next_step = "Nothing to do: the requester withdrew it, and nothing will be paid for it."
-        else:
-            by = f" by {ticket.decided_by}" if ticket.decided_by else ""
-            message = f"Ticket {ticket.id} is already {ticket.status}{by}."
-            next_step = "Nothing to do: the first decision stands. {show} shows its history."
-            if not (ticket.delivered_at or ticket.settled_at):
-                next_step = UNDELIVERED
-        withdrawn = ticket.status is TicketStatus.WITHDRAWN
-        super().__init__(message, ticket_id=ticket.id, next_step=next_step, code="withdrawn" if withdrawn else None)
+            super().__init__(f"Ticket {ticket.id} was withdrawn by its requester, {ticket.decided_by}; there is "
+                             "nothing left to decide.", ticket_id=ticket.id, code="withdrawn",
+                             next_step="Nothing to do: the requester withdrew it, and nothing will be paid for it.")
+            return
+        by = f" by {ticket.decided_by}" if ticket.decided_by else ""
+        undelivered = "The decision is recorded but has not reached the conversation yet; deliver it with {deliver}."
+        super().__init__(f"Ticket {ticket.id} is already {ticket.status}{by}.", ticket_id=ticket.id,
+                         next_step=None if ticket.delivered_at or ticket.settled_at else undelivered)
 
 
 class AlreadyApprovedByYou(LedgerError):
-    """Under the two-person rule, the approver already gave the first approval; someone else gives the second."""
-
     code = "already_approved_by_you"
     next_step = "The second approval: {approve}."
 
     def __init__(self, ticket: Ticket) -> None:
-        self.ticket = ticket
         super().__init__(f"{ticket.first_approved_by} already gave the first of two approvals on ticket "
                          f"{ticket.id}; a second, different approver has to approve it.", ticket_id=ticket.id)
 
@@ -71,72 +60,53 @@ class TicketExpired(LedgerError):
     next_step = "Nothing to do: the requester was told it expired and has to ask again."
 
     def __init__(self, ticket: Ticket) -> None:
-        self.ticket = ticket
         super().__init__(f"Ticket {ticket.id} expired at {ticket.expires_at:%Y-%m-%d %H:%M} UTC and can no "
                          "longer be decided; the requester has to ask again.", ticket_id=ticket.id)
 
 
 class NotAllowed(LedgerError):
-    """The approver is the requester: nobody decides their own expense."""
-
     code = "not_allowed"
     next_step = "Another approver has to decide it."
 
     def __init__(self, ticket_id: str, approver: str) -> None:
-        self.approver = approver
         super().__init__(f"{approver} requested ticket {ticket_id} and cannot approve or reject it.",
                          ticket_id=ticket_id)
 
 
 class NotAnApprover(LedgerError):
-    """APPROVERS names who may decide, and this name is not among them."""
-
     code = "not_an_approver"
     next_step = "Decide as one of them, or ask one of them to decide it."
 
     def __init__(self, name: str, approvers: list[str]) -> None:
-        self.name, self.approvers = name, approvers
         super().__init__(f"{name} is not an approver: APPROVERS names {', '.join(approvers)}.")
 
 
 class NotRequester(LedgerError):
-    """Only the person who asked may withdraw a request."""
-
     code = "not_requester"
     next_step = "An approver can reject it instead."
 
     def __init__(self, ticket_id: str, who: str) -> None:
-        self.who = who
         super().__init__(f"{who} did not request ticket {ticket_id}; only its requester can withdraw it.",
                          ticket_id=ticket_id)
 
 
 class NotApproved(LedgerError):
-    """No approved ticket of the conversation matches a payout above the threshold."""
-
     code = "not_approved"
-    next_step = ("Amounts above the limit are paid only after an approver approves the ticket from "
-                 "ask_for_approval.")
+    next_step = "Amounts above the limit are paid only after an approver approves the ticket from ask_for_approval."
 
     def __init__(self, purpose: str, amount_cents: int) -> None:
-        self.purpose, self.amount_cents = purpose, amount_cents
         super().__init__(f"No approved ticket for {dollars(amount_cents)} ({purpose}) in this conversation.")
 
 
 class NotSettleable(LedgerError):
-    """Only a decided ticket whose delivery failed, and not yet settled, can be settled."""
-
     code = "not_settleable"
     next_step = "{show} shows its state; deliver it with {deliver} while its conversation can be reached."
 
     def __init__(self, ticket: Ticket) -> None:
-        self.ticket = ticket
-        state = (
-            "still pending" if ticket.status is TicketStatus.PENDING
-            else "already delivered to its conversation" if ticket.delivered_at
-            else f"already settled by {ticket.settled_by}" if ticket.settled_at
-            else "not yet shown to be undeliverable (no delivery has failed)"
-        )
+        state = ("still pending" if ticket.status is TicketStatus.PENDING
+                 else "already delivered to its conversation" if ticket.delivered_at
+                 else f"already settled by {ticket.settled_by}" if ticket.settled_at
+                 else "not yet shown to be undeliverable (no delivery has failed)")
         super().__init__(f"Ticket {ticket.id} is {state}; only a decision that cannot reach its "
                          "conversation is settled.", ticket_id=ticket.id)
 
@@ -144,8 +114,7 @@ class NotSettleable(LedgerError):
 class DatabaseFileGone(LedgerError):
     """The SQLite file this process opened was deleted or replaced while it ran (ledger/engine.py).
 
-    Going on would split the data: this process on the old file, new
-    processes on whatever is at the path now. So it stops using the database.
+    Going on would split the data (this process on the old file, new ones on whatever is at the path now).
     """
 
     code = "database_file_gone"
@@ -153,7 +122,6 @@ class DatabaseFileGone(LedgerError):
                  "file at that path, or a new, empty one if there is none.")
 
     def __init__(self, path: str, *, replaced: bool) -> None:
-        self.path, self.replaced = path, replaced
         what = "replaced by another file" if replaced else "deleted"
         super().__init__(f"The database file {path} was {what} after this process opened it, so this "
                          "process no longer uses the database.")
@@ -165,34 +133,23 @@ DAILY_LIMIT, SAME_PURPOSE = "daily_limit", "same_purpose"
 class NeedsApproval(LedgerError):
     """A payout within the threshold that the daily rules send to an approver.
 
-    `reason` is DAILY_LIMIT (it would take the requester's total paid without
-    approval on `day` above `limit_cents`) or SAME_PURPOSE (`earlier` was paid
-    without approval for the same purpose that day). The message is for the
+    `reason` is DAILY_LIMIT (the requester's total paid without approval on `day` would pass `limit_cents`) or
+    SAME_PURPOSE (`earlier` was paid without approval for the same purpose that day). The message is for the
     requester; `why` is the same, for the ticket's audit trail.
     """
 
     code = "needs_approval"
     next_step = "Call ask_for_approval with this purpose and amount."
 
-    def __init__(
-        self, reason: str, *, requester: str, day: date, amount_cents: int, limit_cents: int,
-        paid_today_cents: int, earlier: Payout | None = None,
-    ) -> None:
+    def __init__(self, reason: str, *, requester: str, day: date, amount_cents: int, limit_cents: int,
+                 paid_today_cents: int, earlier: Payout | None = None) -> None:
         self.reason = reason
-        self.requester = requester
-        self.day = day
-        self.amount_cents = amount_cents
-        self.limit_cents = limit_cents
-        self.paid_today_cents = paid_today_cents
-        self.earlier = earlier
         amount, limit, paid = dollars(amount_cents), dollars(limit_cents), dollars(paid_today_cents)
-        if reason == SAME_PURPOSE:
-            what = f"{earlier.amount_text} for {earlier.purpose}" if earlier else "that"
-            message = (f"You were already reimbursed {what} today (UTC) without approval, so another "
-                       "reimbursement for the same purpose needs an approver.")
+        if reason == SAME_PURPOSE and earlier is not None:
+            message = (f"You were already reimbursed {earlier.amount_text} for {earlier.purpose} today (UTC) "
+                       "without approval, so another reimbursement for the same purpose needs an approver.")
             self.why = (f"{earlier.amount_text} for {earlier.purpose} was already paid without approval "
-                        f"to {requester} on {day} (UTC), payout {earlier.id}" if earlier else
-                        f"the same purpose was already paid without approval to {requester} on {day} (UTC)")
+                        f"to {requester} on {day} (UTC), payout {earlier.id}")
         else:
             message = (f"You have been reimbursed {paid} today (UTC) without approval; the daily limit for "
                        f"that is {limit}, so this {amount} needs an approver." if paid_today_cents else
@@ -203,8 +160,6 @@ class NeedsApproval(LedgerError):
 
 
 class NeedsNoApproval(LedgerError):
-    """`ask_for_approval` for an amount that `reimburse` pays at once."""
-
     code = "needs_no_approval"
     next_step = "Call reimburse directly."
 
@@ -213,13 +168,10 @@ class NeedsNoApproval(LedgerError):
 
 
 class UnusableUserId(LedgerError):
-    """A conversation whose user id is not a plain canonical name asks for money."""
-
     code = "invalid_user_id"
     next_step = "Start a session with such an id, e.g. alice."
 
     def __init__(self, user_id: str) -> None:
-        self.user_id = user_id
         super().__init__(f"The user id {user_id!r} is not a plain lower-case name (letters a-z, digits and "
                          ". _ @ + -); approvals need one, so that nobody can look like somebody else.")
 

@@ -17,8 +17,6 @@ class SchemaError(Refusal):
 
 
 class SchemaBehind(SchemaError):
-    """The database is at an older schema, and this process may not upgrade it."""
-
     code = "schema_behind"
     next_step = f"Upgrade it with: {EXPENSES} migrate (or set AUTO_MIGRATE=true)."
 
@@ -28,8 +26,6 @@ class SchemaBehind(SchemaError):
 
 
 class SchemaAhead(SchemaError):
-    """The database is stamped with a revision this version does not know: a newer version upgraded it."""
-
     code = "schema_ahead"
     next_step = ("A newer version of the app has upgraded it: run that version, or restore a backup made before "
                  f"the upgrade ({EXPENSES} migrate never goes back).")
@@ -40,14 +36,11 @@ class SchemaAhead(SchemaError):
 
 
 class SchemaMismatch(SchemaError):
-    """Upgrading failed because the tables are not what their revision says; nothing was changed."""
-
     code = "schema_mismatch"
     next_step = ("Restore a backup, or undo the partial change by hand (ledger/migrations/versions/ says what each "
                  f"revision adds), then run: {EXPENSES} migrate")
 
     def __init__(self, current: str | None, head: str, detail: str) -> None:
-        self.detail = detail
         if current == head:
             super().__init__(current, head, f"The database is at schema revision {head}, as this version needs, "
                                             f"but its tables do not match it ({detail}): they were changed by hand.",

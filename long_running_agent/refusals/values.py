@@ -4,37 +4,29 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from . import Actions, Refusal
+from . import Refusal
 
-APPROVE_LESS = ("Send the amount to pay, more than zero and at most the amount asked, with a reason: "
-                "{approve_less}.")
+APPROVE_LESS = "Send the amount to pay, more than zero and at most the amount asked, with a reason: {approve_less}."
 
 
 class InputError(Refusal, ValueError):
     """An input the app refuses; the message says what is wrong and what to write instead."""
 
-    next_step = "Correct the {field} and try again."
-
     def __init__(self, field: str, message: str, *, missing: bool = False, next_step: str | None = None) -> None:
         """`missing`: nothing was given where something is required (a rejection's reason)."""
-        if missing and next_step is None:
-            next_step = "Give a {field} and try again."
+        if next_step is None:
+            next_step = f"Give a {field} and try again." if missing else f"Correct the {field} and try again."
         code = ("invalid_amount" if field == "amount" else "invalid_input" if field != "reason"
                 else "reason_required" if missing else "invalid_body")
         super().__init__(message, next_step=next_step, code=code)
-        self.field, self.missing = field, missing
-
-    def next_for(self, actions: Actions) -> str:
-        return self.next_step.replace("{field}", self.field).format_map(actions.words(self.ticket_id))
+        self.field = field
 
 
 class AmountError(InputError):
-    """An amount the rule refuses.
+    """An amount the rule refuses: `problem` says which part of the rule, `most` the maximum applied.
 
-    `problem` says which part of the rule; `shown` is the amount as a person
-    reads it ("$300.00"), or None when it is no readable number or too long to
-    repeat; `most` is the maximum that was applied. An approver's amount
-    (`approving`) has its own next step.
+    `shown` is the amount as a person reads it ("$300.00"), or None when it is no readable number or too long
+    to repeat. An approver's amount (`approving`) has its own next step.
     """
 
     def __init__(self, problem: str, message: str, *, shown: str | None, most: Decimal,

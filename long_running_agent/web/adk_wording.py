@@ -1,11 +1,9 @@
 """ADK's own texts of a refusal, as this server's JSON `{error, message, fix}`.
 
-ADK answers some requests before any route of this app runs - its origin and
-DNS-rebinding checks (plain-text 403s), a WebSocket handshake it refuses, a
-message that cannot resume a call (a plain-text 500 on /run, an error event on
-/run_sse) - and FastAPI words its own refusals as `{"detail": ...}`. Each is
-recognised here by ADK's words (adk_compat.py keeps the ones it relies on)
-and said the way every other error of this server is.
+ADK answers some requests before any route of this app runs - its origin and DNS-rebinding checks (plain-text
+403s), a WebSocket handshake it refuses, a message that cannot resume a call (a plain-text 500 on /run, an error
+event on /run_sse) - and FastAPI words its own refusals as `{"detail": ...}`. Each is recognised here by ADK's
+words (adk_compat.py keeps the ones it relies on) and said the way every other error of this server is.
 """
 
 from __future__ import annotations
@@ -21,8 +19,8 @@ from ..refusals.model import ModelUnavailable
 from .api_errors import STATUS, ApiError, unexpected_error
 from .database_errors import database_unavailable
 
-# ADK's origin check (google/adk/cli/api_server.py) answers these as plain text, and
-# closes a /run_live handshake with the same reasons.
+# ADK's origin check (google/adk/cli/api_server.py) answers these as plain text, and closes a /run_live handshake
+# with the same reasons.
 _ADK_FORBIDDEN = {
     "host not allowed": (
         "host_not_allowed",
@@ -44,9 +42,8 @@ _ADK_FORBIDDEN = {
 def plain_error(status: int, text: str) -> ApiError:
     """An error answer written as plain text (by ADK's middleware, before any route), as JSON."""
     said = printable(text).strip()
-    reason = said.removeprefix("Forbidden:").strip().lower()
-    if reason in _ADK_FORBIDDEN:
-        return ApiError(status, *_ADK_FORBIDDEN[reason])
+    if forbidden := _ADK_FORBIDDEN.get(said.removeprefix("Forbidden:").strip().lower()):
+        return ApiError(status, *forbidden)
     if status >= 500:
         return unexpected_error(RuntimeError(said))
     return ApiError(status, "refused", f"{said[:300].rstrip('.') or 'Refused'}.",
@@ -56,8 +53,8 @@ def plain_error(status: int, text: str) -> ApiError:
 def handshake_refused(reason: str) -> ApiError:
     """A WebSocket handshake closed before it was accepted (ADK's /run_live checks), as a JSON 403."""
     said = printable(reason).strip()
-    if said.lower() in _ADK_FORBIDDEN:
-        return ApiError(403, *_ADK_FORBIDDEN[said.lower()])
+    if forbidden := _ADK_FORBIDDEN.get(said.lower()):
+        return ApiError(403, *forbidden)
     return ApiError(403, "websocket_refused", f"The WebSocket handshake was refused: {said[:300] or 'no reason'}.",
                     "Open /run_live with app_name, user_id and session_id in the query string, for a session "
                     "that exists (POST /apps/{app}/users/{user}/sessions).")
@@ -88,12 +85,10 @@ def refused_by_adk(error: HTTPException) -> ApiError:
 
 
 def invalid_function_response(message: str) -> ApiError:
-    return ApiError(
-        400, "invalid_function_response", message,
-        "Answer only a pending call, with its id: the event whose longRunningToolIds lists it "
-        "(GET /apps/{app}/users/{user}/sessions/{session}). Approvals themselves are decided "
-        "with POST /api/approvals/{ticket_id}/approve or /reject, not over /run.",
-    )
+    return ApiError(400, "invalid_function_response", message,
+                    "Answer only a pending call, with its id: the event whose longRunningToolIds lists it (GET "
+                    "/apps/{app}/users/{user}/sessions/{session}). Approvals themselves are decided with POST "
+                    "/api/approvals/{ticket_id}/approve or /reject, not over /run.")
 
 
 # The names of the errors an SSE run can end with that come from the database.
@@ -106,40 +101,29 @@ def stream_error(error_type: str, message: str) -> ApiError:
     """An error ADK ended an SSE run with, worded as /run words it (never the SQL in its message)."""
     if error_type == "ValueError" and is_resume_refusal(message):
         return invalid_function_response(message)
-    if error_type == ModelUnavailable.__name__ and (parts := model_unavailable_parts(message)):
+    if error_type == ModelUnavailable.__name__ and (parts := ModelUnavailable.parts(message)):
         return ApiError(STATUS[ModelUnavailable.code], ModelUnavailable.code, *parts)
     if error_type in _DATABASE_ERRORS or "[SQL:" in message:
-        return database_unavailable("POST", "/run_sse", None)
+        return database_unavailable("POST", None)
     return ApiError(500, "internal_error", f"The run failed: {printable(error_type)[:80]}.",
                     "Try again; if it persists, the server log has the details.")
 
 
 def reworded_event(chunk: bytes) -> bytes:
-    """ADK's SSE error event (`data: {"error": ..., "error_details": ...}`) as `{error, message, fix}`.
+    """ADK's SSE error event (`error_details`) as `{error, message, fix}`.
 
     An event that failed inside the run (`errorCode`, `errorMessage`) keeps its shape, without SQL.
     """
-    if chunk.startswith(b"data:") and b'"errorMessage"' in chunk and b'"error_details"' not in chunk:
-        try:
-            event = json.loads(chunk[len(b"data:"):])
-            event["errorMessage"] = without_sql(str(event["errorMessage"]))
-        except (ValueError, KeyError, TypeError):
-            return chunk
-        return f"data: {json.dumps(event)}\n\n".encode()
-    if not chunk.startswith(b"data:") or b'"error_details"' not in chunk:
+    if not chunk.startswith(b"data:") or (b'"error_details"' not in chunk and b'"errorMessage"' not in chunk):
         return chunk
     try:
         event = json.loads(chunk[len(b"data:"):])
-        details = event["error_details"]
-        answer = stream_error(str(details.get("error_type", "")), str(details.get("error_message", "")))
+        if b'"error_details"' in chunk:
+            details = event["error_details"]
+            event = stream_error(str(details.get("error_type", "")), str(details.get("error_message", ""))).body()
+        else:
+            event["errorMessage"] = without_sql(str(event["errorMessage"]))
     except (ValueError, KeyError, TypeError, AttributeError):
         return chunk
-    return f"data: {json.dumps(answer.body())}\n\n".encode()
+    return f"data: {json.dumps(event)}\n\n".encode()
 
-
-def model_unavailable_parts(text: str) -> tuple[str, str] | None:
-    """The message and the next step of a ModelUnavailable's text (all an SSE error event keeps), or None."""
-    for next_step in ModelUnavailable.NEXT.values():
-        if text.startswith("The model ") and text.endswith(f" {next_step}"):
-            return text[: -len(next_step) - 1], next_step
-    return None

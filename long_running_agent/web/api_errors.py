@@ -1,10 +1,7 @@
 """The approvals API's answer when something is refused: JSON `{error, message, fix}`, with its status code.
 
-The domain's refusals are defined once, with their codes, messages and next
-steps (refusals/); here each gets its status code, and its next step is worded
-as this API's routes (`API`). The other modules of the web surface word the
-server's own failures in the same shape: the database (database_errors.py),
-ADK's own texts (adk_wording.py), and anything unforeseen (json_errors.py).
+The domain's refusals are defined once (refusals/); here each gets its status code, and its next step is worded
+as this API's routes (`API`). The rest of the web surface words the server's own failures in the same shape.
 """
 
 from __future__ import annotations
@@ -22,9 +19,7 @@ from ..refusals import Actions, Refusal
 class ApiError(Exception):
     """An answer that is not a success, as a JSON body."""
 
-    def __init__(
-        self, status: int, error: str, message: str, fix: str, headers: dict[str, str] | None = None
-    ) -> None:
+    def __init__(self, status: int, error: str, message: str, fix: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status, self.error, self.message, self.fix = status, error, message, fix
         self.headers = dict(headers or {})
@@ -62,17 +57,14 @@ STATUS = {
 
 def refusal_error(refusal: Refusal) -> ApiError:
     """A refusal as this API answers it: its status code, and the catalogue's code, message and next step."""
-    code = refusal.code
-    retry_after = getattr(refusal, "retry_after", None)
+    retry_after = getattr(refusal, "retry_after", None)  # a conversation busy for a while (refusals/answers.py)
     headers = {"Retry-After": str(int(retry_after.total_seconds()))} if retry_after else None
-    return ApiError(STATUS.get(code, 409), code, refusal.message, refusal.next_for(API), headers=headers)
+    return ApiError(STATUS.get(refusal.code, 409), refusal.code, refusal.message, refusal.next_for(API),
+                    headers=headers)
 
 
 def problems(errors: Sequence[Any], within: str | None = None) -> str:
-    """FastAPI's validation errors in one line: each field's path and what is wrong with it.
-
-    `within` ("body") words the paths inside that part of the request, as the approvals API's fields.
-    """
+    """FastAPI's validation errors in one line: each field's path (within `within`, e.g. "body") and its error."""
     def where(location: Sequence[Any]) -> str:
         inside = location[1:] if within else location
         return ".".join(str(part) for part in inside) or within or "request"
@@ -83,17 +75,12 @@ def problems(errors: Sequence[Any], within: str | None = None) -> str:
 
 def invalid_request(error: RequestValidationError | WebSocketRequestValidationError) -> ApiError:
     """FastAPI's validation of one of ADK's routes (a field missing or of the wrong type), as JSON."""
-    return ApiError(
-        422, "invalid_request", f"The request is not valid: {printable(problems(error.errors()))[:500]}.",
-        "Send the fields the route takes, with their types (docs/http-api.md shows /run and the session routes; "
-        "the server's /docs page lists every route's, except in production mode).",
-    )
+    return ApiError(422, "invalid_request", f"The request is not valid: {printable(problems(error.errors()))[:500]}.",
+                    "Send the fields the route takes, with their types (docs/http-api.md shows /run and the session "
+                    "routes; the server's /docs page lists every route's, except in production mode).")
 
 
 def unexpected_error(error: BaseException) -> ApiError:
-    return ApiError(
-        500, "internal_error",
-        f"The server failed while answering: {type(error).__name__}. Nothing was changed by this answer "
-        "unless GET /api/approvals/{id} shows it.",
-        "Try again; if it persists, the server log has the details.",
-    )
+    return ApiError(500, "internal_error", f"The server failed while answering: {type(error).__name__}. Nothing was "
+                    "changed by this answer unless GET /api/approvals/{id} shows it.",
+                    "Try again; if it persists, the server log has the details.")

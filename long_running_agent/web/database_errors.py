@@ -1,8 +1,7 @@
 """A failure of the database, classified: the request's data, a conflict, or the database itself.
 
-Never the driver's message: SQLAlchemy's carries the SQL statement and its
-parameters. Each kind is an ApiError of its own, with what may or may not
-have happened and what to do.
+Never the driver's message: SQLAlchemy's carries the SQL statement and its parameters. Each kind is an
+ApiError of its own, with what may or may not have happened and what to do.
 """
 
 from __future__ import annotations
@@ -21,17 +20,15 @@ from .api_errors import ApiError, refusal_error
 logger = logging.getLogger(__name__)
 
 
-def database_unavailable(method: str, path: str, ticket: str | None) -> ApiError:
+def database_unavailable(method: str, ticket: str | None) -> ApiError:
     """The database failed: say what may or may not have happened, and what to do."""
-    deciding = method == "POST" and ticket
-    message = (
-        f"The database is unavailable, so this server cannot tell whether the decision on {ticket} was recorded."
-        if deciding else "The database is unavailable; nothing was changed by this request."
-    )
-    fix = (
-        f"When GET /health answers ok again, check GET /api/approvals/{ticket} and repeat only what is missing."
-        if deciding else "Try again when GET /health answers ok."
-    )
+    if method == "POST" and ticket:
+        message = (f"The database is unavailable, so this server cannot tell whether the decision on {ticket} "
+                   "was recorded.")
+        fix = f"When GET /health answers ok again, check GET /api/approvals/{ticket} and repeat only what is missing."
+    else:
+        message = "The database is unavailable; nothing was changed by this request."
+        fix = "Try again when GET /health answers ok."
     return ApiError(503, "database_unavailable", message, fix, headers={"Retry-After": "5"})
 
 
@@ -54,7 +51,7 @@ _BAD_VALUE_MESSAGES = {
 }
 
 
-def _bad_value(error: BaseException) -> str | None:
+def bad_value(error: BaseException) -> str | None:
     """Why the database refused a value of the request (not the database's fault), or None."""
     for cause in causes(error):
         if isinstance(cause, UnicodeError):
@@ -68,35 +65,22 @@ def _bad_value(error: BaseException) -> str | None:
 
 
 def database_error(error: BaseException, method: str, path: str, ticket: str | None = None) -> ApiError:
-    """A failure in the database, worded by its cause: the request's data, a conflict, or the database itself.
-
-    Never the driver's message: SQLAlchemy's carries the SQL statement and its parameters.
-    """
-    gone = file_gone(error)
-    if gone is not None:
-        return database_file_gone(gone)
+    """A failure in the database, worded by its cause (ADK wraps some errors): the data, a conflict, or an outage."""
+    gone = next((cause for cause in causes(error) if isinstance(cause, DatabaseFileGone)), None)
+    if gone is not None:  # nothing here works again until a restart
+        logger.error("%s Restart the server (docs/deployment.md, \"The SQLite file\").", gone)
+        return refusal_error(gone)
     failure = database_failure(error) or error
     logger.warning("Database error on %s %s: %s", method, path, failure)
-    if (why := _bad_value(error)) is not None:
+    if (why := bad_value(error)) is not None:
         return ApiError(422, "invalid_value", f"The request was refused: {why}. Nothing was stored.",
                         f"Remove NUL characters (\\u0000), keep ids to at most {MAX_ID} characters, and send it "
                         "again.")
     if any(isinstance(cause, (IntegrityError, sqlite3.IntegrityError)) for cause in causes(error)):
         return ApiError(409, "conflict", "The request conflicts with what is stored: something with the same "
                         "id exists.", "Use another id (or none, to have one made), or read the one that exists.")
-    return database_unavailable(method, path, ticket)
+    return database_unavailable(method, ticket)
 
 
 def request_database_error(request: Request, error: BaseException) -> ApiError:
     return database_error(error, request.method, request.url.path, request.path_params.get("ticket_id"))
-
-
-def file_gone(error: BaseException) -> DatabaseFileGone | None:
-    """The DatabaseFileGone behind `error`, if any: ADK wraps some errors (a 500 `{"detail"}` from it)."""
-    return next((cause for cause in causes(error) if isinstance(cause, DatabaseFileGone)), None)
-
-
-def database_file_gone(error: DatabaseFileGone) -> ApiError:
-    """The SQLite file was deleted or replaced: nothing here works again until a restart."""
-    logger.error("%s Restart the server (docs/deployment.md, \"The SQLite file\").", error)
-    return refusal_error(error)

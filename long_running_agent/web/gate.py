@@ -1,26 +1,17 @@
 """The server's gate: who may use ADK's routes, with which user id, and what they may send.
 
-ADK's routes (`/apps/...`, `/run`, `/run_sse`, `/run_live`, `/dev/...`) take
-the user id from the request and check nothing. In front of them this
-middleware:
+ADK's routes (`/apps/...`, `/run`, `/run_sse`, `/run_live`, `/dev/...`) take the user id from the request and
+check nothing. In front of them this middleware refuses:
 
-- refuses user ids that are not plain canonical names (inputs.py);
-- with TRUSTED_USER_HEADER set (the header an authenticating proxy such as
-  oauth2-proxy or IAP sets), requires that header once, and requires the
-  user id of the request to be that user, so nobody can read or write
-  another person's conversations. ADK's `/dev` routes that cannot be held to
-  one user (traces, eval sets, the builder, tests, deploys) are closed then;
-- never lets a request write into the package folder (ADK's builder, tests
-  and eval sets write there);
-- with PRODUCTION_MODE, serves only the chat API, the inbox and its API (and
-  Slack's interactivity URL, which checks Slack's signature itself: slack.py);
-- refuses what the database cannot store before it gets there: NUL
-  characters, text that is not Unicode, ids longer than the columns, apps
-  this server does not serve;
-- refuses bodies over MAX_BODY before reading them whole.
+- user ids that are not plain canonical names (inputs.py);
+- with TRUSTED_USER_HEADER (set by an authenticating proxy such as oauth2-proxy or IAP), a request without that
+  header or with two, one for another user, and ADK's `/dev` routes that cannot be held to one user;
+- any write into the package folder (ADK's builder, tests and eval sets write there);
+- with PRODUCTION_MODE, all but the chat API, the inbox, its API and Slack's interactivity URL;
+- what the database cannot store (NUL characters, text that is not Unicode, ids longer than the columns, apps
+  this server does not serve), and bodies over MAX_BODY, before reading them whole.
 
-Answers are JSON `{error, message, fix}`, like the approvals API. The routes
-and why each is open, scoped or closed: docs/deployment.md.
+Answers are JSON `{error, message, fix}`. Why each route is open, scoped or closed: docs/deployment.md.
 """
 
 from __future__ import annotations
@@ -40,26 +31,18 @@ from ..settings import Settings
 MAX_BODY = 256 * 1024
 MAX_ID = inputs.MAX_ID
 # /apps/{app}[/users/{user}[/sessions/{session}]]..., and the same under /dev.
-_APP_PATH = re.compile(
-    r"^/(?:dev/)?apps/(?P<app>[^/]+)(?:/users/(?P<user>[^/]+)(?:/sessions/(?P<session>[^/]+))?)?(?:/|$)"
-)
-# Routes that take the user id from the JSON body.
-_BODY_USER_PATHS = ("/run", "/run_sse", "/agent-identity/finalize")
+_APP_PATH = re.compile(r"^/(?:dev/)?apps/(?P<app>[^/]+)(?:/users/(?P<user>[^/]+)"
+                       r"(?:/sessions/(?P<session>[^/]+))?)?(?:/|$)")
+_BODY_USER_PATHS = ("/run", "/run_sse", "/agent-identity/finalize")  # the user id is in the JSON body
 # What PRODUCTION_MODE serves; everything else of ADK's app is a development tool.
-_PRODUCTION_PATHS = re.compile(
-    r"^/(?:run|run_sse|list-apps|health|version|inbox(?:/inbox\.(?:js|css))?|api/approvals(?:/.*)?"
-    r"|apps/[^/]+/users/[^/]+/sessions(?:/[^/]+)?)$"
-)
-# ADK's /dev routes that stay open behind an identity header: the agent's
-# structure, which holds nobody's data, and an event's graph, under the
-# user's own id (the user check below holds it to them).
-_DEV_OPEN_WITH_IDENTITY = re.compile(
-    r"^/dev/apps/[^/]+/(?:graph|build_graph|build_graph_image"
-    r"|users/[^/]+/sessions/[^/]+/events/[^/]+/graph)$"
-)
-# ADK's builder serves and copies the package's own files (a GET with
-# ?tmp=true copies the whole package into it); every other /dev write is a
-# POST, PUT or DELETE.
+_PRODUCTION_PATHS = re.compile(r"^/(?:run|run_sse|list-apps|health|version|inbox(?:/inbox\.(?:js|css))?"
+                               r"|api/approvals(?:/.*)?|apps/[^/]+/users/[^/]+/sessions(?:/[^/]+)?)$")
+# ADK's /dev routes that stay open behind an identity header: the agent's structure, which holds nobody's data,
+# and an event's graph, under the user's own id (the user check below holds it to them).
+_DEV_OPEN_WITH_IDENTITY = re.compile(r"^/dev/apps/[^/]+/(?:graph|build_graph|build_graph_image"
+                                     r"|users/[^/]+/sessions/[^/]+/events/[^/]+/graph)$")
+# ADK's builder serves and copies the package's own files (a GET with ?tmp=true copies the whole package into
+# it); every other /dev write is a POST, PUT or DELETE.
 _DEV_BUILDER = re.compile(r"^/dev/apps/[^/]+/builder(?:/|$)")
 _READS = ("GET", "HEAD")
 
@@ -71,21 +54,22 @@ _ID_KEYS = {"invocationId", "invocation_id", "id", "functionCallEventId", "funct
 
 def _long_id(data: Any) -> tuple[str, str] | None:
     """(key, value) of the first id in `data` longer than MAX_ID, looking into every object and list."""
-    if isinstance(data, dict):
-        for key, value in data.items():
-            if key in _ID_KEYS and isinstance(value, str) and len(value) > MAX_ID:
-                return key, value
-            if found := _long_id(value):
-                return found
-    if isinstance(data, list):
-        for item in data:
-            if found := _long_id(item):
-                return found
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else []
+    for key, value in items:
+        if key in _ID_KEYS and isinstance(value, str) and len(value) > MAX_ID:
+            return key, value
+        if found := _long_id(value):
+            return found
     return None
 
 
 def _refusal(status: int, error: str, message: str, fix: str) -> JSONResponse:
     return JSONResponse({"error": error, "message": message, "fix": fix}, status_code=status)
+
+
+def _not_in_production(path: str) -> JSONResponse:
+    return _refusal(404, "not_served", f"{path} is not served in production mode.",
+                    "Use the chat API (/run, /run_sse, /apps/...), /inbox or /api/approvals.")
 
 
 class Gate:
@@ -99,23 +83,17 @@ class Gate:
         self.apps = frozenset(apps)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refusal = None
         if scope["type"] == "websocket":
-            refused = self._websocket_refusal(scope)
-            if refused is not None:
-                if "websocket.http.response" in scope.get("extensions", {}):
-                    await refused(scope, receive, send)  # the JSON refusal, as the handshake's HTTP answer
-                else:
-                    # Closing before accepting answers the handshake with a bare HTTP 403.
-                    await send({"type": "websocket.close", "code": 1008})
+            refusal = self._websocket_refusal(scope)
+            if refusal is not None and "websocket.http.response" not in scope.get("extensions", {}):
+                # Closing before accepting answers the handshake with a bare HTTP 403.
+                await send({"type": "websocket.close", "code": 1008})
                 return
-            await self.app(scope, receive, send)
-            return
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        refusal, receive = await self._check(scope, receive)
+        elif scope["type"] == "http":
+            refusal, receive = await self._check(scope, receive)
         if refusal is not None:
-            await refusal(scope, receive, send)
+            await refusal(scope, receive, send)  # for a WebSocket, as the handshake's HTTP answer
             return
         await self.app(scope, receive, send)
 
@@ -124,22 +102,18 @@ class Gate:
         path: str = scope["path"]
         method: str = scope["method"]
         if self.production and not (_PRODUCTION_PATHS.match(path) or path == self.served_to_slack):
-            return _refusal(404, "not_served", f"{path} is not served in production mode.",
-                            "Use the chat API (/run, /run_sse, /apps/...), /inbox or /api/approvals."), receive
+            return _not_in_production(path), receive
         identity = self._identity(scope)
         if isinstance(identity, JSONResponse):
             return identity, receive
-        refusal = self._dev_route(path, method)
-        if refusal is None:
-            refusal = self._ids_in_url(scope)
+        refusal = self._dev_route(path, method) or self._ids_in_url(scope)
         if refusal is not None:
             return refusal, receive
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
             return self._too_large(), receive
-        user: Any = None
-        if match := _APP_PATH.match(path):
-            user = match.group("user")
+        match = _APP_PATH.match(path)
+        user: Any = match.group("user") if match else None
         if _takes_json(scope) or (path in _BODY_USER_PATHS and method == "POST"):
             body = await _read_body(receive)
             if body is None:
@@ -153,12 +127,9 @@ class Gate:
 
     def _identity(self, scope: Scope) -> str | None | JSONResponse:
         """The proxy's user (None when the header is not configured or not sent), or a refusal."""
-        if self.header is None:
-            return None
         sent = [value for name, value in scope["headers"] if name == self.header]
         if len(sent) > 1:
-            # Proxies append to a header the client already sent: which copy is
-            # the proxy's cannot be told, so neither is believed.
+            # Proxies append to a header the client already sent: which copy is the proxy's cannot be told.
             return _refusal(400, "duplicate_identity",
                             f"The request carries the {self.header_name} header {len(sent)} times.",
                             f"Send it once: the authenticating proxy sets {self.header_name} and must drop "
@@ -167,25 +138,17 @@ class Gate:
 
     def _dev_route(self, path: str, method: str) -> JSONResponse | None:
         if path.startswith("/dev/") and (method not in _READS or _DEV_BUILDER.match(path)):
-            return _refusal(
-                404, "not_served",
-                f"{method} {path} is not served here: ADK's builder, tests and eval sets write into the "
-                "package folder, which this server never lets a request change.",
-                "Build, test and keep eval sets with `.venv/bin/adk web` on your own machine, and commit them.",
-            )
-        if self.header is None or not (path.startswith("/dev/") or path == "/config/telemetry"):
+            return _refusal(404, "not_served", f"{method} {path} is not served here: ADK's builder, tests and eval "
+                            "sets write into the package folder, which this server never lets a request change.",
+                            "Build, test and keep eval sets with `.venv/bin/adk web` on your own machine, and commit "
+                            "them.")
+        open_to_all = _DEV_OPEN_WITH_IDENTITY.match(path) or (path == "/config/telemetry" and method in _READS)
+        if self.header is None or open_to_all or not (path.startswith("/dev/") or path == "/config/telemetry"):
             return None
-        if path.startswith("/dev/") and _DEV_OPEN_WITH_IDENTITY.match(path):
-            return None
-        if path == "/config/telemetry" and method in _READS:
-            return None
-        return _refusal(
-            404, "not_served",
-            f"{path} is not served when {self.header_name} identifies users: ADK's traces, eval sets and "
-            "development tools show and change every user's conversations, and this server's settings.",
-            "Use the chat API (/run, /run_sse, /apps/{app}/users/{you}/...) and the inbox; "
-            "develop with `.venv/bin/adk web` on your own machine.",
-        )
+        return _refusal(404, "not_served", f"{path} is not served when {self.header_name} identifies users: ADK's "
+                        "traces, eval sets and development tools show and change every user's conversations, and this "
+                        "server's settings.", "Use the chat API (/run, /run_sse, /apps/{app}/users/{you}/...) and the "
+                        "inbox; develop with `.venv/bin/adk web` on your own machine.")
 
     def _ids_in_url(self, scope: Scope) -> JSONResponse | None:
         """NUL characters, unknown apps and over-long session ids in the path or query string."""
@@ -198,11 +161,9 @@ class Gate:
             return _refusal(422, "invalid_characters", "The URL contains a NUL character (%00) or bytes that "
                             "are not UTF-8 text; no id here has them.",
                             "Remove them and send the request again.")
-        if match is None:
-            return None
-        if match.group("app") not in self.apps:
+        if match and match.group("app") not in self.apps:
             return self._unknown_app(match.group("app"))
-        session = match.group("session")
+        session = match.group("session") if match else None
         if session is not None and len(session) > MAX_ID:
             return self._long_session_id(session)
         return None
@@ -210,12 +171,9 @@ class Gate:
     def _body(self, data: Any) -> JSONResponse | None:
         where = inputs.unstorable(data)
         if where is not None:
-            return _refusal(
-                422, "invalid_characters",
-                f"The request body has a NUL character (\\u0000) or text that is not Unicode at {where}; "
-                "the database cannot store it.",
-                "Remove the character and send the request again.",
-            )
+            return _refusal(422, "invalid_characters", f"The request body has a NUL character (\\u0000) or text that "
+                            f"is not Unicode at {where}; the database cannot store it.",
+                            "Remove the character and send the request again.")
         if not isinstance(data, dict):
             return None
         session = data.get("sessionId", data.get("session_id"))
@@ -231,9 +189,8 @@ class Gate:
         return None
 
     def _unknown_app(self, app: str) -> JSONResponse:
-        names = ", ".join(sorted(self.apps))
         return _refusal(404, "app_not_found", f"This server has no app {inputs.printable(app)[:80]!r}.",
-                        f"Use {names} (GET /list-apps lists the apps).")
+                        f"Use {', '.join(sorted(self.apps))} (GET /list-apps lists the apps).")
 
     def _long_session_id(self, session: str) -> JSONResponse:
         return _refusal(422, "invalid_session_id",
@@ -243,8 +200,7 @@ class Gate:
     def _websocket_refusal(self, scope: Scope) -> JSONResponse | None:
         """ADK's /run_live takes the user from its query string: the same checks as for /run."""
         if self.production:
-            return _refusal(404, "not_served", f"{scope['path']} is not served in production mode.",
-                            "Use the chat API (/run, /run_sse, /apps/...), /inbox or /api/approvals.")
+            return _not_in_production(scope["path"])
         refusal = self._ids_in_url(scope)
         if refusal is not None:
             return refusal
@@ -254,9 +210,7 @@ class Gate:
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         if "app_name" in query and query["app_name"] not in self.apps:
             return self._unknown_app(query["app_name"])
-        if "user_id" not in query:
-            return None  # ADK refuses it itself
-        return self._check_user(query["user_id"], identity)
+        return self._check_user(query.get("user_id"), identity)  # with no user_id, ADK refuses it itself
 
     def _check_user(self, user: Any, identity: str | None) -> JSONResponse | None:
         if user is None:
@@ -304,19 +258,16 @@ def _json(body: bytes) -> Any:
 
 async def _read_body(receive: Receive) -> bytes | None:
     """The whole body, or None once it grows past MAX_BODY."""
-    chunks, size = [], 0
+    body: bytes = b""
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY:
+            return body
+        body += message.get("body", b"")
+        if len(body) > MAX_BODY:
             return None
-        chunks.append(chunk)
         if not message.get("more_body"):
-            break
-    return b"".join(chunks)
+            return body
 
 
 def _replay(body: bytes, original: Receive) -> Receive:

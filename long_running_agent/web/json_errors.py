@@ -1,14 +1,12 @@
-"""The middleware that answers every error of the server as JSON `{error, message, fix}`, never a plain 500.
+"""The middleware and handlers that answer every error of the server as JSON `{error, message, fix}`, never a plain 500.
 
-Starlette's outermost handler answers "Internal Server Error" as text and
-re-raises, which makes uvicorn drop the keep-alive connection. `JsonErrors`
-sits inside it; `install` gives each kind of error its handler.
+Starlette's outermost handler answers "Internal Server Error" as text and re-raises, which makes uvicorn drop
+the keep-alive connection. `JsonErrors` sits inside it; `install_json_errors` gives each kind of error its handler.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 
 from fastapi import FastAPI, Request
@@ -20,51 +18,34 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..adk_compat import is_resume_refusal
-from ..paging import DEFAULT_LIMIT, MAX_LIMIT
 from ..refusals import Refusal
 from ..refusals.rules import DatabaseFileGone
 from .adk_wording import handshake_refused, invalid_function_response, plain_error, refused_by_adk, reworded_event
-from .api_errors import ApiError, invalid_request, problems, refusal_error, unexpected_error
-from .database_errors import (
-    _bad_value,
-    database_error,
-    database_failure,
-    database_file_gone,
-    file_gone,
-    request_database_error,
-)
+from .api_errors import ApiError, invalid_request, refusal_error, unexpected_error
+from .database_errors import bad_value, database_error, database_failure, request_database_error
+from .routes import invalid_approvals_request
 
 logger = logging.getLogger(__name__)
 
 
 class JsonErrors:
-    """Answer any unexpected error with JSON `{error, message, fix}`, never a plain-text 500.
+    """Answer any unexpected error with JSON, and let the connection live.
 
-    Starlette's outermost handler answers "Internal Server Error" as text and
-    re-raises, which makes uvicorn drop the keep-alive connection. This one
-    sits inside it, answers JSON, and lets the connection live. A stream that
-    already started (an SSE run) can only be ended; an error event ADK writes
-    into one is reworded like any other error (`stream_error`).
-
-    An error answer that is not JSON (ADK's origin check writes "Forbidden:
-    host not allowed" as text) is rewritten as JSON with its status kept, and
-    a WebSocket handshake refused before it was accepted is answered with a
-    JSON 403 rather than a bare one, where the server offers ASGI's
-    "websocket.http.response" extension (uvicorn does).
+    A stream that already started (an SSE run) can only be ended; ADK's error events in one are reworded. A
+    plain-text error answer (ADK's origin check) becomes JSON with its status kept, and a WebSocket handshake
+    refused before it was accepted a JSON 403, where the server offers "websocket.http.response" (uvicorn does).
     """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket":
-            await self.app(scope, receive, json_handshake_refusals(scope, send))
-            return
         if scope["type"] != "http":
+            if scope["type"] == "websocket":
+                send = json_handshake_refusals(scope, receive, send)
             await self.app(scope, receive, send)
             return
-        started = False
-        streaming = False
+        started = streaming = False
         held: Message | None = None  # the start of a plain-text error answer, rewritten once its body is in
         held_body: list[bytes] = []
 
@@ -95,19 +76,18 @@ class JsonErrors:
         try:
             await self.app(scope, receive, tracking_send)
         except Exception as error:
-            gone = file_gone(error)
-            if gone is None and database_failure(error) is None:
+            from_database = database_failure(error) is not None
+            if not from_database:
                 logger.exception("Unhandled error on %s %s", scope.get("method"), scope.get("path"))
             if started:
                 with contextlib.suppress(Exception):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
-            answer = (database_error(error, scope["method"], scope["path"]) if database_failure(error)
-                      else unexpected_error(error))
+            answer = database_error(error, scope["method"], scope["path"]) if from_database else unexpected_error(error)
             await answer.response()(scope, receive, send)
 
 
-def json_handshake_refusals(scope: Scope, send: Send) -> Send:
+def json_handshake_refusals(scope: Scope, receive: Receive, send: Send) -> Send:
     """`send` for a WebSocket: a close before the handshake was accepted becomes a JSON 403, where the server can."""
     accepted = False
 
@@ -118,10 +98,8 @@ def json_handshake_refusals(scope: Scope, send: Send) -> Send:
         elif (message["type"] == "websocket.close" and not accepted
               and "websocket.http.response" in scope.get("extensions", {})):
             accepted = True
-            answer = handshake_refused(str(message.get("reason") or ""))
-            await send({"type": "websocket.http.response.start", "status": answer.status,
-                        "headers": [(b"content-type", b"application/json")]})
-            await send({"type": "websocket.http.response.body", "body": json.dumps(answer.body()).encode()})
+            # A response on a WebSocket scope is sent as the handshake's HTTP answer.
+            await handshake_refused(str(message.get("reason") or "")).response()(scope, receive, send)
             return
         await send(message)
 
@@ -138,15 +116,12 @@ def install_json_errors(server: FastAPI) -> None:
     @server.exception_handler(Refusal)
     async def _refused(_request: Request, error: Refusal) -> JSONResponse:
         # What the ledger, an input rule or the session store refuses: the catalogue's words.
-        if isinstance(error, DatabaseFileGone):
-            return database_file_gone(error).response()
         return refusal_error(error).response()
 
     @server.exception_handler(HTTPException)
     async def _wrapped(request: Request, error: HTTPException) -> Response:
-        # ADK's create-session route (and a few others) answer any error of
-        # their store as a 500 whose detail is str(error): for SQLAlchemy, the
-        # SQL statement and its parameters. The cause says what happened.
+        # ADK's create-session route (and others) answer any error of their store as a 500 whose detail is
+        # str(error): for SQLAlchemy, the SQL and its parameters. The cause says what happened.
         if database_failure(error) is not None:
             return request_database_error(request, error).response()
         if error.status_code >= 500:
@@ -155,11 +130,9 @@ def install_json_errors(server: FastAPI) -> None:
         return refused_by_adk(error).response()
 
     @server.exception_handler(DBAPIError)
-    async def _database_failed(request: Request, error: DBAPIError) -> JSONResponse:
-        return request_database_error(request, error).response()
-
-    @server.exception_handler(OSError)
-    async def _database_unreachable(request: Request, error: OSError) -> JSONResponse:
+    @server.exception_handler(DatabaseFileGone)
+    @server.exception_handler(OSError)  # the database cannot be reached
+    async def _database_failed(request: Request, error: Exception) -> JSONResponse:
         return request_database_error(request, error).response()
 
     @server.exception_handler(WebSocketRequestValidationError)
@@ -172,29 +145,15 @@ def install_json_errors(server: FastAPI) -> None:
 
     @server.exception_handler(RequestValidationError)
     async def _invalid_body(request: Request, error: RequestValidationError) -> JSONResponse:
-        if not request.url.path.startswith("/api/approvals"):
-            return invalid_request(error).response()
-        if all(e["loc"][0] == "query" for e in error.errors()):  # the list's paging (web/routes.py's InboxQuery)
-            wrong = "; ".join(f"{e['loc'][-1]}: {e['msg']}" for e in error.errors())
-            return ApiError(
-                422, "invalid_query", f"The query is not valid: {wrong}.",
-                f"Page with ?limit=N&offset=N (N from 1 to {MAX_LIMIT}, default {DEFAULT_LIMIT}; offset from 0) for "
-                "pending tickets and ?undelivered_limit=N&undelivered_offset=N for decisions not delivered yet; "
-                "each answer's pending_page.next_offset is where the next page starts.",
-            ).response()
-        return ApiError(
-            422, "invalid_body", f"The request body is not valid: {problems(error.errors(), within='body')}.",
-            'Send JSON like {"reason": "not a business expense"} (reason: text, at most 500 '
-            "characters; required to reject), or no body to approve; to approve less than was asked, "
-            '{"amount": 200, "reason": "..."}.',
-        ).response()
+        if request.url.path.startswith("/api/approvals"):
+            return invalid_approvals_request(error).response()
+        return invalid_request(error).response()
 
     @server.exception_handler(ValueError)
     async def _bad_resume(request: Request, error: ValueError) -> JSONResponse:
-        # ADK's /run lets its refusals of a message that cannot resume anything
-        # (adk_compat.py) escape as a plain-text 500; they are the caller's
-        # mistake, so say which and how to answer a pending call.
-        if _bad_value(error) is not None:
+        # ADK's /run lets its refusals of a message that cannot resume anything (adk_compat.py) escape as a
+        # plain-text 500; they are the caller's mistake, so say which and how to answer a pending call.
+        if bad_value(error) is not None:
             return request_database_error(request, error).response()
         if request.url.path != "/run" or not is_resume_refusal(str(error)):
             return unexpected_error(error).response()

@@ -1,17 +1,7 @@
-"""The approver's routes: the inbox page and the approvals API.
+"""The approver's routes: the inbox page and the approvals API (docs/http-api.md shows each with curl).
 
-Every /api route needs `Authorization: Bearer <token>` (tokens from
-APPROVERS; a missing token is 401, an unknown one 403):
-
-    GET  /api/approvals                        pending tickets (?limit=&offset=), decisions not
-                                               delivered yet (?undelivered_limit=&undelivered_offset=),
-                                               recent decisions
-    GET  /api/approvals/{ticket_id}            one ticket, its audit trail, payouts and notifications
-    POST /api/approvals/{ticket_id}/approve    body optional: {"reason": "..."}; to approve less than
-                                               was asked: {"amount": 200, "reason": "..."}
-    POST /api/approvals/{ticket_id}/reject     body required: {"reason": "..."}
-    POST /api/approvals/{ticket_id}/deliver    deliver a recorded decision (after a failure)
-    POST /api/approvals/{ticket_id}/settle     pay (or close) a decision whose conversation is gone
+Every /api route needs `Authorization: Bearer <token>` (tokens from APPROVERS; a missing token is 401, an
+unknown one 403).
 """
 
 from __future__ import annotations
@@ -30,15 +20,12 @@ from ..desk import Desk
 from ..ledger import Ledger
 from ..names import Outcome
 from ..paging import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, Page
-from .api_errors import ApiError, refusal_error
+from .api_errors import ApiError, problems, refusal_error
 from .views import agent_reply, audit_json, notification_json, payout_json, ticket_json
 
 
 async def the_desk(request: Request) -> Desk:
-    """The desk the server was built on (server.py keeps it in the app's state).
-
-    async: FastAPI runs plain functions in a thread, away from the loop the engines belong to.
-    """
+    """The server's desk (in the app's state); async: FastAPI runs a plain function off the engines' loop."""
     desk: Desk = request.app.state.desk
     return desk
 
@@ -54,20 +41,16 @@ async def current_approver(request: Request, desk: TheDesk) -> str:
     """The approver named by the bearer token; tokens come from APPROVERS (name:token,...)."""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise ApiError(
-            401, "missing_token", "This API needs an approver token.",
-            "Send the header 'Authorization: Bearer <token>'; tokens are set on the server in APPROVERS.",
-        )
+        raise ApiError(401, "missing_token", "This API needs an approver token.",
+                       "Send the header 'Authorization: Bearer <token>'; tokens are set on the server in APPROVERS.")
     approvers = desk.settings.approvers
     for known, name in approvers.items():
         if hmac.compare_digest(known.encode(), token.strip().encode()):
             return name
-    raise ApiError(
-        403, "unknown_token",
-        "No approver has this token." if approvers else "No approvers are configured on this server.",
-        "Use the token your administrator gave you; they are set on the server as "
-        "APPROVERS=name:token,name:token (then restart it).",
-    )
+    raise ApiError(403, "unknown_token",
+                   "No approver has this token." if approvers else "No approvers are configured on this server.",
+                   "Use the token your administrator gave you; they are set on the server as "
+                   "APPROVERS=name:token,name:token (then restart it).")
 
 
 Approver = Annotated[str, Depends(current_approver)]
@@ -75,11 +58,7 @@ TheLedger = Annotated[Ledger, Depends(the_ledger)]
 
 
 class InboxQuery(BaseModel):
-    """GET /api/approvals's query: a page of pending tickets, and one of decisions not delivered yet.
-
-    FastAPI checks it: a value out of bounds or not a whole number, or a parameter
-    not named here, is a RequestValidationError, answered as a 422 invalid_query (web/json_errors.py).
-    """
+    """GET /api/approvals's query: a page of pending tickets, and one of decisions not delivered yet."""
 
     model_config = ConfigDict(extra="forbid")
     limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
@@ -91,7 +70,7 @@ class InboxQuery(BaseModel):
 async def one_value_each(request: Request, _approver: Approver) -> None:
     """FastAPI keeps the last of a repeated parameter; `?limit=5&limit=6` asks for two pages, so it is refused.
 
-    After the approver's token, like every check of the query: a stranger learns nothing of the API from it.
+    After the approver's token, like every check of the query: a stranger learns nothing from it.
     """
     query = request.query_params
     repeated = [name for name in query if len(query.getlist(name)) > 1]
@@ -102,15 +81,28 @@ async def one_value_each(request: Request, _approver: Approver) -> None:
         ])
 
 
+def invalid_approvals_request(error: RequestValidationError) -> ApiError:
+    """What FastAPI refuses of this API's requests: the list's query (InboxQuery) or a decision's body."""
+    if all(e["loc"][0] == "query" for e in error.errors()):
+        wrong = "; ".join(f"{e['loc'][-1]}: {e['msg']}" for e in error.errors())
+        return ApiError(422, "invalid_query", f"The query is not valid: {wrong}.",
+                        f"Page with ?limit=N&offset=N (N from 1 to {MAX_LIMIT}, default {DEFAULT_LIMIT}; offset from "
+                        "0) for pending tickets and ?undelivered_limit=N&undelivered_offset=N for decisions not "
+                        "delivered yet; each answer's pending_page.next_offset is where the next page starts.")
+    return ApiError(422, "invalid_body", f"The request body is not valid: {problems(error.errors(), within='body')}.",
+                    'Send JSON like {"reason": "not a business expense"} (reason: text, at most 500 characters; '
+                    'required to reject), or no body to approve; to approve less than was asked, {"amount": 200, '
+                    '"reason": "..."}.')
+
+
 class Decision(BaseModel):
     """Body of approve and reject."""
 
     model_config = ConfigDict(extra="forbid")
     reason: str | None = None
-    # Approve less than was asked (approve only). Any JSON value: the ledger
-    # applies the one amount rule (ledger/inputs.py), as for the CLI's --amount,
-    # so 1e308, 10**40, NaN or "--5" get a 422 invalid_amount, never a 500.
-    # Not typed as a number: pydantic would read true as 1.
+    # Approve less than was asked (approve only). Any JSON value: the ledger applies the one amount rule
+    # (ledger/inputs.py), as for the CLI's --amount, so 1e308, 10**40, NaN or "--5" get a 422 invalid_amount,
+    # never a 500. Not typed as a number: pydantic would read true as 1.
     amount: Any = None
 
 
@@ -119,8 +111,8 @@ approvals = APIRouter(prefix="/api/approvals")
 
 @approvals.get("", dependencies=[Depends(one_value_each)])
 async def list_approvals(approver: Approver, ledger: TheLedger, page: Annotated[InboxQuery, Query()]) -> dict[str, Any]:
-    # The read `expenses inbox` makes too (ledger/inbox.py). Every decision that has not
-    # reached its conversation is listed, however old, so the page can offer its Deliver action.
+    # The read `expenses inbox` makes too. Every decision that has not reached its conversation is listed, however
+    # old, so the page can offer its Deliver action.
     inbox = await ledger.inbox.read(**page.model_dump())
     now = inbox.now
     failed_at = await ledger.deliveries.failures([t.id for t in inbox.undelivered if t.delivery_error])
@@ -131,9 +123,8 @@ async def list_approvals(approver: Approver, ledger: TheLedger, page: Annotated[
         "pending_page": Page(page.offset, page.limit, inbox.total_pending, len(inbox.pending)).as_json(),
         "undelivered": [ticket_json(t, now, failed_at) for t in inbox.undelivered],
         "total_undelivered": inbox.total_undelivered,
-        "undelivered_page": Page(
-            page.undelivered_offset, page.undelivered_limit, inbox.total_undelivered, len(inbox.undelivered),
-        ).as_json(),
+        "undelivered_page": Page(page.undelivered_offset, page.undelivered_limit, inbox.total_undelivered,
+                                 len(inbox.undelivered)).as_json(),
         "recent_decisions": [ticket_json(t, now) for t in inbox.recent_decisions],
     }
 
@@ -162,11 +153,10 @@ async def delivery_json(ledger: Ledger, delivery: Delivery) -> dict[str, Any]:
     }
 
 
-async def record_decision(
-    desk: Desk, ticket_id: str, approver: str, approve: bool, decision: Decision | None
-) -> JSONResponse:
-    # The ledger first (a conditional UPDATE: one decision wins), then the
-    # conversation, resumed with the stored call id and name.
+async def record_decision(desk: Desk, ticket_id: str, approver: str, approve: bool,
+                          decision: Decision | None) -> JSONResponse:
+    # The ledger first (a conditional UPDATE: one decision wins), then the conversation, resumed with the stored
+    # call id and name.
     decision = decision or Decision()
     delivery = await decide_and_deliver(desk, ticket_id, approver=approver, approve=approve,
                                         reason=decision.reason, amount=decision.amount)

@@ -1,11 +1,8 @@
 """Security headers for the approver inbox and the approvals API.
 
-The inbox page loads only its own files (inbox.css, inbox.js) and talks only
-to this server, so its Content-Security-Policy allows exactly that: no inline
-script or style, no other origin, no framing (against clickjacking an Approve
-button), no form posts. The API's JSON gets the policy for non-documents.
-ADK's own routes (/dev-ui, /run, ...) are left as ADK serves them: its dev UI
-needs more than this policy allows.
+The inbox page loads only its own files and talks only to this server, so its Content-Security-Policy allows
+exactly that: no inline script or style, no other origin, no framing (against clickjacking an Approve button), no
+form posts. The API's JSON gets the policy for non-documents. ADK's own routes are left as ADK serves them.
 """
 
 from __future__ import annotations
@@ -25,11 +22,7 @@ PAGE_POLICY = "; ".join([
 ])
 API_POLICY = "default-src 'none'; frame-ancestors 'none'"
 
-_COMMON = {
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-}
+_COMMON = {"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
 PAGE_HEADERS = _COMMON | {"Content-Security-Policy": PAGE_POLICY}
 # Approvers' data: never kept in a shared or browser cache.
 API_HEADERS = _COMMON | {"Content-Security-Policy": API_POLICY, "Cache-Control": "no-store"}

@@ -1,11 +1,8 @@
-"""One server for every surface: ADK's dev UI and API, plus the approver inbox.
+"""One server for every surface: ADK's own FastAPI server (what `adk web` serves), plus the approver inbox.
 
-ADK's own FastAPI server (what `adk web` serves: the dev UI, /run, /run_sse,
-/apps/...) serves the agent app; this module adds the routes approvers use
-(routes.py), the gate in front of ADK's routes (gate.py), JSON for every error
-(errors.py), a /health that asks the database, and a sweep that delivers
-expiries. A decision made here reaches the conversation the requester started
-in the dev UI, over /run, or in any other process.
+To ADK's server this adds the approvers' routes, the gate, JSON for every error, a /health that asks the
+database, and a sweep that delivers expiries. A decision made here reaches the conversation the requester
+started in the dev UI, over /run, or in any other process.
 """
 
 from __future__ import annotations
@@ -50,9 +47,6 @@ from .security_headers import SecurityHeaders
 
 logger = logging.getLogger(__name__)
 
-PACKAGE_DIR = Path(__file__).resolve().parent.parent
-
-
 # How often the outbox is read for webhooks to send (a cheap, indexed read).
 SEND_INTERVAL = 2.0
 
@@ -64,11 +58,6 @@ async def sweep(server: FastAPI) -> None:
         await server.state.slack.decide_left_over()
     await deliver_due(desk, actor="expiry sweep")
     await remind_due(desk)
-
-
-async def send(desk: Desk) -> None:
-    """Send the outbox until nothing is due; a slow receiver holds one of its places, not this loop."""
-    await send_due(desk.ledger, desk.settings, drain=True)
 
 
 class OneApp(BaseAgentLoader):
@@ -86,12 +75,11 @@ class OneApp(BaseAgentLoader):
         return [self.app.name]
 
 
-async def every(interval: float, work: Callable[[], Awaitable[None]], what: str) -> None:
+async def every(interval: float, work: Callable[[], Awaitable[object]], what: str) -> None:
     """Run `work` every `interval` seconds until cancelled; a failure is logged and tried again.
 
-    Safe with several replicas: each delivery takes the conversation's lock
-    and checks the ledger again under it, each reminder is a conditional
-    update, and each notification is claimed by one sender (ledger/outbox.py).
+    Safe with several replicas: each delivery takes the conversation's lock and checks the ledger again under
+    it, each reminder is a conditional update, and each notification is claimed by one sender (ledger/outbox.py).
     """
     while True:
         await asyncio.sleep(interval)
@@ -104,11 +92,9 @@ async def every(interval: float, work: Callable[[], Awaitable[None]], what: str)
 def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> FastAPI:
     """The server: ADK's dev UI and API for the desk's app, plus the approver inbox and its API."""
     config = desk.settings
-    # One tuned session service (a rollback journal and a busy timeout on
-    # SQLite) for ADK's routes and for delivering decisions; the ledger shares
-    # its engine (desk.py). ADK looks the URL's scheme up in its service
-    # registry - the documented hook for custom session services - before
-    # building its own.
+    # One tuned session service (a rollback journal and a busy timeout on SQLite) for ADK's routes and for
+    # delivering decisions; the ledger shares its engine (desk.py). ADK looks the URL's scheme up in its service
+    # registry - the documented hook for custom session services - before building its own.
     sessions = GuardedSessionService(create_engine(config.database_url), ledger=lambda: desk.ledger)
 
     def shared_sessions(uri: str, **kwargs: Any) -> DatabaseSessionService:
@@ -119,15 +105,14 @@ def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> F
     @asynccontextmanager
     async def lifespan(served: FastAPI) -> AsyncIterator[None]:
         desk.use_sessions(sessions)  # first: the ledger takes its engine
-        # The schema before the first request, under the database's start-up
-        # lock: replicas that start together take turns. For `make web`,
-        # main() has done it already (prepare_database), so this finds it done.
+        # The schema before the first request, under the database's start-up lock: replicas that start together
+        # take turns. For `make web`, main() has done it already (prepare_database), so this finds it done.
         await desk.prepare()
         interval = config.sweep_interval.total_seconds()
         background = [asyncio.create_task(every(interval, lambda: sweep(served), "expiry sweep"))]
-        if config.webhook_url:
-            background.append(asyncio.create_task(
-                every(min(SEND_INTERVAL, interval), lambda: send(desk), "webhook sender")))
+        if config.webhook_url:  # drains the outbox; a slow receiver holds one of its places, not this loop
+            background.append(asyncio.create_task(every(
+                min(SEND_INTERVAL, interval), lambda: send_due(desk.ledger, config, drain=True), "webhook sender")))
         yield
         for task in background:
             task.cancel()
@@ -135,9 +120,8 @@ def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> F
         await desk.close()
 
     server = get_fast_api_app(
-        agents_dir=str(PACKAGE_DIR.parent),
-        # The desk's app, and no other: the app list shows long_running_agent only,
-        # whatever else (tests, benchmarks, docs) sits in the repo root.
+        agents_dir=str(Path(__file__).resolve().parents[2]),
+        # The desk's app, and no other, whatever else (tests, benchmarks, docs) sits in the repo root.
         agent_loader=OneApp(desk.app),
         session_service_uri=config.database_url,
         artifact_service_uri="memory://",
@@ -145,8 +129,8 @@ def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> F
         web=not config.production,
         host=host,
         port=port,
-        # ADK turns on DNS-rebinding protection for a loopback bind, and warns
-        # that its own routes have no authentication for any other.
+        # ADK turns on DNS-rebinding protection for a loopback bind, and warns that its routes have no
+        # authentication for any other.
         bind_host=host,
         lifespan=lifespan,
     )
@@ -176,8 +160,7 @@ def replace_health(server: FastAPI) -> None:
     @server.get("/health")
     async def health(request: Request) -> JSONResponse:
         ledger = request.app.state.desk.ledger
-        # Reads alone would pass while every write fails (a full disk, an
-        # unwritable journal), so a row is written and rolled back as well.
+        # Reads alone would pass while every write fails (a full disk, an unwritable journal): a row is written too.
         for step, check in (("unreachable", ledger.database.ping), ("unwritable", ledger.database.try_write)):
             try:
                 await asyncio.wait_for(check(), timeout=5)
@@ -191,9 +174,8 @@ def replace_health(server: FastAPI) -> None:
 async def prepare_database(desk: Desk) -> None:
     """Bring the schema up to date before serving, as `expenses migrate` does.
 
-    Here rather than only in the lifespan: uvicorn reports a lifespan that
-    fails as a traceback, and a database this version cannot use deserves one
-    line saying what to run. The lifespan's own prepare then finds nothing to do.
+    Here rather than only in the lifespan: uvicorn reports a lifespan that fails as a traceback, and a database
+    this version cannot use deserves one line saying what to run.
     """
     try:
         await desk.prepare()
@@ -202,8 +184,7 @@ async def prepare_database(desk: Desk) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # ADK flags its own in-memory credential service as experimental on every
-    # start; nothing here can act on it.
+    # ADK flags its own in-memory credential service as experimental on every start; nothing here can act on it.
     warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]", category=UserWarning)
 
     parser = argparse.ArgumentParser(description="Serve the dev UI, ADK's API and the approver inbox.")
