@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 from google.adk.agents.invocation_context import InvocationContext
@@ -18,20 +19,18 @@ from google.genai import types
 from ..ledger import Ledger, Ticket
 from ..ledger.inputs import MAX_MESSAGE, is_canonical_name, unstorable
 from ..names import ERROR, EXPENSES, PayoutStatus, TicketStatus
-from ..refusals import Actions, Refusal
+from ..refusals import COMMANDS, Refusal
 from ..refusals.answers import AlreadyDelivered, MessageTooLong, UnstorableMessage
 from ..refusals.rules import NeedsApproval, UnusableUserId
 
 REFUSAL_PREFIX = "Approval response not accepted: "
 
-# The actions a next step names, as people in a chat can take them.
-CHAT = Actions(
+# The actions a next step names, as people in a chat can take them: the CLI's, or the inbox page.
+CHAT = replace(
+    COMMANDS,
     inbox=f"the inbox ({EXPENSES} inbox, or the inbox page of make web)",
-    show=f"{EXPENSES} show {{ticket}}",
-    deliver=f"{EXPENSES} deliver {{ticket}}",
     decide=f"{EXPENSES} approve {{ticket}} --approver NAME, or the inbox page of make web",
     approve=f"{EXPENSES} approve {{ticket}} --approver NAME, or the inbox page of make web",
-    settle=f"{EXPENSES} settle {{ticket}} --approver NAME",
     approve_less="an amount and a reason",
     restart="start the app again",
 )

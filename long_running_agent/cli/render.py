@@ -15,20 +15,11 @@ from ..ledger import AuditEntry, Inbox, Notification, Payout, Ticket, TicketStat
 from ..ledger.inputs import printable
 from ..names import EXPENSES, Outcome
 from ..paging import DEFAULT_LIMIT, Page
-from ..refusals import Actions
+from ..refusals import COMMANDS
 from ..transcript import Transcript
 
 # The actions a refusal's next step names (refusals/), as commands to run.
-CLI = Actions(
-    inbox=f"{EXPENSES} inbox",
-    show=f"{EXPENSES} show {{ticket}}",
-    deliver=f"{EXPENSES} deliver {{ticket}}",
-    decide=f"{EXPENSES} approve {{ticket}} --approver NAME (or reject)",
-    approve=f"{EXPENSES} approve {{ticket}} --approver NAME",
-    settle=f"{EXPENSES} settle {{ticket}} --approver NAME",
-    approve_less='--amount 200 --reason "over the per diem"',
-    restart="run the command again (and restart any server using it)",
-)
+CLI = COMMANDS
 
 
 def _age(created: datetime, now: datetime) -> str:

@@ -9,6 +9,9 @@
     ledger.py     `Ledger`: one object per concern below, all on one database handle
     database.py   the handle they share: an engine, a clock, tables at this code's schema
     tickets.py    tickets: opened, decided once, withdrawn, expired; the audit trail
+    request_totals.py  the two-person rule's totals per purpose and message
+    reminders.py  reminding of (and escalating) tickets about to expire
+    audit.py      the one way an entry is added to the audit trail
     payouts.py    payouts: once per ticket; the daily rules for payouts without approval
     deliveries.py whether each decision reached its conversation; settling those that never can
     outbox.py     the notifications each ticket event sends, written with the change

@@ -1,9 +1,7 @@
 """The handle every part of the ledger shares: one engine, one clock, and tables at this code's schema.
 
-Like SQLAlchemy's own split of a `Session` from its `Connection`: the parts
-(tickets.py, payouts.py, deliveries.py, outbox.py, locks.py, inbox.py) each
-hold this one handle and open their transactions on it, so a ticket's change
-and the notification that reports it commit together.
+The parts each hold this one handle and open their transactions on it, so a
+ticket's change and the notification that reports it commit together.
 """
 
 from __future__ import annotations

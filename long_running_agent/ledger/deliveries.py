@@ -9,39 +9,35 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from sqlalchemy import Select, bindparam, func, select, update
-from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..error_text import without_sql
 from ..refusals.rules import NotSettleable
-from .database import Database, new_id
+from . import audit, inputs
+from .database import Database
+from .payouts import pay_ticket
 from .records import Conversation, Payout, Ticket, TicketStatus
 from .schema import (
-    AUDIT,
     IN_BOUND_CONVERSATION,
     TICKET_COLUMNS,
     AuditRow,
-    PayoutRow,
     TicketRow,
     conversation_params,
     in_conversation,
     undelivered,
 )
-from .tickets import Tickets, approver_name, row_of
+from .tickets import Tickets, row_of
 
 
 def undelivered_in(
     conversation: Conversation | None = None, limit: int | None = None, offset: int = 0
 ) -> Select[TicketRow]:
     """Decided tickets whose decision has not reached their conversation, oldest decision first."""
-    query = (
-        select(TicketRow).where(undelivered())
-        .order_by(TicketRow.decided_at, TicketRow.id).offset(offset).limit(limit)
-    )
+    query = (select(TicketRow).where(undelivered())
+             .order_by(TicketRow.decided_at, TicketRow.id).offset(offset).limit(limit))
     return query if conversation is None else query.where(in_conversation(conversation))
 
 
@@ -72,12 +68,10 @@ class Deliveries:
     async def undelivered(
         self, conversation: Conversation | None = None, *, limit: int | None = None, offset: int = 0
     ) -> list[Ticket]:
-        """Decided tickets whose decision has not reached their conversation, oldest decision first."""
         async with await self.database.session() as db:
             return [Ticket.of(row) for row in await db.scalars(undelivered_in(conversation, limit, offset))]
 
     async def count_undelivered(self) -> int:
-        """How many decisions have not reached their conversation (counted in their partial index)."""
         async with await self.database.session() as db:
             return int(await db.scalar(count_undelivered_in()) or 0)
 
@@ -100,39 +94,33 @@ class Deliveries:
         Only after a delivery failed (`delivery_error` is set): while the
         conversation can be reached, the requester is told there.
         """
-        approver = approver_name(approver, self.tickets.approvers)
+        approver = inputs.approver(approver, self.tickets.approvers)
         ticket = await self.tickets.get(ticket_id)
         undeliverable = ticket.delivery_error and not (ticket.delivered_at or ticket.settled_at)
         if ticket.status is TicketStatus.PENDING or not undeliverable:
             raise NotSettleable(ticket)
         now = self.database.now()
-        payout_row = None
+        payout = None
         try:
-            async with await self.database.session() as db, db.begin():
-                changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
+            async with self.database.transaction() as db:
+                settled = (await db.execute(
                     update(TicketRow)
-                    .where(TicketRow.id == ticket_id, TicketRow.settled_at.is_(None),
-                           TicketRow.delivered_at.is_(None))
+                    .where(TicketRow.id == ticket_id, TicketRow.settled_at.is_(None), TicketRow.delivered_at.is_(None))
                     .values(settled_by=approver, settled_at=now)
-                )
-                if changed.rowcount != 1:
+                    .returning(*TICKET_COLUMNS)
+                )).first()
+                if settled is None:
                     # Read in this transaction: on SQLite the engine's one connection is this one.
                     raise NotSettleable(Ticket.of(await row_of(db, ticket_id)))
                 if ticket.status is TicketStatus.APPROVED:
                     # The approval is the authority; the payout is still one per ticket.
-                    payout_row = PayoutRow(
-                        id=new_id("P"), ticket_id=ticket.id, app_name=ticket.app_name, call_id=f"settled:{ticket.id}",
-                        user_id=ticket.user_id, session_id=ticket.session_id, purpose=ticket.purpose,
-                        amount_cents=ticket.payable_cents, paid_at=now,
-                    )
-                    db.add(payout_row)
-                    db.add(AuditRow(ticket_id=ticket.id, at=now, actor=approver, action="paid",
-                                    detail=f"{payout_row.id}, without the conversation"))
-                db.add(AuditRow(ticket_id=ticket.id, at=now, actor=approver, action="settled",
-                                detail=f"the conversation could not be told: {ticket.delivery_error}"[:500]))
+                    payout = await pay_ticket(db, ticket, ticket.conversation, f"settled:{ticket.id}", now,
+                                              actor=approver, note=", without the conversation")
+                await audit.write(db, ticket.id, at=now, actor=approver, action="settled",
+                                  detail=f"the conversation could not be told: {ticket.delivery_error}")
         except IntegrityError:
             raise NotSettleable(await self.tickets.get(ticket_id)) from None  # paid meanwhile
-        return await self.tickets.get(ticket_id), Payout.of(payout_row) if payout_row else None
+        return Ticket.of(settled), payout
 
     async def failures(self, ticket_ids: list[str]) -> dict[str, datetime]:
         """When the latest failed delivery of each of these tickets was recorded (tickets with none are left out)."""
@@ -155,21 +143,17 @@ class Deliveries:
         """Mark these decisions delivered in `db`'s transaction; returns those not marked before."""
         now = self.database.now()
         marked = list(await db.scalars(_MARK_DELIVERED, {"ids": list(ticket_ids), "now": now}))
-        if marked:
-            await db.execute(AUDIT, [
-                {"ticket_id": ticket_id, "at": now, "actor": actor, "action": "delivered",
-                 "detail": "the decision reached the conversation"} for ticket_id in marked
-            ])
+        for ticket_id in marked:
+            await audit.write(db, ticket_id, at=now, actor=actor, action="delivered",
+                              detail="the decision reached the conversation")
         return marked
 
     async def mark_undelivered(self, ticket_id: str, *, actor: str, error: str) -> None:
         """Record why a delivery did not happen, so people can see it and act (never the SQL of a database error)."""
-        error = without_sql(error) or "unknown"
-        async with await self.database.session() as db, db.begin():
+        error = (without_sql(error) or "unknown")[:inputs.MAX_REASON]  # what `delivery_error` holds
+        async with self.database.transaction() as db:
             await db.execute(
-                update(TicketRow)
-                .where(TicketRow.id == ticket_id, TicketRow.delivered_at.is_(None))
-                .values(delivery_error=error[:500])
+                update(TicketRow).where(TicketRow.id == ticket_id, TicketRow.delivered_at.is_(None))
+                .values(delivery_error=error)
             )
-            db.add(AuditRow(ticket_id=ticket_id, at=self.database.now(), actor=actor,
-                            action="undelivered", detail=error[:500]))
+            await audit.write(db, ticket_id, at=self.database.now(), actor=actor, action="undelivered", detail=error)

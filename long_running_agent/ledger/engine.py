@@ -3,8 +3,8 @@
 Both keep their rows in the same SQLite file or PostgreSQL database, so both
 get their connections here: SQLite with a rollback journal and a busy
 timeout, one connection per engine so bursts queue in order, and a watch on
-the file; PostgreSQL with a pool whose idle connections are checked before use. In a process, the ledger and ADK's
-sessions share one engine per database (desk.py).
+the file; PostgreSQL with a pool whose idle connections are checked before
+use. In a process, the ledger and ADK's sessions share one engine (desk.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -109,12 +109,20 @@ class _SqliteFileWatch:
             raise DatabaseFileGone(self.path, replaced=True)
 
 
+def sqlite_file(url: str | URL) -> str | None:
+    """The path of the SQLite file `url` names; None for PostgreSQL or an in-memory database."""
+    url = make_url(url)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    return url.database
+
+
 def tune_sqlite(engine: AsyncEngine) -> None:
     """The pragmas above on each new connection, and the file watch for a SQLite file."""
     event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
-    database = engine.url.database
-    if database and database != ":memory:":
-        watch = _SqliteFileWatch(database)
+    path = sqlite_file(engine.url)
+    if path is not None:
+        watch = _SqliteFileWatch(path)
         event.listen(engine.sync_engine, "do_connect", watch.before_connect)
         event.listen(engine.sync_engine, "connect", watch.connected)
         event.listen(engine.sync_engine, "checkout", watch.check)
@@ -163,24 +171,15 @@ def create_engine(url: str) -> AsyncEngine:
         # burst queue in the pool, in order; with many connections the writers
         # poll in SQLite's busy handler and some starve past busy_timeout
         # ("database is locked"). An in-memory database has its own pool.
-        pool = (
-            {"pool_size": 1, "max_overflow": 0, "pool_timeout": POOL_TIMEOUT_S}
-            if _ensure_sqlite_dir(url)
-            else {}
-        )
+        path = sqlite_file(url)
+        pool: dict[str, Any] = {}
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            pool = {"pool_size": 1, "max_overflow": 0, "pool_timeout": POOL_TIMEOUT_S}
         engine = create_async_engine(url, connect_args={"timeout": 30}, **pool)
         tune_sqlite(engine)
         return engine
     engine = create_async_engine(url, pool_size=20, max_overflow=20, pool_timeout=POOL_TIMEOUT_S)
     ping_when_idle(engine)
     return engine
-
-
-def _ensure_sqlite_dir(url: str) -> bool:
-    """Create the SQLite file's directory; False for an in-memory database."""
-    database = make_url(url).database
-    if database and database != ":memory:":
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
-        return True
-    return False
 

@@ -23,10 +23,11 @@ import re
 import unicodedata
 from decimal import Decimal
 
+from ..refusals.rules import NotAnApprover
 from ..refusals.values import AmountError, InputError
 
-__all__ = ["AmountError", "InputError", "amount", "is_canonical_name", "name", "printable", "purpose", "reason",
-           "unstorable"]
+__all__ = ["AmountError", "InputError", "amount", "approver", "is_canonical_name", "name", "printable", "purpose",
+           "reason", "unstorable"]
 
 MAX_NAME = 64
 # Session ids, app names and call ids: ADK's session tables hold 128 characters.
@@ -60,6 +61,14 @@ def name(raw: object, field: str = "name") -> str:
             f"{printable(raw)!r} is not a usable {field}: use letters a-z, digits and . _ @ + -, "
             "starting and ending with a letter or digit, e.g. alice or bob.smith@example.com.",
         )
+    return canonical
+
+
+def approver(raw: object, approvers: frozenset[str] | None) -> str:
+    """`raw` as a canonical name that may decide: one of `approvers` (APPROVERS), when they are set."""
+    canonical = name(raw, "approver name")
+    if approvers is not None and canonical not in approvers:
+        raise NotAnApprover(canonical, sorted(approvers))
     return canonical
 
 
@@ -182,6 +191,8 @@ def _shown(value: Decimal) -> str | None:
 
 def _clipped(text: str) -> str:
     return printable(text if len(text) <= 40 else text[:40] + "...")
+
+
 # What no database column here stores as text: NUL (PostgreSQL refuses it) and
 # half of a surrogate pair (JSON's "\ud800" escape), which is not Unicode at all.
 _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")

@@ -1,18 +1,12 @@
 """The approval ledger: the only authority on whether money may be paid out.
 
 One database (a SQLite file by default, or PostgreSQL through one SQLAlchemy
-URL) and one object per concern, all on its one handle (database.py):
-
-    ledger.tickets     what was asked and decided, and the audit trail (tickets.py)
-    ledger.payouts     what was paid, and the daily rules for paying without approval (payouts.py)
-    ledger.deliveries  whether each decision reached its conversation; settling those that never can
-    ledger.outbox      the notifications each ticket event sends (outbox.py)
-    ledger.locks       one run at a time per conversation (locks.py)
-    ledger.inbox       the approver's inbox in one read (inbox.py)
+URL) and one object per concern, each named for its module (`ledger.tickets`:
+tickets.py, ...), all on its one handle (database.py).
 
 The agent's tools each make one call here: `request_approval` and
 `reimburse` apply the policy (policy.py: the threshold, the daily rules, the
-two-person rule, who may ask) and then the parts above; a withdrawal is
+two-person rule, who may ask) and then the parts; a withdrawal is
 `ledger.tickets.withdraw`. The database, not a scan of session events,
 guarantees that a ticket is decided once and paid at most once.
 """

@@ -21,19 +21,18 @@ import os
 import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .database import Database
 from .records import Conversation, _utc
-from .schema import ConversationLockRow
+from .schema import ConversationLockRow, in_conversation
 
 logger = logging.getLogger(__name__)
 
@@ -83,25 +82,15 @@ class LockState:
     dead: bool
 
 
-def _locked(conversation: Conversation) -> Any:
-    return (
-        (ConversationLockRow.app_name == conversation.app_name)
-        & (ConversationLockRow.user_id == conversation.user_id)
-        & (ConversationLockRow.session_id == conversation.session_id)
-    )
-
-
 class ConversationBusy(Exception):
     """The conversation stayed locked by another live run for the whole wait."""
 
     def __init__(self, conversation: Conversation, state: LockState | None, waited: timedelta) -> None:
         self.conversation, self.state, self.waited = conversation, state, waited
         self.retry_after = LEASE
-        super().__init__(
-            f"conversation {conversation.session_id} is busy"
-            + (f" ({state.purpose})" if state else "")
-            + f"; waited {waited.total_seconds():.0f} s"
-        )
+        doing = f" ({state.purpose})" if state else ""
+        super().__init__(f"conversation {conversation.session_id} is busy{doing}; "
+                         f"waited {waited.total_seconds():.0f} s")
 
 
 # What a run reads in the transaction that takes a conversation, and what it records in the one that frees it.
@@ -118,8 +107,7 @@ def _take_statement(upsert: Any) -> Any:
     )
     return statement.on_conflict_do_update(
         index_elements=[ConversationLockRow.app_name, ConversationLockRow.user_id, ConversationLockRow.session_id],
-        set_={"holder": statement.excluded.holder, "purpose": statement.excluded.purpose,
-              "acquired_at": statement.excluded.acquired_at, "expires_at": statement.excluded.expires_at},
+        set_={name: statement.excluded[name] for name in ("holder", "purpose", "acquired_at", "expires_at")},
         where=ConversationLockRow.expires_at <= bindparam("lapsed_by"),
     ).returning(ConversationLockRow.holder)
 
@@ -148,7 +136,6 @@ class HeldLock:
         self.locks, self.conversation, self.holder = locks, conversation, holder
         self.found, self.waited = found, waited
         self.deliveries: list[str] = []
-        self.delivered_by = "approval_guard"
         self.delivered: list[str] = []
         self._owner = asyncio.current_task()
         self._released = False
@@ -194,8 +181,7 @@ class HeldLock:
         if self._wake is not None:
             self._wake.set()
         try:
-            self.delivered = await self.locks._release(
-                self.conversation, self.holder, self.deliveries, self.delivered_by)
+            self.delivered = await self.locks._release(self.conversation, self.holder, self.deliveries)
         except Exception:
             if self.deliveries:
                 raise
@@ -255,7 +241,7 @@ class ConversationLocks:
 
     async def state(self, conversation: Conversation) -> LockState | None:
         async with await self.database.session() as db:
-            row = await db.scalar(select(ConversationLockRow).where(_locked(conversation)))
+            row = await db.scalar(select(ConversationLockRow).where(in_conversation(conversation, ConversationLockRow)))
         if row is None:
             return None
         return LockState(
@@ -276,38 +262,34 @@ class ConversationLocks:
         """
         now = self.database.now()
         taken = await db.execute(_TAKE[self.database.is_postgresql], {
-            "app_name": conversation.app_name, "user_id": conversation.user_id,
-            "session_id": conversation.session_id, "holder": holder, "purpose": purpose,
-            "acquired_at": now, "expires_at": now + LEASE, "lapsed_by": now,
+            **asdict(conversation), "holder": holder, "purpose": purpose, "acquired_at": now,
+            "expires_at": now + LEASE, "lapsed_by": now,
         })
         return bool(taken.scalar() == holder)
 
     async def _take_from(self, conversation: Conversation, dead: str, holder: str, purpose: str) -> bool:
         now = self.database.now()
-        async with await self.database.session() as db, db.begin():
-            changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
-                update(ConversationLockRow)
-                .where(_locked(conversation), ConversationLockRow.holder == dead)
-                .values(holder=holder, purpose=purpose, acquired_at=now, expires_at=now + LEASE)
-            )
-        return changed.rowcount == 1
+        return await self._change_lease(conversation, dead, holder=holder, purpose=purpose, acquired_at=now,
+                                        expires_at=now + LEASE)
 
     async def _renew(self, conversation: Conversation, holder: str) -> bool:
-        async with await self.database.session() as db, db.begin():
-            changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
+        return await self._change_lease(conversation, holder, expires_at=self.database.now() + LEASE)
+
+    async def _change_lease(self, conversation: Conversation, held_by: str, **changes: Any) -> bool:
+        """Change the lease `held_by` has on `conversation`; False if it no longer has the lock."""
+        async with self.database.transaction() as db:
+            changed = await db.execute(
                 update(ConversationLockRow)
-                .where(_locked(conversation), ConversationLockRow.holder == holder)
-                .values(expires_at=self.database.now() + LEASE)
+                .where(in_conversation(conversation, ConversationLockRow), ConversationLockRow.holder == held_by)
+                .values(**changes)
             )
         return changed.rowcount == 1
 
-    async def _release(
-        self, conversation: Conversation, holder: str, deliveries: Sequence[str] = (), actor: str = ""
-    ) -> list[str]:
+    async def _release(self, conversation: Conversation, holder: str, deliveries: Sequence[str] = ()) -> list[str]:
         delivered: list[str] = []
         async with self.database.transaction() as db:
             if deliveries and self.record_deliveries is not None:
-                delivered = await self.record_deliveries(db, deliveries, actor)
-            await db.execute(_FREE, {"app_name": conversation.app_name, "user_id": conversation.user_id,
-                                     "session_id": conversation.session_id, "holder": holder})
+                # The guard's runs deliver decisions: the trail names it.
+                delivered = await self.record_deliveries(db, deliveries, "approval_guard")
+            await db.execute(_FREE, {**asdict(conversation), "holder": holder})
         return delivered

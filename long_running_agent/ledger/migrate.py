@@ -10,11 +10,8 @@ Processes that start together (replicas on one PostgreSQL database) take
 turns: a PostgreSQL advisory lock, or a lock file beside a SQLite file, is held
 while the ledger is migrated and ADK's session tables are created.
 
-A database this version cannot bring to its schema is refused with a
-SchemaError: one sentence naming the revision found, the one expected and
-what to run. It is stamped with a revision this version does not know (a
-newer version upgraded it), or its tables are not what its revision says
-(an upgrade made by hand, or cut short outside a transaction).
+A database this version cannot bring to its schema (a newer version's, or
+one changed by hand) is refused in one sentence (refusals/startup.py).
 """
 
 from __future__ import annotations
@@ -30,14 +27,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event, inspect, text
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from ..names import EXPENSES
 from ..refusals.startup import SchemaAhead, SchemaError, SchemaMismatch
-from .engine import tune_sqlite
+from .engine import sqlite_file, tune_sqlite
 from .schema import Base
 
 if TYPE_CHECKING:
@@ -81,10 +78,6 @@ def head() -> str:
     return revision
 
 
-def _known(revision: str) -> bool:
-    return revision in _revisions()
-
-
 def _current(connection: Connection) -> str | None:
     """The database's schema revision; SchemaAhead for one this version does not know."""
     heads = (sorted(row[0] for row in connection.execute(text("SELECT version_num FROM alembic_version")))
@@ -98,7 +91,7 @@ def _current(connection: Connection) -> str | None:
     revision = heads[0] if heads else None
     if revision is None and inspect(connection).has_table("approval_tickets"):
         return "0001"  # made by release 0.1, which created its tables itself
-    if revision is not None and not _known(revision):
+    if revision is not None and revision not in _revisions():
         raise SchemaAhead(revision, head())
     if revision == head():
         # At this code's revision, every table it declares is there: one dropped by hand
@@ -164,8 +157,7 @@ def _transactional(engine: AsyncEngine) -> AsyncEngine:
     stop halfway. SQLAlchemy's documented remedy: let the driver begin nothing
     and emit BEGIN (IMMEDIATE: take the write lock first) on every begin.
     """
-    database = engine.url.database
-    if engine.url.get_backend_name() != "sqlite" or not database or database == ":memory:":
+    if sqlite_file(engine.url) is None:
         return engine  # an in-memory database is this engine's own, and thrown away anyway
     migrating = create_async_engine(engine.url, poolclass=NullPool, connect_args={"timeout": 30})
     tune_sqlite(migrating)  # the same journal and file watch as every other connection
@@ -209,8 +201,8 @@ async def _locked(engine: AsyncEngine) -> AsyncIterator[None]:
             finally:
                 await holder.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": ADVISORY_LOCK_KEY})
         return
-    database = make_url(url).database
-    if not database or database == ":memory:":
+    database = sqlite_file(url)
+    if database is None:
         yield  # only this process can see an in-memory database
         return
     lock = open(os.path.abspath(database) + ".lock", "a")  # noqa: SIM115 (held across the yield)

@@ -10,37 +10,36 @@ day and purpose; what the rules refuse goes to an approver (`NeedsApproval`).
 from __future__ import annotations
 
 from collections.abc import Collection
-from datetime import UTC, date
+from datetime import UTC, date, datetime
 from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import bindparam, insert, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..refusals.rules import DAILY_LIMIT, SAME_PURPOSE, NeedsApproval, NotApproved
+from . import audit
 from .database import Database, new_id
 from .records import Conversation, Payout, Ticket, TicketStatus
 from .schema import (
-    AUDIT,
     IN_BOUND_CONVERSATION,
     TICKET_COLUMNS,
-    AuditRow,
     AutoApprovedPayoutRow,
     DailyAutoApprovalRow,
     PayoutRow,
     TicketRow,
     conversation_params,
+    in_conversation,
 )
 
 # The counter column is a 32-bit integer on PostgreSQL; a larger limit is no limit.
 _MAX_CENTS = 2**31 - 1
 
-
 _PAY = insert(PayoutRow)
+_SAME_PURPOSE_KEY = insert(AutoApprovedPayoutRow)
 # Approved tickets of one conversation for an amount (asked or approved), with their payout if any, oldest first.
 _APPROVED = (
     select(*TICKET_COLUMNS, PayoutRow.id.label("payout_id"))
@@ -52,6 +51,29 @@ _APPROVED = (
     )
     .order_by(TicketRow.created_at)
 )
+
+
+async def pay_ticket(
+    db: AsyncConnection, ticket: Any, conversation: Conversation, call_id: str, at: datetime, *,
+    actor: str = "reimburse", note: str = "",
+) -> Payout:
+    """Write the payout of approved `ticket` (what was approved, never more) and its audit entry, in `db`'s transaction.
+
+    The payout's UNIQUE ticket column keeps it to one: a second raises IntegrityError.
+    """
+    cents = ticket.amount_cents if ticket.approved_cents is None else ticket.approved_cents
+    payout = _payout(conversation, call_id, ticket.purpose, cents, at, ticket_id=ticket.id)
+    await db.execute(_PAY, payout)
+    await audit.write(db, ticket.id, at=at, actor=actor, action="paid", detail=f"{payout['id']}{note}")
+    return Payout.of(SimpleNamespace(**payout))
+
+
+def _payout(
+    conversation: Conversation, call_id: str, purpose: str, cents: int, at: datetime, ticket_id: str | None = None
+) -> dict[str, Any]:
+    return {"id": new_id("P"), "paid_at": at, "ticket_id": ticket_id, "app_name": conversation.app_name,
+            "call_id": call_id, "user_id": conversation.user_id, "session_id": conversation.session_id,
+            "purpose": purpose, "amount_cents": cents}
 
 
 class _OverDailyLimit(Exception):
@@ -84,61 +106,16 @@ class Payouts:
             key=lambda t: t.created_at)
         if delivered_now:
             # The ticket this run delivers, read from the ledger under the lock: paid without
-            # reading it again. The payout's UNIQUE ticket keeps it to one; if it was paid
-            # before, the full reading below says so.
+            # reading it again. If it was paid before, the full reading below says so.
             try:
                 async with self.database.transaction() as db:
-                    return await self._pay(db, delivered_now[0], conversation, call_id), False
+                    return await pay_ticket(db, delivered_now[0], conversation, call_id, self.database.now()), False
             except IntegrityError:
                 pass
-        # One transaction: the matching tickets read, the payout and its audit entry written.
-        preferred = {t.id for t in prefer}
-        ticket = None
-        try:
-            async with self.database.transaction() as db:
-                matching = await self._approved_tickets(conversation, purpose, amount_cents, db)
-                # An unpaid match first; a paid one only to report "already paid". Of two equal
-                # tickets, the one whose approval this run delivers: the other one's approval has
-                # not reached the conversation yet, and pays when it does.
-                matching.sort(key=lambda pair: (pair[1], pair[0].id not in preferred))
-                ticket = matching[0][0] if matching else None
-                if ticket is None:
-                    raise NotApproved(purpose, amount_cents)
-                return await self._pay(db, ticket, conversation, call_id), False
-        except IntegrityError:
-            # Someone paid this ticket first: report that payout.
-            assert ticket is not None  # the conflict was its payout's
-            earlier = await self._earlier_payout(ticket_id=ticket.id)
-            if earlier is None:
-                raise
-            return earlier
-
-    async def _pay(self, db: AsyncConnection, ticket: Any, conversation: Conversation, call_id: str) -> Payout:
-        """Write the payout of approved `ticket` (what was approved) and its audit entry, in `db`'s transaction."""
-        payout = {
-            "id": new_id("P"), "paid_at": self.database.now(), "ticket_id": ticket.id,
-            "app_name": conversation.app_name, "call_id": call_id, "user_id": conversation.user_id,
-            "session_id": conversation.session_id, "purpose": ticket.purpose,
-            "amount_cents": ticket.amount_cents if ticket.approved_cents is None else ticket.approved_cents,
-        }
-        await db.execute(_PAY, payout)
-        await db.execute(AUDIT, {"ticket_id": ticket.id, "at": payout["paid_at"], "actor": "reimburse",
-                                 "action": "paid", "detail": payout["id"]})
-        return Payout.of(SimpleNamespace(**payout))
-
-    async def _approved_tickets(
-        self, conversation: Conversation, purpose: str, amount_cents: int, db: Any = None
-    ) -> list[tuple[Any, bool]]:
-        """Approved tickets of this conversation for purpose and amount (asked or approved), oldest first.
-
-        In `db`'s transaction, or in a session of its own.
-        """
-        if db is None:
-            async with self.database.transaction() as own:
-                return await self._approved_tickets(conversation, purpose, amount_cents, own)
-        candidates = (await db.execute(_APPROVED, {**conversation_params(conversation), "cents": amount_cents})).all()
-        wanted = purpose.casefold()
-        return [(t, t.payout_id is not None) for t in candidates if t.purpose.casefold() == wanted]
+        paid = await self._pay_matching(conversation, call_id, purpose, amount_cents, prefer, paid_too=True)
+        if paid is None:
+            raise NotApproved(purpose, amount_cents)
+        return paid
 
     async def pay_small(
         self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int,
@@ -155,18 +132,41 @@ class Payouts:
         earlier = await self._payout_of_call(conversation, call_id)
         if earlier is not None:
             return earlier, True
-        for ticket, paid in await self._approved_tickets(conversation, purpose, amount_cents):
-            if not paid:
-                return await self._insert_payout(
-                    ticket_id=ticket.id, app_name=conversation.app_name, call_id=call_id,
-                    user_id=conversation.user_id, session_id=conversation.session_id,
-                    purpose=ticket.purpose,
-                    amount_cents=ticket.amount_cents if ticket.approved_cents is None else ticket.approved_cents,
-                )
+        paid = await self._pay_matching(conversation, call_id, purpose, amount_cents, paid_too=False)
+        if paid is not None:
+            return paid
         return await self._pay_without_approval(
             conversation=conversation, call_id=call_id, purpose=purpose, amount_cents=amount_cents,
             requester=requester, purpose_key=purpose_key, limit_cents=daily_limit_cents,
         )
+
+    async def _pay_matching(
+        self, conversation: Conversation, call_id: str, purpose: str, amount_cents: int,
+        prefer: Collection[Ticket] = (), *, paid_too: bool,
+    ) -> tuple[Payout, bool] | None:
+        """Pay an approved ticket of this conversation for purpose and amount (asked or approved); None if none.
+
+        One transaction: the matching tickets read, the payout written. An unpaid match first, the oldest;
+        a paid one only to report "already paid" (`paid_too`). Of two equal tickets, the one in `prefer`:
+        the other one's approval has not reached the conversation yet, and pays when it does.
+        """
+        wanted, preferred = purpose.casefold(), {t.id for t in prefer}
+        ticket = None
+        try:
+            async with self.database.transaction() as db:
+                rows = await db.execute(_APPROVED, {**conversation_params(conversation), "cents": amount_cents})
+                matching = sorted((t for t in rows if t.purpose.casefold() == wanted),
+                                  key=lambda t: (t.payout_id is not None, t.id not in preferred))
+                if not matching or (matching[0].payout_id is not None and not paid_too):
+                    return None
+                ticket = matching[0]
+                return await pay_ticket(db, ticket, conversation, call_id, self.database.now()), False
+        except IntegrityError:
+            # Someone paid this ticket first: report that payout.
+            earlier = await self.find(ticket_id=ticket.id) if ticket is not None else []
+            if not earlier:
+                raise
+            return earlier[0], True
 
     # --- the daily rules for payouts without approval ---------------------------
 
@@ -177,30 +177,19 @@ class Payouts:
     async def paid_without_approval(self, requester: str, day: date | None = None) -> int:
         """Cents paid to `requester` without approval on `day` (default: today, UTC)."""
         async with await self.database.session() as db:
-            total = await db.scalar(
-                select(DailyAutoApprovalRow.total_cents).where(
-                    DailyAutoApprovalRow.requester == requester,
-                    DailyAutoApprovalRow.day == (day or self.day()),
-                )
-            )
+            total = await db.scalar(select(DailyAutoApprovalRow.total_cents).where(
+                DailyAutoApprovalRow.requester == requester, DailyAutoApprovalRow.day == (day or self.day())))
         return int(total or 0)
 
     async def auto_approval_refusal(
-        self, *, requester: str, purpose_key: str, amount_cents: int, daily_limit_cents: int
+        self, *, requester: str, purpose_key: str, amount_cents: int, daily_limit_cents: int, day: date | None = None
     ) -> NeedsApproval | None:
-        """Why the daily rules would send this payout to an approver now, or None.
+        """Why the daily rules would send this payout to an approver on `day` (default: now), or None.
 
         A read, not a reservation: it says whether a small request may open a
         ticket. Only `pay_small` decides, in the database.
         """
-        return await self._refusal(
-            requester=requester, day=self.day(), purpose_key=purpose_key,
-            amount_cents=amount_cents, limit_cents=min(daily_limit_cents, _MAX_CENTS),
-        )
-
-    async def _refusal(
-        self, *, requester: str, day: date, purpose_key: str, amount_cents: int, limit_cents: int
-    ) -> NeedsApproval | None:
+        day, limit_cents = day or self.day(), min(daily_limit_cents, _MAX_CENTS)
         earlier = await self._auto_payout_for(requester, day, purpose_key)
         paid_today = await self.paid_without_approval(requester, day)
         if earlier is None and paid_today + amount_cents <= limit_cents:
@@ -218,30 +207,21 @@ class Payouts:
         now = self.database.now()
         day = now.astimezone(UTC).date()
         limit_cents = min(limit_cents, _MAX_CENTS)
-        row = PayoutRow(
-            id=new_id("P"), paid_at=now, ticket_id=None, app_name=conversation.app_name,
-            call_id=call_id, user_id=conversation.user_id, session_id=conversation.session_id,
-            purpose=purpose, amount_cents=amount_cents,
-        )
+        payout = _payout(conversation, call_id, purpose, amount_cents, now)
         # One transaction: the counter, the payout and its same-purpose key
         # stand or fall together. The counter goes first, so concurrent payouts
         # of one requester queue on its row and each sees the others' totals.
         try:
             if amount_cents > limit_cents:
                 raise _OverDailyLimit
-            async with await self.database.session() as db, db.begin():
-                added: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
-                    self._add_to_daily_total(requester, day, amount_cents, limit_cents)
-                )
+            async with self.database.transaction() as db:
+                added = await db.execute(self._add_to_daily_total(requester, day, amount_cents, limit_cents))
                 if added.rowcount != 1:
                     raise _OverDailyLimit
-                db.add(row)
-                await db.flush()
-                db.add(AutoApprovedPayoutRow(
-                    payout_id=row.id, requester=requester, day=day, purpose_key=purpose_key,
-                ))
-                await db.flush()
-            return Payout.of(row), False
+                await db.execute(_PAY, payout)
+                await db.execute(_SAME_PURPOSE_KEY, {"payout_id": payout["id"], "requester": requester, "day": day,
+                                                     "purpose_key": purpose_key})
+            return Payout.of(SimpleNamespace(**payout)), False
         except (_OverDailyLimit, IntegrityError):
             # A re-run of this call that raced the first: report its payout.
             earlier = await self._payout_of_call(conversation, call_id)
@@ -249,9 +229,9 @@ class Payouts:
                 return earlier, True
             # What refused it is committed (totals only grow, keys are never
             # removed), so reading it back now explains the refusal.
-            refusal = await self._refusal(
-                requester=requester, day=day, purpose_key=purpose_key,
-                amount_cents=amount_cents, limit_cents=limit_cents,
+            refusal = await self.auto_approval_refusal(
+                requester=requester, purpose_key=purpose_key, amount_cents=amount_cents,
+                daily_limit_cents=limit_cents, day=day,
             )
             if refusal is not None:
                 raise refusal from None
@@ -276,52 +256,18 @@ class Payouts:
     async def _auto_payout_for(self, requester: str, day: date, purpose_key: str) -> Payout | None:
         async with await self.database.session() as db:
             row = await db.scalar(
-                select(PayoutRow)
-                .join(AutoApprovedPayoutRow, AutoApprovedPayoutRow.payout_id == PayoutRow.id)
-                .where(
-                    AutoApprovedPayoutRow.requester == requester,
-                    AutoApprovedPayoutRow.day == day,
-                    AutoApprovedPayoutRow.purpose_key == purpose_key,
-                )
+                select(PayoutRow).join(AutoApprovedPayoutRow, AutoApprovedPayoutRow.payout_id == PayoutRow.id)
+                .where(AutoApprovedPayoutRow.requester == requester, AutoApprovedPayoutRow.day == day,
+                       AutoApprovedPayoutRow.purpose_key == purpose_key)
             )
         return Payout.of(row) if row else None
 
     async def _payout_of_call(self, conversation: Conversation, call_id: str) -> Payout | None:
         async with await self.database.session() as db:
-            row = await db.scalar(select(PayoutRow).where(
-                PayoutRow.app_name == conversation.app_name, PayoutRow.user_id == conversation.user_id,
-                PayoutRow.session_id == conversation.session_id, PayoutRow.call_id == call_id,
-            ))
+            row = await db.scalar(
+                select(PayoutRow).where(in_conversation(conversation, PayoutRow), PayoutRow.call_id == call_id)
+            )
         return Payout.of(row) if row else None
-
-    async def _insert_payout(self, **fields: Any) -> tuple[Payout, bool]:
-        row = PayoutRow(id=new_id("P"), paid_at=self.database.now(), **fields)
-        try:
-            async with await self.database.session() as db, db.begin():
-                db.add(row)
-                if fields["ticket_id"]:
-                    db.add(AuditRow(ticket_id=fields["ticket_id"], at=row.paid_at,
-                                    actor="reimburse", action="paid", detail=row.id))
-            return Payout.of(row), False
-        except IntegrityError:
-            # Someone paid this ticket (or ran this call) first: report that
-            # payout instead of making a second one.
-            earlier = await self._earlier_payout(**fields)
-            if earlier is None:
-                raise
-            return earlier
-
-    async def _earlier_payout(self, **fields: Any) -> tuple[Payout, bool] | None:
-        """The payout an insert of `fields` ran into: its ticket's, or its call's (None: another conflict)."""
-        key = (
-            PayoutRow.ticket_id == fields["ticket_id"]
-            if fields.get("ticket_id")
-            else (PayoutRow.app_name == fields["app_name"]) & (PayoutRow.user_id == fields["user_id"])
-            & (PayoutRow.session_id == fields["session_id"]) & (PayoutRow.call_id == fields["call_id"])
-        )
-        async with await self.database.session() as db:
-            existing = await db.scalar(select(PayoutRow).where(key))
-        return (Payout.of(existing), True) if existing is not None else None
 
     async def find(self, *, session_id: str | None = None, ticket_id: str | None = None) -> list[Payout]:
         """The payouts of a conversation's session, or of a ticket (or every payout), oldest first."""

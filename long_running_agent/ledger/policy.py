@@ -39,11 +39,6 @@ class Limits(Protocol):
     def max_amount(self) -> Decimal: ...
 
 
-class Threshold(Protocol):
-    @property
-    def approval_threshold(self) -> Decimal: ...
-
-
 def parse_amount(amount: object, settings: Limits) -> Decimal:
     """Return `amount` as a Decimal with two places, or raise AmountError.
 
@@ -83,8 +78,8 @@ def parse_request(purpose: object, amount: object, settings: Limits) -> tuple[st
     return parse_purpose(purpose), parse_amount(amount, settings)
 
 
-def needs_approval(amount: Decimal, settings: Threshold) -> bool:
-    return amount > settings.approval_threshold
+def needs_approval(amount: Decimal, policy: Policy) -> bool:
+    return amount > policy.approval_threshold
 
 
 _LEADING_ARTICLES = re.compile(r"^(?:(?:the|a|an|my|our)\s+)+")

@@ -29,6 +29,12 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
+def _fields(cls: Any, row: Any) -> dict[str, Any]:
+    """The values of the dataclass `cls`'s fields from the row's attributes of the same names, times in UTC."""
+    values = {name: getattr(row, name) for name in cls.__dataclass_fields__}
+    return {name: _utc(value) if isinstance(value, datetime) else value for name, value in values.items()}
+
+
 @dataclass(frozen=True)
 class Conversation:
     """Where a conversation is, as ADK names it: app, user and session."""
@@ -84,20 +90,8 @@ class Ticket:
 
     @classmethod
     def of(cls, row: TicketRow | Any) -> Ticket:
-        """From a TicketRow, or a Core row of its columns (tickets.TICKET_COLUMNS)."""
-        return cls(
-            **{name: getattr(row, name) for name in cls.__dataclass_fields__}
-            | {
-                "status": TicketStatus(row.status),
-                "created_at": _utc(row.created_at),
-                "expires_at": _utc(row.expires_at),
-                "decided_at": _utc(row.decided_at),
-                "first_approved_at": _utc(row.first_approved_at),
-                "reminded_at": _utc(row.reminded_at),
-                "delivered_at": _utc(row.delivered_at),
-                "settled_at": _utc(row.settled_at),
-            }
-        )
+        """From a TicketRow, or a Core row of its columns (schema.TICKET_COLUMNS)."""
+        return cls(**_fields(cls, row) | {"status": TicketStatus(row.status)})
 
     @property
     def amount(self) -> float:
@@ -126,12 +120,6 @@ class Ticket:
         return Conversation(self.app_name, self.user_id, self.session_id)
 
     @property
-    def approvals_given(self) -> int:
-        if self.status is TicketStatus.APPROVED:
-            return self.approvals_needed
-        return 1 if self.first_approved_by else 0
-
-    @property
     def needs_two_approvers(self) -> bool:
         """Under the two-person rule (DUAL_APPROVAL_ABOVE): two approvals from two approvers decide it."""
         return self.approvals_needed > 1
@@ -139,7 +127,7 @@ class Ticket:
     @property
     def approvals_so_far(self) -> str:
         """"1 of 2": the approvals given, of those needed."""
-        return f"{self.approvals_given} of {self.approvals_needed}"
+        return f"{len(self.approvers)} of {self.approvals_needed}"
 
     @property
     def approvals_shown(self) -> str | None:
@@ -235,10 +223,7 @@ class Payout:
 
     @classmethod
     def of(cls, row: PayoutRow | Any) -> Payout:
-        return cls(
-            **{name: getattr(row, name) for name in cls.__dataclass_fields__}
-            | {"paid_at": _utc(row.paid_at)}
-        )
+        return cls(**_fields(cls, row))
 
     @property
     def amount_text(self) -> str:

@@ -23,7 +23,6 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     bindparam,
-    insert,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -114,9 +113,7 @@ class PayoutRow(Base):
     __tablename__ = "approval_payouts"
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     # UNIQUE: at most one payout per ticket, enforced by the database.
-    ticket_id: Mapped[str | None] = mapped_column(
-        ForeignKey("approval_tickets.id"), unique=True
-    )
+    ticket_id: Mapped[str | None] = mapped_column(ForeignKey("approval_tickets.id"), unique=True)
     app_name: Mapped[str] = mapped_column(String(128))
     call_id: Mapped[str] = mapped_column(String(128))
     user_id: Mapped[str] = mapped_column(String(128))
@@ -139,13 +136,7 @@ class DailyAutoApprovalRow(Base):
 
 
 class RequestTotalRow(Base):
-    """What one requester asked approvers for on one UTC day, per group: the same purpose, or one message.
-
-    Opening a ticket adds its amount to its groups' totals in one upsert that
-    returns the new total; a total above DUAL_APPROVAL_ABOVE makes that ticket
-    need two approvers, so splitting a request does not dodge the rule.
-    Rejected, expired and withdrawn tickets are taken back out.
-    """
+    """What one requester asked approvers for on one UTC day, per request group (request_totals.py)."""
 
     __tablename__ = "request_totals"
     requester: Mapped[str] = mapped_column(String(128), primary_key=True)
@@ -178,12 +169,7 @@ class AuditRow(Base):
 
 
 class NotificationRow(Base):
-    """The outbox: one webhook per ticket event, written in the transaction of the change it reports.
-
-    A sender claims a row (`claimed_by` until `claimed_until`), POSTs it, and
-    marks it sent; a failure is retried at `next_attempt_at`, and after the
-    last attempt it is `failed_at`, shown in `expenses show` and the API.
-    """
+    """The outbox (outbox.py): one webhook per ticket event, claimed by one sender at a time, retried until sent."""
 
     __tablename__ = "notifications"
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -240,8 +226,6 @@ def undelivered() -> Any:
 
 # Every column of a ticket, for Core statements that read or return a whole ticket (records.Ticket.of).
 TICKET_COLUMNS = tuple(TicketRow.__table__.columns)
-# An audit entry, its values bound at execution.
-AUDIT = insert(AuditRow)
 
 # `in_conversation` with its values bound at execution: {"app_name": ..., "user_id": ..., "session_id": ...}.
 IN_BOUND_CONVERSATION = (
@@ -257,12 +241,12 @@ def conversation_params(conversation: Conversation) -> dict[str, str]:
             "c_session_id": conversation.session_id}
 
 
-def in_conversation(conversation: Conversation) -> Any:
-    """Tickets of this very conversation: the app, the user and the session all match."""
+def in_conversation(conversation: Conversation, table: Any = TicketRow) -> Any:
+    """Rows (tickets, unless `table` says otherwise) of this very conversation: app, user and session all match."""
     return (
-        (TicketRow.app_name == conversation.app_name)
-        & (TicketRow.user_id == conversation.user_id)
-        & (TicketRow.session_id == conversation.session_id)
+        (table.app_name == conversation.app_name)
+        & (table.user_id == conversation.user_id)
+        & (table.session_id == conversation.session_id)
     )
 
 

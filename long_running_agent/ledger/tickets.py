@@ -1,83 +1,87 @@
 """Tickets: opened by `ask_for_approval`, decided once by an approver, expired by the clock.
 
-Every move out of pending is a conditional UPDATE (`WHERE status = 'pending'`),
+Every move out of pending is one conditional UPDATE (`WHERE status = 'pending'`),
 so of two approvers racing in two processes exactly one wins; each move is
-written to the audit trail, and its notification to the outbox (outbox.py),
-in the same transaction.
+written to the audit trail (audit.py), and its notification to the outbox
+(outbox.py), in the same transaction.
 
-Above DUAL_APPROVAL_ABOVE a ticket needs two approvals from two approvers.
-The first is a conditional UPDATE too (`WHERE first_approved_by IS NULL`),
-and the second decides (`WHERE first_approved_by != <this approver>`): two
-approvers racing, or one approving twice, still end in one decision.
+Above DUAL_APPROVAL_ABOVE a ticket needs two approvals from two approvers
+(request_totals.py says when). The first is a conditional UPDATE too
+(`WHERE first_approved_by IS NULL`), and the second decides (`WHERE
+first_approved_by != <this approver>`): two approvers racing, or one
+approving twice, still end in one decision.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NoReturn
 
-from sqlalchemy import Select, bindparam, func, insert, select, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import CursorResult
+from sqlalchemy import Integer, Select, bindparam, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..refusals.rules import (
     AlreadyApprovedByYou,
     AlreadyDecided,
     NotAllowed,
-    NotAnApprover,
     NotRequester,
     TicketExpired,
     TicketNotFound,
 )
 from ..refusals.values import APPROVE_LESS, InputError
-from . import inputs
+from . import audit, inputs, reminders, request_totals
 from .database import Database, new_id
 from .outbox import Outbox
-from .policy import approved_cents, from_cents, purpose_key, requester_of
+from .policy import approved_cents, from_cents, requester_of
 from .records import AuditEntry, Conversation, Ticket, TicketStatus, _utc
-from .schema import AUDIT, TICKET_COLUMNS, AuditRow, PendingCountRow, RequestTotalRow, TicketRow, in_conversation
-
-
-def approver_name(raw: object, approvers: frozenset[str] | None) -> str:
-    """`raw` as a canonical name that may decide: one of `approvers` (APPROVERS), when they are set."""
-    name = inputs.name(raw, "approver name")
-    if approvers is not None and name not in approvers:
-        raise NotAnApprover(name, sorted(approvers))
-    return name
-
+from .schema import TICKET_COLUMNS, AuditRow, PendingCountRow, TicketRow, in_conversation
 
 # Run inside the transaction that decides a ticket, once it is decided (e.g. take its conversation).
 Then = Callable[[AsyncConnection, Ticket], Awaitable[None]]
 
+# The notification each move out of pending sends.
+EVENT_OF = {
+    TicketStatus.APPROVED: "ticket.approved", TicketStatus.REJECTED: "ticket.rejected",
+    TicketStatus.EXPIRED: "ticket.expired", TicketStatus.WITHDRAWN: "ticket.withdrawn",
+}
+
 # The statements of a flow's steps, built once; their values are bound at execution (database.py).
 _OPEN = insert(TicketRow)
 _ROW = select(*TICKET_COLUMNS).where(TicketRow.id == bindparam("t_id"))
+_PENDING = (TicketRow.id == bindparam("t_id"), TicketRow.status == TicketStatus.PENDING)
+_BEFORE_EXPIRY = TicketRow.expires_at > bindparam("now")
+# An approval with an amount holds only while no one approved less, and sets it, so `approved_cents`
+# is always the smallest amount approved; an approval without one (`cents` NULL) keeps what is there.
+_CENTS = bindparam("cents", type_=Integer)
+_PINNED = _CENTS.is_(None) | (func.coalesce(TicketRow.approved_cents, TicketRow.amount_cents) >= _CENTS)
+
+_FIRST_OF_TWO = (
+    update(TicketRow).where(*_PENDING, _BEFORE_EXPIRY, TicketRow.first_approved_by.is_(None), _PINNED)
+    .values(first_approved_by=bindparam("actor"), first_approved_at=bindparam("now"),
+            approved_cents=bindparam("lowered"))
+    .returning(*TICKET_COLUMNS)
+)
 
 
-def _move_statement(*, before_expiry: bool, one_approver: bool = False) -> Any:
-    """Move a pending ticket (before it expires, unless it is the expiry; only one needing one approver) and
-    return its row."""
-    within = [TicketRow.id == bindparam("t_id"), TicketRow.status == TicketStatus.PENDING]
-    if before_expiry:
-        within.append(TicketRow.expires_at > bindparam("t_now"))
-    if one_approver:
-        within.append(TicketRow.approvals_needed == 1)
+def _move_statement(status: TicketStatus) -> Any:
+    """Move a pending ticket to `status` (before it expires, unless that is the move) and return its row."""
+    within = [*_PENDING] if status is TicketStatus.EXPIRED else [*_PENDING, _BEFORE_EXPIRY]
+    approved: Any = None
+    if status is TicketStatus.APPROVED:
+        # One approver decides, or under the two-person rule a second one, who is not the first.
+        two = TicketRow.first_approved_by.is_not(None) & (TicketRow.first_approved_by != bindparam("actor"))
+        within += [(TicketRow.approvals_needed == 1) | two, _PINNED]
+        approved = func.coalesce(bindparam("lowered", type_=Integer), TicketRow.approved_cents)
     return (update(TicketRow).where(*within)
-            .values(status=bindparam("status"), decided_by=bindparam("decided_by"),
-                    decided_at=bindparam("decided_at"), reason=bindparam("reason"),
-                    approved_cents=bindparam("approved_cents"))
+            .values(status=status.value, decided_by=bindparam("actor"), decided_at=bindparam("now"),
+                    reason=bindparam("reason"), approved_cents=approved)
             .returning(*TICKET_COLUMNS))
 
 
-# By (before its expiry?, only a ticket that needs one approver?).
-_MOVE = {(before, one): _move_statement(before_expiry=before, one_approver=one)
-         for before in (True, False) for one in (True, False) if before or not one}
-# By (PostgreSQL?, number of request groups).
-_ADD_TO_TOTALS: dict[tuple[bool, int], Any] = {}
+_MOVE = {status: _move_statement(status) for status in EVENT_OF}
 
 
 async def row_of(db: Any, ticket_id: str) -> Any:
@@ -86,13 +90,6 @@ async def row_of(db: Any, ticket_id: str) -> Any:
     if row is None:
         raise TicketNotFound(ticket_id)
     return row
-
-
-def _same_person(user_id: str, name: str) -> bool:
-    try:
-        return inputs.name(user_id) == name
-    except inputs.InputError:
-        return False
 
 
 def tickets_in(status: TicketStatus, limit: int, offset: int = 0) -> Select[TicketRow]:
@@ -118,13 +115,6 @@ def latest_decisions(limit: int) -> Select[TicketRow]:
             .order_by(TicketRow.decided_at.desc(), TicketRow.id.desc()).limit(limit))
 
 
-# The notification each move out of pending sends.
-EVENT_OF = {
-    TicketStatus.APPROVED: "ticket.approved", TicketStatus.REJECTED: "ticket.rejected",
-    TicketStatus.EXPIRED: "ticket.expired", TicketStatus.WITHDRAWN: "ticket.withdrawn",
-}
-
-
 class Tickets:
     """Every ticket's life: opened, decided once (by one or two approvers), withdrawn, expired, reminded."""
 
@@ -136,41 +126,23 @@ class Tickets:
         self.approvers = approvers
 
     async def open(
-        self,
-        *,
-        app_name: str,
-        user_id: str,
-        session_id: str,
-        call_id: str,
-        call_name: str,
-        purpose: str,
-        amount_cents: int,
-        ttl: timedelta,
-        session_store: str = "app",
-        note: str | None = None,
-        message_id: str | None = None,
-        dual_above_cents: int | None = None,
+        self, *, app_name: str, user_id: str, session_id: str, call_id: str, call_name: str, purpose: str,
+        amount_cents: int, ttl: timedelta, session_store: str = "app", note: str | None = None,
+        message_id: str | None = None, dual_above_cents: int | None = None,
     ) -> Ticket:
         """Open a pending ticket; `note` (why it needs approval) goes into its audit trail.
 
-        The two-person rule: the ticket needs two approvers when its amount,
-        added to the requester's other open or approved requests today (UTC)
-        for the same purpose, or from the same message (`message_id`, ADK's
-        invocation id), comes to more than `dual_above_cents`. The totals are
-        raised and read in one statement each, in this transaction, so of
-        several requests racing, the one that crosses the line is the one
-        that needs two approvers.
+        It needs two approvers when its amount, with the requester's other requests of the same purpose
+        today or of the same message (`message_id`: request_totals.py), comes to more than `dual_above_cents`.
         """
         now = self.database.now()
-        requester = requester_of(user_id)
-        day = now.astimezone(UTC).date()
-        groups = [f"purpose:{purpose_key(purpose)}"] + ([f"message:{message_id}"] if message_id else [])
+        groups = request_totals.groups_of(purpose, message_id)
         async with self.database.transaction() as db:
-            totals = await db.scalars(*self._add_to_totals(requester, day, groups, amount_cents))
-            combined = max(int(total) for total in totals)
+            combined = await request_totals.add(db, user_id, now.astimezone(UTC).date(), groups, amount_cents)
             dual = dual_above_cents is not None and combined > dual_above_cents
+            ticket_id = new_id("T")
             values = {
-                "id": new_id("T"), "app_name": app_name, "user_id": user_id, "session_id": session_id,
+                "id": ticket_id, "app_name": app_name, "user_id": user_id, "session_id": session_id,
                 "call_id": call_id, "call_name": call_name, "purpose": purpose, "amount_cents": amount_cents,
                 "status": TicketStatus.PENDING.value, "created_at": now, "expires_at": now + ttl,
                 "session_store": session_store, "approvals_needed": 2 if dual else 1,
@@ -184,112 +156,62 @@ class Tickets:
                            "requests for the same purpose today, or in the same message)")
             elif dual:
                 detail += " (needs 2 approvers)"
-            await db.execute(AUDIT, {"ticket_id": values["id"], "at": now, "actor": user_id, "action": "requested",
-                                     "detail": detail[:500]})
+            await audit.write(db, ticket_id, at=now, actor=user_id, action="requested", detail=detail)
             ticket = Ticket.of(SimpleNamespace(**(dict.fromkeys(c.name for c in TICKET_COLUMNS) | values)))
             await self.outbox.add(db, "ticket.requested", ticket, now)
         return ticket
-
-    def _add_to_totals(self, requester: str, day: date, groups: list[str], cents: int) -> Any:
-        """`total += cents` for (requester, day, group) of each group, returning the new totals: one upsert."""
-        key = (self.database.is_postgresql, len(groups))
-        if key not in _ADD_TO_TOTALS:
-            upsert = postgresql_insert if self.database.is_postgresql else sqlite_insert
-            statement = upsert(RequestTotalRow).values([
-                {"requester": bindparam("requester"), "day": bindparam("day"),
-                 "request_group": bindparam(f"group_{n}"), "total_cents": bindparam("cents")}
-                for n in range(len(groups))
-            ])
-            _ADD_TO_TOTALS[key] = statement.on_conflict_do_update(
-                index_elements=[RequestTotalRow.requester, RequestTotalRow.day, RequestTotalRow.request_group],
-                set_={"total_cents": RequestTotalRow.total_cents + statement.excluded.total_cents},
-            ).returning(RequestTotalRow.total_cents)
-        return _ADD_TO_TOTALS[key], {"requester": requester, "day": day, "cents": cents,
-                                     **{f"group_{n}": group for n, group in enumerate(groups)}}
 
     async def combined_with(self, ticket: Ticket) -> list[Ticket]:
         """The other open or approved tickets that count toward `ticket`'s totals (same groups, same day)."""
         if ticket.combined_cents is None:
             return []
         async with await self.database.session() as db:
-            row = await row_of(db, ticket.id)
-            groups = set((row.request_groups or "").splitlines())
-            day = ticket.created_at.astimezone(UTC).date()
-            start = datetime.combine(day, time(), tzinfo=UTC)
-            rows = await db.scalars(
-                select(TicketRow).where(
-                    TicketRow.user_id == ticket.user_id, TicketRow.id != ticket.id,
-                    TicketRow.created_at >= start, TicketRow.created_at < start + timedelta(days=1),
-                    TicketRow.status.in_([TicketStatus.PENDING, TicketStatus.APPROVED]),
-                ).order_by(TicketRow.created_at, TicketRow.id)
-            )
-            return [Ticket.of(r) for r in rows if groups & set((r.request_groups or "").splitlines())]
+            return await request_totals.combined_with(db, ticket)
 
     async def get(self, ticket_id: str) -> Ticket:
-        async with await self.database.session() as db:
-            row = await db.get(TicketRow, ticket_id)
-        if row is None:
-            raise TicketNotFound(ticket_id)
-        return Ticket.of(row)
+        async with self.database.transaction() as db:
+            return Ticket.of(await row_of(db, ticket_id))
 
     async def find_by_call(self, conversation: Conversation, call_id: str) -> Ticket | None:
         """The ticket opened by call `call_id` in this very conversation (app, user and session)."""
         async with await self.database.session() as db:
-            row = await db.scalar(
-                select(TicketRow).where(in_conversation(conversation), TicketRow.call_id == call_id)
-            )
+            row = await db.scalar(select(TicketRow).where(in_conversation(conversation), TicketRow.call_id == call_id))
         return Ticket.of(row) if row else None
 
     async def with_status(
         self, status: TicketStatus = TicketStatus.PENDING, limit: int = 50, offset: int = 0
     ) -> list[Ticket]:
-        """One page of the tickets in `status`, oldest first, in index order (`id` breaks ties)."""
         async with await self.database.session() as db:
             return [Ticket.of(row) for row in await db.scalars(tickets_in(status, limit, offset))]
 
     async def recent_decisions(self, limit: int = 20) -> list[Ticket]:
-        """The latest decisions, newest first."""
         async with await self.database.session() as db:
             return [Ticket.of(row) for row in await db.scalars(latest_decisions(limit))]
 
     async def count(self, status: TicketStatus = TicketStatus.PENDING) -> int:
-        """How many tickets are in `status` (counted in the status index)."""
         async with await self.database.session() as db:
             return int(await db.scalar(count_in(status)) or 0)
 
     async def decide(
-        self,
-        ticket_id: str,
-        *,
-        approver: str,
-        approve: bool,
-        reason: str | None = None,
-        amount: object = None,
-        from_chat: bool = False,
-        then: Then | None = None,
+        self, ticket_id: str, *, approver: str, approve: bool, reason: str | None = None, amount: object = None,
+        from_chat: bool = False, then: Then | None = None,
     ) -> Ticket:
         """Record an approver's decision; the ledger is written before any delivery.
 
         `amount` approves that much, at most what was asked (with a reason
-        when less); `reimburse` then pays it and no more. Under the two-person
-        rule the payout is at most the smaller of the two approvers' amounts:
-        each approval's statement carries its amount in its WHERE clause, so
-        one can never raise what another approved, however they race. Raises
-        InputError for a malformed name, reason or amount (the same rules on
-        every surface). `from_chat` is DEV_CHAT_APPROVAL: the requester
-        decides in the chat, and the trail says so. `then` runs in the
-        deciding transaction once the ticket is decided.
+        when less); `reimburse` then pays it and no more, and under the
+        two-person rule no more than the smaller of the two approvals
+        (`_PINNED`). Raises InputError for a malformed name, reason or amount
+        (the same rules on every surface). `from_chat` is DEV_CHAT_APPROVAL:
+        the requester decides in the chat, and the trail says so. `then` runs
+        in the deciding transaction once the ticket is decided.
         """
         # DEV_CHAT_APPROVAL: whoever chats decides, named as such in the trail.
-        approver = inputs.name(approver, "approver name") if from_chat else approver_name(approver, self.approvers)
+        approver = inputs.name(approver, "approver name") if from_chat else inputs.approver(approver, self.approvers)
         now = self.database.now()
-        # One transaction: the ticket read, checked, decided, audited (and `then`), in one go.
+        # One transaction: the ticket read and checked, then moved by one conditional UPDATE (two when the
+        # first approval of two meets someone else's), audited, notified (and `then`).
         async with self.database.transaction() as db:
-            moved = await self._decide_at_once(db, ticket_id, approver, approve, reason, amount, from_chat, now)
-            if moved is not None:
-                if then is not None:
-                    await then(db, moved)
-                return moved
             ticket = Ticket.of(await row_of(db, ticket_id))
             if ticket.status is not TicketStatus.PENDING:
                 raise AlreadyDecided(ticket)
@@ -299,136 +221,50 @@ class Tickets:
                     raise InputError("amount", "An amount goes with an approval; a rejection pays nothing.",
                                      next_step=APPROVE_LESS)
                 cents = approved_cents(amount, ticket.amount_cents)
-            lowered = cents is not None and cents < ticket.amount_cents
-            reason = inputs.reason(reason, required=not approve or lowered,
+            lowered = cents if cents is not None and cents < ticket.amount_cents else None
+            reason = inputs.reason(reason, required=not approve or lowered is not None,
                                    needed_by="Approving less than was asked" if approve else "A rejection")
             # One spelling per person: Alice, alice and " alice" are the same requester.
-            if _same_person(ticket.user_id, approver) and not (from_chat and not ticket.needs_two_approvers):
+            if requester_of(ticket.user_id) == approver and not (from_chat and not ticket.needs_two_approvers):
                 raise NotAllowed(ticket_id, approver)
             if from_chat:
                 approver = f"{approver} (chat, DEV_CHAT_APPROVAL)"
             detail = reason
-            if lowered:
-                detail = f"${from_cents(cents or 0):,} of the {ticket.amount_text} asked: {reason}"
+            if lowered is not None:
+                detail = f"${from_cents(lowered):,} of the {ticket.amount_text} asked: {reason}"
+            values = {"t_id": ticket_id, "now": now, "actor": approver, "reason": reason, "cents": cents,
+                      "lowered": lowered}
             two = approve and ticket.needs_two_approvers
-            if not two:
+            moved = None
+            if two and ticket.first_approved_by is None:
+                # The first approval leaves the ticket waiting for a second approver.
+                moved = await self._move(db, _FIRST_OF_TWO, values, "approval", "ticket.first_approval",
+                                         f"1 of 2: {detail}" if detail else "1 of 2")
+            if moved is None:
+                # One approver's decision; or the second approval, maybe after a first given just now.
                 status = TicketStatus.APPROVED if approve else TicketStatus.REJECTED
-                moved, current = await self._move(db, ticket_id, status, now, actor=approver, reason=reason,
-                                                  approved_cents=cents if lowered else None, detail=detail)
+                if two:
+                    detail = f"2 of 2: {detail}" if detail else "2 of 2"
+                moved = await self._move(db, _MOVE[status], values, status.value, EVENT_OF[status], detail)
                 if moved is not None and then is not None:
                     await then(db, moved)
-        if two:
-            return await self._approve_as_one_of_two(ticket, approver, reason, cents, detail, then)
-        if moved is not None:
-            return moved
-        assert current is not None  # read by _move when it moved nothing
-        await self._why_not_decided(current, approver, None, now)
-        raise AssertionError("unreachable")  # _why_not_decided always raises
-
-    async def _decide_at_once(
-        self, db: AsyncConnection, ticket_id: str, approver: str, approve: bool, reason: str | None,
-        amount: object, from_chat: bool, now: datetime,
-    ) -> Ticket | None:
-        """The usual decision (one approver, the amount asked) as one UPDATE ... RETURNING; None if it is not that.
-
-        The ticket comes back from the statement that decides it; a requester
-        deciding their own ticket is found then, and refused, which rolls the
-        whole transaction back. Anything else (an amount, two approvers, a
-        ticket decided or expired, a missing reason) is left to `decide`'s
-        reading of the ticket first, which refuses it in the same order as ever.
-        """
-        if amount is not None or from_chat:
-            return None
-        try:
-            reason = inputs.reason(reason, required=not approve,
-                                   needed_by="Approving less than was asked" if approve else "A rejection")
-        except InputError:
-            return None
-
-        def not_the_requester(ticket: Ticket) -> None:
-            if _same_person(ticket.user_id, approver):
-                raise NotAllowed(ticket_id, approver)
-
-        moved, _current = await self._move(
-            db, ticket_id, TicketStatus.APPROVED if approve else TicketStatus.REJECTED, now, actor=approver,
-            reason=reason, detail=reason, one_approver=True, check=not_the_requester)
-        return moved
-
-    async def _approve_as_one_of_two(
-        self, ticket: Ticket, approver: str, reason: str | None, cents: int | None, detail: str | None,
-        then: Then | None = None,
-    ) -> Ticket:
-        """The first approval leaves the ticket waiting; the second, by someone else, decides it.
-
-        Each is one conditional UPDATE. An approval with an amount holds only
-        while no one approved less (`COALESCE(approved_cents, amount_cents) >=
-        amount`), and sets it, so `approved_cents` is always the smallest
-        amount approved; an approval without one keeps what the other set.
-        """
-        now = self.database.now()
-        within = [TicketRow.id == ticket.id, TicketRow.status == TicketStatus.PENDING, TicketRow.expires_at > now]
-        if cents is not None:
-            within.append(func.coalesce(TicketRow.approved_cents, TicketRow.amount_cents) >= cents)
-        amount = {"approved_cents": cents} if cents is not None and cents < ticket.amount_cents else {}
-        async with self.database.transaction() as db:
-            first: CursorResult[Any] = await db.execute(
-                update(TicketRow).where(*within, TicketRow.first_approved_by.is_(None))
-                .values(first_approved_by=approver, first_approved_at=now, **amount)
-            )
-            if first.rowcount == 1:
-                waiting = Ticket.of(await row_of(db, ticket.id))
-                await db.execute(AUDIT, {"ticket_id": ticket.id, "at": now, "actor": approver, "action": "approval",
-                                         "detail": (f"1 of 2: {detail}" if detail else "1 of 2")[:500]})
-                await self.outbox.add(db, "ticket.first_approval", waiting, now)
-                return waiting
-        # The first approval is in (given just now by someone else, maybe): this is the second.
-        async with self.database.transaction() as db:
-            second: CursorResult[Any] = await db.execute(
-                update(TicketRow)
-                .where(*within, TicketRow.first_approved_by.is_not(None), TicketRow.first_approved_by != approver)
-                .values(status=TicketStatus.APPROVED, decided_by=approver, decided_at=now, reason=reason, **amount)
-            )
-            current = Ticket.of(await row_of(db, ticket.id))
-            if second.rowcount == 1:
-                await db.execute(AUDIT, {"ticket_id": ticket.id, "at": now, "actor": approver,
-                                         "action": TicketStatus.APPROVED.value,
-                                         "detail": (f"2 of 2: {detail}" if detail else "2 of 2")[:500]})
-                await self.outbox.add(db, EVENT_OF[TicketStatus.APPROVED], current, now)
-                if then is not None:
-                    await then(db, current)
-                return current
-        await self._why_not_decided(current, approver, cents, now)
-        raise AssertionError("unreachable")  # _why_not_decided always raises
-
-    async def _why_not_decided(self, current: Ticket, approver: str, cents: int | None, now: datetime) -> None:
-        """Raise what stopped a conditional decision, read after the statement decided nothing."""
-        if current.status is not TicketStatus.PENDING:
-            raise AlreadyDecided(current)
-        if current.expires_at <= now:
-            raise TicketExpired(await self.expire(current.id))
-        if current.first_approved_by == approver:
-            raise AlreadyApprovedByYou(current)
-        if cents is not None and cents > current.payable_cents:
-            raise InputError(
-                "amount",
-                f"${from_cents(cents):,} is more than the {current.payable_text} {current.first_approved_by} "
-                "approved; approve that amount or less, or reject the ticket.", next_step=APPROVE_LESS,
-            )
-        raise AlreadyDecided(current)
+            current = moved or Ticket.of(await row_of(db, ticket_id))
+        if moved is None:
+            await self._refuse(current, approver, cents, now)
+        return current
 
     async def expire(self, ticket_id: str) -> Ticket:
-        return await self._transition(ticket_id, TicketStatus.EXPIRED, actor="system", reason="approval window ended")
+        return await self._end(ticket_id, TicketStatus.EXPIRED, actor="system", reason="approval window ended")
 
     async def withdraw(self, ticket_id: str, *, requester: str) -> Ticket:
         """The requester withdraws a pending request: it is never decided, and nothing is paid."""
         requester = inputs.name(requester, "requester")
         ticket = await self.get(ticket_id)
-        if not _same_person(ticket.user_id, requester):
+        if requester_of(ticket.user_id) != requester:
             raise NotRequester(ticket_id, requester)
         if ticket.status is not TicketStatus.PENDING:
             raise AlreadyDecided(ticket)
-        return await self._transition(ticket_id, TicketStatus.WITHDRAWN, actor=requester, reason=None,
-                                      detail="withdrawn by the requester")
+        return await self._end(ticket_id, TicketStatus.WITHDRAWN, actor=requester, detail="withdrawn by the requester")
 
     async def expire_due(self, conversation: Conversation | None = None) -> list[str]:
         """Expire every pending ticket whose window has ended; returns their ids."""
@@ -440,108 +276,62 @@ class Tickets:
             due = list(await db.scalars(query))
         expired = []
         for ticket_id in due:
-            try:
+            with contextlib.suppress(AlreadyDecided):  # decided meanwhile
                 await self.expire(ticket_id)
                 expired.append(ticket_id)
-            except AlreadyDecided:
-                pass
         return expired
 
-    async def _transition(
-        self, ticket_id: str, status: TicketStatus, *, actor: str, reason: str | None,
-        approved_cents: int | None = None, detail: str | None = None,
-    ) -> Ticket:
+    async def _end(self, ticket_id: str, status: TicketStatus, *, actor: str, reason: str | None = None,
+                   detail: str | None = None) -> Ticket:
+        """Move a pending ticket to `status` without an approver (it expired, or was withdrawn)."""
         now = self.database.now()
+        values = {"t_id": ticket_id, "now": now, "actor": actor, "reason": reason}
         async with self.database.transaction() as db:
-            moved, current = await self._move(db, ticket_id, status, now, actor=actor, reason=reason,
-                                              approved_cents=approved_cents, detail=detail)
-        if moved is not None:
-            return moved
-        assert current is not None  # read by _move when it moved nothing
-        await self._why_not_decided(current, actor, None, now)
-        raise AssertionError("unreachable")
+            moved = await self._move(db, _MOVE[status], values, status.value, EVENT_OF[status], detail or reason)
+            current = moved or Ticket.of(await row_of(db, ticket_id))
+        if moved is None:
+            await self._refuse(current, actor, None, now)
+        return current
 
     async def _move(
-        self, db: AsyncConnection, ticket_id: str, status: TicketStatus, now: datetime, *, actor: str,
-        reason: str | None, approved_cents: int | None = None, detail: str | None = None,
-        one_approver: bool = False, check: Callable[[Ticket], None] | None = None,
-    ) -> tuple[Ticket | None, Ticket | None]:
-        """Move a pending ticket to `status` in `db`'s transaction: (the moved ticket, it) or (None, as it is).
-
-        One conditional UPDATE ... RETURNING: the decision and the row it
-        leaves come back together.
-        """
-        row = (await db.execute(_MOVE[status is not TicketStatus.EXPIRED, one_approver], {
-            "t_id": ticket_id, "t_now": now, "status": status.value, "decided_by": actor, "decided_at": now,
-            "reason": reason, "approved_cents": approved_cents,
-        })).first()
+        self, db: AsyncConnection, statement: Any, values: dict[str, Any], action: str, event: str, detail: str | None
+    ) -> Ticket | None:
+        """Run one conditional UPDATE ... RETURNING of a pending ticket; if it matched, audit and notify it."""
+        row = (await db.execute(statement, values)).first()
         if row is None:
-            # Read now only to say why (`one_approver`'s caller reads the ticket itself).
-            return None, None if one_approver else Ticket.of(await row_of(db, ticket_id))
+            return None
         ticket = Ticket.of(row)
-        if check is not None:
-            check(ticket)
-        if status is not TicketStatus.APPROVED:
-            await self._take_back(db, row)
-        await db.execute(AUDIT, {"ticket_id": ticket_id, "at": now, "actor": actor, "action": status.value,
-                                 "detail": (detail or reason or '')[:500] or None})
-        await self.outbox.add(db, EVENT_OF[status], ticket, now)
-        return ticket, ticket
+        if ticket.status not in (TicketStatus.PENDING, TicketStatus.APPROVED):
+            await request_totals.take_back(db, row)
+        await audit.write(db, ticket.id, at=values["now"], actor=values["actor"], action=action, detail=detail)
+        await self.outbox.add(db, event, ticket, values["now"])
+        return ticket
 
-    async def _take_back(self, db: Any, row: Any) -> None:
-        """A ticket that will never pay no longer counts toward its groups' totals."""
-        day = _utc(row.created_at).astimezone(UTC).date()  # type: ignore[union-attr]
-        for group in (row.request_groups or "").splitlines():
-            await db.execute(
-                update(RequestTotalRow)
-                .where(RequestTotalRow.requester == requester_of(row.user_id), RequestTotalRow.day == day,
-                       RequestTotalRow.request_group == group)
-                .values(total_cents=RequestTotalRow.total_cents - row.amount_cents)
+    async def _refuse(self, current: Ticket, actor: str, cents: int | None, now: datetime) -> NoReturn:
+        """Raise what stopped a move out of pending, read after its statement matched nothing."""
+        if current.status is not TicketStatus.PENDING:
+            raise AlreadyDecided(current)
+        if current.expires_at <= now:
+            raise TicketExpired(await self.expire(current.id))
+        if current.first_approved_by == actor:
+            raise AlreadyApprovedByYou(current)
+        if cents is not None and cents > current.payable_cents:
+            raise InputError(
+                "amount",
+                f"${from_cents(cents):,} is more than the {current.payable_text} {current.first_approved_by} "
+                "approved; approve that amount or less, or reject the ticket.", next_step=APPROVE_LESS,
             )
+        raise AlreadyDecided(current)
 
     async def remind_due(self, remind_before: timedelta, escalate_to: tuple[str, ...] = ()) -> list[Ticket]:
-        """Remind (once) of each pending ticket that expires within `remind_before`; escalate it too.
-
-        A conditional UPDATE marks each reminded, so of several replicas
-        sweeping at once one sends each reminder, and a restart sends none twice.
-        """
-        now = self.database.now()
-        async with await self.database.session() as db:
-            due = list(await db.scalars(
-                select(TicketRow.id).where(TicketRow.status == TicketStatus.PENDING,
-                                           TicketRow.expires_at > now, TicketRow.expires_at <= now + remind_before,
-                                           TicketRow.reminded_at.is_(None))
-            ))
-        reminded = []
-        for ticket_id in due:
-            async with await self.database.session() as db, db.begin():
-                changed: CursorResult[Any] = await db.execute(  # type: ignore[assignment]
-                    update(TicketRow)
-                    .where(TicketRow.id == ticket_id, TicketRow.status == TicketStatus.PENDING,
-                           TicketRow.reminded_at.is_(None))
-                    .values(reminded_at=now, escalated_to=",".join(escalate_to) or None)
-                )
-                if changed.rowcount != 1:
-                    continue
-                ticket = Ticket.of(await row_of(db, ticket_id))
-                db.add(AuditRow(ticket_id=ticket_id, at=now, actor="system", action="reminded",
-                                detail=f"it expires at {ticket.expires_at:%Y-%m-%d %H:%M} UTC"))
-                await self.outbox.add(db, "ticket.reminder", ticket, now)
-                if escalate_to:
-                    db.add(AuditRow(ticket_id=ticket_id, at=now, actor="system", action="escalated",
-                                    detail=f"to {', '.join(escalate_to)}"))
-                    await self.outbox.add(db, "ticket.escalated", ticket, now)
-            reminded.append(ticket)
-        return reminded
+        """Remind (once) of each pending ticket that expires within `remind_before`; escalate it too (reminders.py)."""
+        return await reminders.remind_due(self.database, self.outbox, remind_before, escalate_to)
 
     async def record_refusal(self, ticket_id: str, *, actor: str, detail: str) -> None:
-        async with await self.database.session() as db, db.begin():
-            db.add(AuditRow(ticket_id=ticket_id, at=self.database.now(), actor=actor,
-                            action="refused", detail=detail[:500]))
+        async with self.database.transaction() as db:
+            await audit.write(db, ticket_id, at=self.database.now(), actor=actor, action="refused", detail=detail)
 
     async def audit(self, ticket_id: str) -> list[AuditEntry]:
         async with await self.database.session() as db:
-            rows = await db.scalars(
-                select(AuditRow).where(AuditRow.ticket_id == ticket_id).order_by(AuditRow.id)
-            )
+            rows = await db.scalars(select(AuditRow).where(AuditRow.ticket_id == ticket_id).order_by(AuditRow.id))
             return [AuditEntry(_utc(r.at), r.actor, r.action, r.detail) for r in rows]  # type: ignore[arg-type]

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from ..names import EXPENSES
+
 
 @dataclass(frozen=True)
 class Actions:
@@ -32,6 +34,19 @@ class Actions:
 
     def words(self, ticket_id: str) -> dict[str, str]:
         return {f.name: getattr(self, f.name).replace("{ticket}", ticket_id) for f in fields(self)}
+
+
+# The actions as the `expenses` command takes them: the CLI's words, and the chat's but where it says more.
+COMMANDS = Actions(
+    inbox=f"{EXPENSES} inbox",
+    show=f"{EXPENSES} show {{ticket}}",
+    deliver=f"{EXPENSES} deliver {{ticket}}",
+    decide=f"{EXPENSES} approve {{ticket}} --approver NAME (or reject)",
+    approve=f"{EXPENSES} approve {{ticket}} --approver NAME",
+    settle=f"{EXPENSES} settle {{ticket}} --approver NAME",
+    approve_less='--amount 200 --reason "over the per diem"',
+    restart="run the command again (and restart any server using it)",
+)
 
 
 class Refusal(Exception):
