@@ -53,8 +53,8 @@ _OPEN = insert(TicketRow)
 _ROW = select(*TICKET_COLUMNS).where(TicketRow.id == bindparam("t_id"))
 _PENDING = (TicketRow.id == bindparam("t_id"), TicketRow.status == TicketStatus.PENDING)
 _BEFORE_EXPIRY = TicketRow.expires_at > bindparam("now")
-# An approval with an amount holds only while no one approved less, and sets it, so `approved_cents`
-# is always the smallest amount approved; an approval without one (`cents` NULL) keeps what is there.
+# An approval with an amount holds only while no one approved less, and sets it when it is less than was
+# asked, so `approved_cents` is always the smallest amount approved; one without (`cents` NULL) keeps it.
 _CENTS = bindparam("cents", type_=Integer)
 _PINNED = _CENTS.is_(None) | (func.coalesce(TicketRow.approved_cents, TicketRow.amount_cents) >= _CENTS)
 
@@ -69,7 +69,7 @@ _FIRST_OF_TWO = (
 def _move_statement(status: TicketStatus) -> Any:
     """Move a pending ticket to `status` (before it expires, unless that is the move) and return its row."""
     within = [*_PENDING] if status is TicketStatus.EXPIRED else [*_PENDING, _BEFORE_EXPIRY]
-    approved: Any = None
+    approved: Any = None  # a ticket that is not approved pays nothing
     if status is TicketStatus.APPROVED:
         # One approver decides, or under the two-person rule a second one, who is not the first.
         two = TicketRow.first_approved_by.is_not(None) & (TicketRow.first_approved_by != bindparam("actor"))
