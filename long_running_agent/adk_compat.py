@@ -1,14 +1,8 @@
 """The one place this app relies on ADK's private names and on the words of ADK's errors.
 
-ADK's public API does not say where a session store keeps its data or a
-stored session's version, how a model declares what it can do before 2.7,
-how its evaluator sends one user turn, or which of its errors mean "this
-message cannot resume anything". The app needs all five, so each is read here, with the ADK behaviour it
-relies on, the releases it was checked on (google-adk 2.8 to 2.13), and what
-the app does when a release no longer has it. tests/test_adk_compat.py checks
-every assumption and names the one a new release breaks; `make test-adk` runs
-it on each supported release. No other module touches a name of ADK that
-starts with an underscore (tests/test_adk_compat.py checks that too).
+Each is read here with the ADK behaviour it relies on, checked on google-adk 2.8 to 2.13, and what the app
+does on a release without it. tests/test_adk_compat.py checks every assumption, naming the one a release
+breaks (`make test-adk` runs it on each), and that no other module touches an underscore name of ADK.
 """
 
 from __future__ import annotations
@@ -33,12 +27,9 @@ from sqlalchemy import Select, bindparam, select
 logger = logging.getLogger(__name__)
 
 # --- A model's declared capabilities ---------------------------------------------
-# ADK 2.7+ asks each model for `BaseLlm.capabilities`; a model that does not
-# override it is judged by its name (a deprecated fallback), so the offline
-# model declares plain `LlmCapabilities()`. ADK exports the class from
-# `google.adk.models` (it lives in the private `_capabilities`). Before 2.7
-# there are no capabilities: a stand-in keeps the override valid, and ADK
-# never reads it.
+# ADK 2.7+ asks each model for `BaseLlm.capabilities` and judges one that does not say by its name (a
+# deprecated fallback), so the offline model declares plain `LlmCapabilities()` (exported by
+# `google.adk.models` from the private `_capabilities`). Before 2.7 a stand-in keeps the override valid.
 try:
     from google.adk.models import LlmCapabilities as LlmCapabilities
 except ImportError:  # google-adk < 2.7
@@ -48,14 +39,10 @@ except ImportError:  # google-adk < 2.7
 
 
 # --- Where a session store keeps its sessions --------------------------------------
-# Plain `adk web`, `adk api_server` and `adk run` keep each app's sessions in a
-# SqliteSessionService at `<agent folder>/.adk/session.db`, which a
-# PerAgentDatabaseSessionService picks per app in `_get_service(app_name)`;
-# the file a SqliteSessionService opens is its `_db_path`. Neither has a
-# public accessor. Without `_get_service`, the file is found where ADK puts
-# it (`.adk/session.db` beside this package: the app is this folder);
-# without `_db_path`, the store cannot be named, and a decision made in
-# another process reaches such a conversation on its next message instead.
+# Plain `adk web`, `adk api_server` and `adk run` keep each app's sessions in a SqliteSessionService at
+# `<agent folder>/.adk/session.db`, picked by PerAgentDatabaseSessionService's `_get_service(app_name)`; the
+# file it opens is its `_db_path`; neither is public. Without `_get_service` the file is found where ADK puts
+# it; without `_db_path` a decision made in another process reaches the conversation on its next message.
 PER_AGENT_ROUTING = "_get_service"
 SQLITE_FILE = "_db_path"
 # Made absolute as the SqliteSessionService file is named below (os.path.abspath: symlinks kept).
@@ -78,14 +65,10 @@ def sqlite_file(service: SqliteSessionService) -> str | None:
 
 
 # --- A run's own metadata ----------------------------------------------------------
-# Each invocation has a `custom_metadata` dict that lives in memory for the
-# run and is never stored (only `RunConfig.custom_metadata`, which this app
-# leaves alone, is copied into events). Tools and callbacks read it through
-# their context's public `custom_metadata`; a plugin's `on_user_message_callback`
-# gets the InvocationContext itself, whose dict the same public property of a
-# `CallbackContext` wraps. ADK copies an invocation context shallowly for
-# its agent, so every context of one run shares the dict (checked on 2.8 to
-# 2.13 by tests/test_adk_compat.py).
+# Each invocation has a `custom_metadata` dict, in memory for the run and never stored (only RunConfig's is
+# copied into events). Tools and callbacks read it as their context's `custom_metadata`; a plugin's
+# `on_user_message_callback` gets the InvocationContext, whose dict a `CallbackContext` wraps. ADK copies an
+# invocation context shallowly for its agent, so every context of one run shares the dict.
 
 
 def run_metadata(context: InvocationContext) -> dict[str, Any]:
@@ -95,13 +78,10 @@ def run_metadata(context: InvocationContext) -> dict[str, Any]:
 
 
 # --- A stored session's version ----------------------------------------------------
-# ADK's stale-session check compares a loaded session's `last_update_time` with
-# the stored one's. DatabaseSessionService keeps it in the `update_time` column
-# of its sessions table (`StorageSession` in google.adk.sessions.schemas.v1, no
-# public accessor); InMemorySessionService in `sessions[app][user][session]`.
-# The guard reads it to skip reloading a conversation nobody wrote to since ADK
-# loaded it. Without either, the version is unknown (None) and the guard
-# reloads the conversation on every run: one read more, nothing less safe.
+# ADK's stale-session check compares a loaded session's `last_update_time` with the stored one's, kept in
+# DatabaseSessionService's `StorageSession.update_time` (google.adk.sessions.schemas.v1) and in
+# InMemorySessionService's `sessions[app][user][session]`. The guard reads it to skip reloading a
+# conversation nobody wrote to since ADK loaded it; unknown (None), it reloads: one read more, no less safe.
 try:
     from google.adk.sessions.schemas.v1 import StorageSession
 
@@ -123,11 +103,9 @@ def in_memory_version(service: InMemorySessionService, app_name: str, user_id: s
 
 
 # --- How ADK's evaluator runs one user turn ----------------------------------------
-# `adk eval` and AgentEvaluator both send each user turn of an eval case
-# through the static `EvaluationGenerator._generate_inferences_for_single_user_invocation(
-# runner, user_id, session_id, user_content)`, an async generator of the turn's
-# events. The app's resume turns replace it (eval/resume_turns.py). Without it,
-# the replacement is not installed: the eval runs its turns as written, and a
+# `adk eval` and AgentEvaluator send each user turn of an eval case through the static async generator
+# `EvaluationGenerator._generate_inferences_for_single_user_invocation(runner, user_id, session_id,
+# user_content)`, which eval/resume_turns.py replaces. Without it, the eval runs its turns as written, and a
 # resume case fails at its answer, as the warning logged here says.
 EVALUATOR_TURN = "_generate_inferences_for_single_user_invocation"
 EVALUATOR_TURN_PARAMETERS = ("runner", "user_id", "session_id", "user_content")
@@ -142,9 +120,8 @@ def _evaluator() -> type:
     return EvaluationGenerator
 
 
-def adk_evaluator_turn(
-    runner: Runner, user_id: str, session_id: str, user_content: types.Content
-) -> AsyncGenerator[Event, None]:
+def adk_evaluator_turn(runner: Runner, user_id: str, session_id: str,
+                       user_content: types.Content) -> AsyncGenerator[Event, None]:
     """ADK's own step for one user turn of an eval case: the turn's events."""
     step = _adk_turn[0] if _adk_turn else getattr(_evaluator(), EVALUATOR_TURN)
     return step(runner, user_id, session_id, user_content)
@@ -155,11 +132,9 @@ def replace_evaluator_turn(replacement: TurnStep) -> bool:
     evaluator = _evaluator()
     current = getattr(evaluator, EVALUATOR_TURN, None)
     if current is None:
-        logger.warning(
-            "This google-adk release's evaluator has no %s step: the eval's resume turns are sent as written, "
-            "and each resume case fails at its answer. Run the eval on google-adk 2.8 to 2.13.",
-            EVALUATOR_TURN,
-        )
+        logger.warning("This google-adk release's evaluator has no %s step: the eval's resume turns are sent as "
+                       "written, and each resume case fails at its answer. Run the eval on google-adk 2.8 to 2.13.",
+                       EVALUATOR_TURN)
         return False
     if current is not replacement:
         _adk_turn[:] = [current]
@@ -168,13 +143,10 @@ def replace_evaluator_turn(replacement: TurnStep) -> bool:
 
 
 # --- ADK's refusals of a message that cannot resume ---------------------------------
-# Runner.run_async raises these ValueErrors while it matches an incoming
-# message to a pending call, before any plugin runs; ADK's /run answers them
-# with a plain-text 500 and /run_sse with an error event that carries the
-# message. They are the caller's mistake, so the server answers them as
-# `invalid_function_response` (web/adk_wording.py). The texts are the start of each
-# message. If a release words one differently, that message is answered as an
-# unexpected error (500, still JSON) until it is added here.
+# Runner.run_async raises these ValueErrors while it matches an incoming message to a pending call, before
+# any plugin runs; ADK's /run answers them with a plain-text 500, /run_sse with an error event. They are the
+# caller's mistake, so the server answers them as `invalid_function_response` (web/adk_wording.py). Each
+# text starts a message; one a release words differently is an unexpected error (500, still JSON) until added.
 RESUME_REFUSALS: dict[str, tuple[str, ...]] = {
     "unknown_id": ("Function call not found for function response ids",),
     # 2.8 to 2.10 save a response with no id, then fail to build the model's
@@ -184,9 +156,8 @@ RESUME_REFUSALS: dict[str, tuple[str, ...]] = {
     "several_invocations": ("Function responses resolve to multiple invocations",),
     "function_call_from_user": ("User message cannot contain function calls",),
 }
-# A response with no id is refused only on some of ADK's paths (a resumable
-# app's, and 2.8 to 2.10 while building the model's request); on the others
-# ADK starts a new turn without it, and the guard still pays nothing.
+# A response with no id is refused only on some of ADK's paths (a resumable app's, and 2.8 to 2.10 while
+# building the model's request); on the others ADK starts a new turn without it, and the guard pays nothing.
 
 
 def is_resume_refusal(message: str) -> bool:

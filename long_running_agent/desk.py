@@ -1,15 +1,8 @@
-"""The approval desk: the one object every part of the app is handed.
+"""The approval desk: the one object every part of the app is handed (settings, clock, ledger, sessions, app).
 
-Each entry point builds one from the settings - agent.py for plain `adk web`,
-`adk api_server` and `adk run`; main.py; the `expenses` approver CLI; `make web`
-- and hands it down: the guard plugin and the web routes receive it in their
-constructors and FastAPI dependencies, the courier and Slack as an argument,
-the tools through their run (approval/run.py). Nothing looks it up.
-
-A desk holds the settings, the clock, the ledger, ADK's session store for the
-app's database, and the agent app that deliveries run. Async database engines
-belong to the event loop that uses them first, so a desk serves one loop at a
-time: `close()` disposes what it opened, and a later loop opens them again.
+Each entry point (agent.py for plain `adk` commands, main.py, the `expenses` CLI, `make web`) builds one
+and hands it down; nothing looks it up. Async database engines belong to the event loop that uses them
+first, so a desk serves one loop at a time: `close()` disposes them, and a later loop opens them again.
 """
 
 from __future__ import annotations
@@ -43,20 +36,15 @@ class AppFactory(Protocol):
 
 
 class Desk:
-    """Settings, clock, ledger, session store and agent app: what every part of the app works with.
-
-    One engine per database, shared by its ledger and ADK's session store:
-    with SQLite's rollback journal (ledger/engine.py), two connections to one
-    file in one process wait for each other whenever one reads while the
-    other commits (benchmarks/README.md).
-    """
+    """Settings, clock, ledger, session store and agent app: what every part of the app works with."""
 
     def __init__(self, settings: Settings, *, clock: Clock = utc_now, app: AppFactory | None = None) -> None:
-        """`app`: what builds the agent app the desk's deliveries run, on the model the settings choose."""
         self.settings = settings
         self.clock = clock
         self._app_factory = app
         self._app: App | None = None
+        # One engine per database, for its ledger and ADK's session store alike: with SQLite's rollback
+        # journal, two connections to one file in one process wait for each other (benchmarks/README.md).
         self._engines: dict[str, AsyncEngine] = {}
         self._ledgers: dict[str, Ledger] = {}
         self._sessions: dict[str, BaseSessionService] = {}
@@ -64,12 +52,10 @@ class Desk:
 
     @property
     def model(self) -> ModelChoice:
-        """Which model runs, and why (model/choice.py)."""
         return choose_model(self.settings.model)
 
     @property
     def app(self) -> App:
-        """The agent app this desk runs: the factory's, built once."""
         if self._app is None:
             if self._app_factory is None:
                 raise RuntimeError("This desk runs no agent app: build it with Desk(settings, app=build_app) "
@@ -79,7 +65,6 @@ class Desk:
 
     @property
     def approvers(self) -> frozenset[str] | None:
-        """Who may decide (APPROVERS, by name); None when APPROVERS is not set."""
         return frozenset(self.settings.approvers.values()) or None
 
     @property
@@ -90,14 +75,12 @@ class Desk:
                       dual_approval_above=config.dual_approval_above, approval_ttl=config.approval_ttl)
 
     def engine_at(self, database_url: str) -> AsyncEngine:
-        """The engine for `database_url`, made once, for its ledger and its session store alike."""
         if database_url not in self._engines:
             self._engines[database_url] = create_engine(database_url)
         return self._engines[database_url]
 
     @property
     def ledger(self) -> Ledger:
-        """The ledger in the app's own database."""
         return self.ledger_at(self.settings.database_url)
 
     def ledger_at(self, database_url: str) -> Ledger:
@@ -112,7 +95,6 @@ class Desk:
 
     @property
     def sessions(self) -> BaseSessionService:
-        """ADK's session store in the app's own database, on the ledger's engine."""
         return self.sessions_at(self.settings.database_url)
 
     def sessions_at(self, database_url: str) -> BaseSessionService:
@@ -122,10 +104,7 @@ class Desk:
         return self._sessions[database_url]
 
     def use_sessions(self, sessions: DatabaseSessionService) -> None:
-        """Keep the app's conversations in `sessions`, the store a server hands ADK, and share its engine.
-
-        Comes before anything opens the app's database: the ledger then takes the same engine.
-        """
+        """Keep conversations in the store a server hands ADK, sharing its engine; call it before the first use."""
         url = self.settings.database_url
         if sessions.db_engine.url == make_url(url):
             if self._engines.setdefault(url, sessions.db_engine) is not sessions.db_engine:
@@ -133,7 +112,6 @@ class Desk:
         self._sessions[url] = sessions
 
     def runner(self, sessions: BaseSessionService | None = None, app: App | None = None) -> Runner:
-        """A runner of `app` (default: this desk's) on `sessions` (default: the app's store)."""
         return Runner(app=app or self.app, session_service=sessions or self.sessions)
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> None:
@@ -143,15 +121,10 @@ class Desk:
         task.add_done_callback(self._background.discard)
 
     async def wait_for_background(self) -> None:
-        """Wait for the background work started so far."""
         await asyncio.gather(*self._background, return_exceptions=True)
 
     async def prepare(self) -> tuple[str | None, str]:
-        """Ready the database before serving: the ledger's migrations and ADK's session tables.
-
-        Under the database's start-up lock (ledger/migrate.py), so replicas that
-        start together take turns instead of creating the same tables at once.
-        """
+        """Ready the ledger's migrations and ADK's session tables, under the start-up lock: replicas take turns."""
         async with startup_lock(self.ledger.engine):
             moved = await self.ledger.prepare()
             sessions = self.sessions

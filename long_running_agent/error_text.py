@@ -1,18 +1,11 @@
-"""What an error says to a person: the chain of causes behind it, and its text without the SQL.
-
-ADK and google-genai wrap the errors they pass on, and SQLAlchemy puts the
-statement and its parameters in its messages; the surfaces that show an error
-(the API, the CLI, the chat, the ledger's record of a failed delivery) read it
-through these.
-"""
+"""What an error says to a person: the chain of causes behind it, and its text without the SQL."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 
-# SQLAlchemy prefixes the driver's class and appends the statement, its
-# parameters and a link to the driver's message.
+# SQLAlchemy prefixes the driver's class, and appends the statement, its parameters and a link.
 _SQL_TAIL = re.compile(r"\s*(?:\[SQL: |\[parameters: |\(Background on this error at: ).*", re.DOTALL)
 _DRIVER = re.compile(r"\((?:sqlalchemy|sqlite3|asyncpg|psycopg)[\w.]*\) ")
 

@@ -1,9 +1,7 @@
 """The names every layer shares: the app, the agent, its tools, and the words for each state.
 
-A leaf: it imports nothing from the package, so the ledger, the approval
-guard and the offline model can name a tool or a status without importing
-the layers that define them (`make test` checks the layers: pyproject.toml,
-[tool.importlinter]).
+A leaf that imports nothing from the package, so any layer can name a tool or a status without importing
+the layer that defines it (pyproject.toml's [tool.importlinter] checks the layers).
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """Webhooks for approvers: each notification in the outbox POSTed, signed, retried until it is sent.
 
-The ledger writes a notification with every ticket event (ledger/outbox.py);
-`send_due` claims the ones that are due and POSTs them to APPROVAL_WEBHOOK_URL:
-`make web` every couple of seconds, each approver command once, and
-`send_soon` right after a tool opens or withdraws a ticket. Nobody waits on a
-receiver: each attempt has one deadline for the whole request
-(APPROVAL_WEBHOOK_TIMEOUT_SECONDS), attempts run side by side, and what is
-not sent in time stays in the outbox for the next sender.
-
-The body (JSON: `id`, `type`, the ticket, a human `text`, and `timestamp`)
-is signed with HMAC-SHA256 under APPROVAL_WEBHOOK_SECRET in X-Signature-256;
-with Slack on, it carries Block Kit `blocks`, and the outbox's Slack replies
-go to their response_url (slack/). Receivers and their checks:
-docs/notifications.md.
+The ledger writes a notification with every ticket event (ledger/outbox.py). Nobody waits on a receiver:
+each attempt has one deadline for the whole request, attempts run side by side, and what is not sent in time
+stays in the outbox for the next sender (docs/notifications.md; with Slack on, docs/slack.md).
 """
 
 from __future__ import annotations
@@ -27,7 +17,6 @@ import math
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -81,14 +70,9 @@ async def send_due(ledger: Ledger, settings: Settings, client: httpx.AsyncClient
                    drain: bool = False) -> list[Attempt]:
     """POST the notifications that are due, up to CONCURRENT at once; returns what happened to each.
 
-    A round claims what is due and sends it side by side, each ticket's in
-    the order they happened, each attempt under its own deadline; it ends
-    within APPROVAL_WEBHOOK_TIMEOUT_SECONDS, and what it did not send waits
-    in the outbox. With `drain` (the server), it has no end of its own: it
-    claims again as attempts end and new notifications come due, until none
-    is left, so a slow attempt takes one place, never the sender. Once an
-    attempt fails, no more are claimed this round: the receiver is failing.
-    Nothing to do without a URL.
+    A round ends within APPROVAL_WEBHOOK_TIMEOUT_SECONDS. With `drain` (the server), it claims again as
+    attempts end and new notifications come due, until none is left, so a slow attempt takes one place,
+    never the sender. Once an attempt fails, no more are claimed this round: the receiver is failing.
     """
     if settings.webhook_url is None or settings.webhook_secret is None:
         return []
@@ -98,7 +82,8 @@ async def send_due(ledger: Ledger, settings: Settings, client: httpx.AsyncClient
     claiming = True
     loop = asyncio.get_running_loop()
     round_ends = math.inf if drain else loop.time() + deadline
-    async with _client(client, deadline) as http:
+    async with (contextlib.nullcontext(client) if client is not None
+                else httpx.AsyncClient(timeout=httpx.Timeout(deadline), follow_redirects=False)) as http:
         buttons = Buttons.of(settings) if settings.slack else None
         post = _Poster(ledger, str(settings.webhook_url), settings.webhook_secret, deadline, http, buttons)
         try:
@@ -136,11 +121,7 @@ def _by_ticket(claimed: list[Notification]) -> list[list[Notification]]:
 
 
 def send_soon(desk: Desk) -> None:
-    """Send what is due in the background of the running loop, if a webhook is set.
-
-    Never delays the caller (a tool), and never fails it: a notification
-    that is not sent now waits in the outbox for the next sender.
-    """
+    """Send what is due in the background, if a webhook is set: it never delays or fails the caller (a tool)."""
     if desk.settings.webhook_url is not None:
         desk.in_background(_send_quietly(desk.ledger, desk.settings))
 
@@ -164,13 +145,9 @@ class _Poster:
     async def in_order(self, batch: list[Notification], ends: float) -> list[Attempt]:
         """One ticket's notifications, one after another, so a receiver sees them in the order they happened.
 
-        The first has the whole deadline. The next go only while the ones
-        before went through, and only in the time left before `ends` (the
-        round's end, or the claim's): one cut short by it was not the
-        receiver's failure, so it is handed back to the outbox, due as
-        before, untried.
+        The first has the whole deadline; the next go while the ones before went through, in the time left
+        before `ends` (the round's or the claim's end). One cut short by it goes back to the outbox untried.
         """
-        loop = asyncio.get_running_loop()
         attempts: list[Attempt] = []
         for number, notification in enumerate(batch):
             if not attempts:
@@ -178,7 +155,7 @@ class _Poster:
             elif attempts[-1].failed:
                 allowed = 0.0  # the receiver is failing: the rest wait their turn, in order
             else:
-                allowed = min(self.deadline, ends - loop.time())
+                allowed = min(self.deadline, ends - asyncio.get_running_loop().time())
             attempt = await self.send(notification, allowed) if allowed > 0 else None
             if attempt is None:
                 for left in batch[number:]:
@@ -205,16 +182,11 @@ class _Poster:
             if self.buttons is not None:
                 payload["blocks"] = notification_blocks(payload, self.buttons)
             body = json.dumps(payload, separators=(",", ":")).encode()
-            headers = {
-                "Content-Type": "application/json",
-                SIGNATURE_HEADER: sign(self.secret, body),
-                "X-Webhook-Id": notification.id,
-                "X-Webhook-Timestamp": str(payload["timestamp"]),
-            }
+            headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(self.secret, body),
+                       "X-Webhook-Id": notification.id, "X-Webhook-Timestamp": str(payload["timestamp"])}
         try:
-            # httpx's timeouts count each phase, and each read afresh: a receiver
-            # sending a byte every few seconds never trips them. This deadline
-            # covers the whole attempt.
+            # httpx times each phase and each read afresh, so a receiver sending a byte every few seconds
+            # never trips it; this deadline covers the whole attempt.
             async with asyncio.timeout(allowed):
                 response = await self.http.post(url, content=body, headers=headers)
             if response.is_success:
@@ -232,13 +204,3 @@ class _Poster:
             logger.warning("Gave up on notification %s (%s) after %s attempts: %s",
                            notification.id, notification.event, updated.attempts, error)
         return Attempt(notification, sent=False, error=error)
-
-
-@contextlib.asynccontextmanager
-async def _client(given: httpx.AsyncClient | None, deadline: float) -> AsyncIterator[httpx.AsyncClient]:
-    """The given client, or a new one for this round, closed after it."""
-    if given is not None:
-        yield given
-        return
-    async with httpx.AsyncClient(timeout=httpx.Timeout(deadline), follow_redirects=False) as own:
-        yield own

@@ -1,13 +1,8 @@
 """Paging through the inbox's lists: a page is `limit` tickets from `offset`, with the total.
 
-Offsets rather than cursors: the inbox shows "showing 51–100 of 1,234" and
-lets an approver step back and forth or jump to a page, which offsets give
-directly, and the total it shows is a COUNT over the same index anyway. The
-order is total (oldest first, the ticket id breaking ties), so pages never
-overlap; a ticket decided meanwhile moves the later ones up a place, onto an
-earlier page, never out of the list.
-
-Used by the approvals API (`?limit=&offset=`) and `expenses inbox`.
+Offsets, not cursors: the inbox shows "showing 51–100 of 1,234" and jumps to any page, and its total is a
+COUNT over the same index anyway. The order is total (oldest first, ticket id breaking ties), so pages never
+overlap; a ticket decided meanwhile moves later ones up a place, never out of the list.
 """
 
 from __future__ import annotations
@@ -43,7 +38,7 @@ class Page:
                 "next_offset": self.next_offset, "previous_offset": self.previous_offset}
 
     def describe(self) -> str:
-        """'showing 1–50 of 1,234' (empty when the page is)."""
+        """'showing 1–50 of 1,234', or 'showing none of 1,234' for an empty page."""
         if not self.shown:
             return f"showing none of {self.total:,}"
         return f"showing {self.offset + 1:,}–{self.offset + self.shown:,} of {self.total:,}"

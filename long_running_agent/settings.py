@@ -1,10 +1,7 @@
 """Settings, read from the environment once per process; each one is documented in `.env.example`.
 
-`Settings` is a pydantic-settings `BaseSettings` (the environment after
-`long_running_agent/__init__.py` has loaded `.env`). Each entry point reads it
-once (`load_settings()`) and builds its approval desk from it (desk.py); tests
-and benchmarks build theirs from their own `Settings`. A value the app cannot
-use fails here, at start: a `SettingsError` names the variable and what to set it to.
+Each entry point reads them once (`load_settings()`) and builds its desk from them (desk.py). A value the
+app cannot use fails here, at start: a `SettingsError` names the variable and what to set it to.
 """
 
 from __future__ import annotations
@@ -33,22 +30,16 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_DATABASE_URL = f"sqlite+aiosqlite:///{PROJECT_DIR / '.data' / 'expenses.db'}"
 MIN_TOKEN = 8
 MIN_SECRET = 16
-
-
 GEMINI_ADDRESS = "https://generativelanguage.googleapis.com"
 
 
 @dataclass(frozen=True)
 class ModelSettings:
-    """Which model runs (see model/choice.py): AGENT_MODEL, and the Gemini credentials, without secrets.
-
-    `gemini_address` is where google-genai sends Gemini's requests, for saying
-    which address did not answer (model/failure.py).
-    """
+    """Which model runs (model/choice.py): AGENT_MODEL, and the Gemini credentials, without secrets."""
 
     agent_model: str | None
     gemini_credentials: str | None
-    gemini_address: str = GEMINI_ADDRESS
+    gemini_address: str = GEMINI_ADDRESS  # where google-genai calls, named when it does not answer
 
 
 def model_settings() -> ModelSettings:
@@ -192,14 +183,12 @@ class Settings(BaseSettings):
         default=Decimal(250), alias="DAILY_AUTO_APPROVAL_LIMIT", ge=0, le=10_000_000, decimal_places=2,
         description="0 or a number of dollars and cents up to 10000000, e.g. 250")
     auto_migrate: Flag = Field(default=True, alias="AUTO_MIGRATE", description="true or false")
-    # Above this, two approvals from two approvers.
     dual_approval_above: Dollars = Field(default=Decimal(5000), alias="DUAL_APPROVAL_ABOVE",
                                          description="dollars, at least APPROVAL_THRESHOLD, e.g. 5000")
     # Notifications (docs/notifications.md): a webhook, reminders, escalation.
     webhook_url: HttpUrl | None = Field(default=None, alias="APPROVAL_WEBHOOK_URL", description=(
         "an http(s) URL, e.g. https://hooks.slack.com/services/... or http://127.0.0.1:9000/hook"))
     webhook_secret: Text = Field(default=None, alias="APPROVAL_WEBHOOK_SECRET")
-    # One webhook attempt, start to end; also how long an approver command waits for its notifications.
     webhook_timeout: Annotated[timedelta, _duration("seconds", gt=0, le=30)] = Field(
         default=timedelta(seconds=5), alias="APPROVAL_WEBHOOK_TIMEOUT_SECONDS",
         description="seconds, more than 0 and at most 30, e.g. 5")
@@ -323,8 +312,7 @@ def load_settings() -> Settings:
 
 
 def database_in_words(url: str) -> str:
-    """The database URL as the demo and `make web` print it: with no password, and a SQLite file in the
-    project folder by its path from there, as the README shows it (`sqlite+aiosqlite:///.data/expenses.db`)."""
+    """The database URL as main.py and `make web` print it: no password, a SQLite file in the project relative to it."""
     parsed = make_url(url)
     path = Path(parsed.database or "")
     if parsed.get_backend_name() == "sqlite" and path.is_absolute() and path.is_relative_to(PROJECT_DIR):
@@ -333,11 +321,7 @@ def database_in_words(url: str) -> str:
 
 
 def settings_or_exit() -> Settings:
-    """`load_settings()` for a program's start: a setting it cannot use ends the program with one line naming it.
-
-    What agent.py calls as plain `adk` commands load it, so they stop as
-    main.py and `make web` do, with the variable and its fix, no traceback.
-    """
+    """`load_settings()` at a program's start (agent.py, `make web`): a bad setting ends it in one line."""
     try:
         return load_settings()
     except SettingsError as error:

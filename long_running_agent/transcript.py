@@ -1,8 +1,4 @@
-"""The flow as a transcript: what the agent and its tools do, one labelled line each.
-
-Used by the demo (main.py) and the approver CLI (cli/), with the helpers
-that find the pending long-running call in a run's events.
-"""
+"""The flow as a transcript, one labelled line per step, and the pending long-running calls in a run's events."""
 
 from __future__ import annotations
 
@@ -30,8 +26,7 @@ class Transcript:
         for part in event.content.parts if event.content and event.content.parts else []:
             if part.function_call:
                 call = part.function_call
-                long_running = call.id in (event.long_running_tool_ids or set())
-                marked = "  [long-running]" if long_running else ""
+                marked = "  [long-running]" if call.id in (event.long_running_tool_ids or set()) else ""
                 self.say("agent", f"calls {call.name}({_fields(call.args)}){marked}")
             elif part.function_response:
                 self.say("tool", f"{part.function_response.name} -> {_fields(part.function_response.response)}")
@@ -65,8 +60,7 @@ def pending_calls(events: list[Event]) -> list[types.FunctionCall]:
 
 def pending_call(events: list[Event]) -> types.FunctionCall | None:
     """The first long-running call the agent is waiting on."""
-    calls = pending_calls(events)
-    return calls[0] if calls else None
+    return next(iter(pending_calls(events)), None)
 
 
 def tool_response(events: list[Event], call_id: str | None) -> dict[str, Any]:

@@ -1,16 +1,11 @@
-"""ADK's evaluation of the expense agent: an eval set, its criteria, and the app they run against.
-
-    expense.evalset.json  the cases: paid at once, waits for approval, approved and rejected resumes, no amount
-    test_config.json      the criteria: the exact tool trajectory, arguments included (ADK reads it beside the set)
-    resume_turns.py       how the evaluator sends a resume turn: the pending call's id, scored apart
+"""ADK's evaluation of the expense agent: the eval set and criteria beside this file, and the app they run against.
 
 `adk eval long_running_agent/eval ...` and `AgentEvaluator.evaluate("long_running_agent.eval", ...)`
-load this package and take the shipped app from its `agent`, unchanged; importing it
-teaches ADK's evaluator the resume turns, as `adk eval` offers no other place to.
-There is no agent.py here: `adk web` would list this folder as an app of its own.
+take the shipped app from this package's `agent`, unchanged; importing it teaches ADK's evaluator
+the resume turns (resume_turns.py), as `adk eval` offers no other place to. No agent.py here:
+`adk web` would list this folder as an app of its own. See docs/testing.md.
 
-Run with (the model as the app picks it: AGENT_MODEL, else Gemini with a key, else
-offline; on a throwaway ledger; see docs/testing.md):
+Run with (on a throwaway ledger):
     DEV_CHAT_APPROVAL=true EXPENSES_DATABASE_URL="sqlite+aiosqlite:///$(mktemp -d)/eval.db" \\
         .venv/bin/adk eval long_running_agent/eval long_running_agent/eval/expense.evalset.json
 """

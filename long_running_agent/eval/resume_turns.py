@@ -1,18 +1,10 @@
 """How ADK's evaluator sends this app's resume turns: the pending call's id on the answer, each turn scored apart.
 
-The id: a resume turn is the approval's FunctionResponse, but the pending
-call's id is made at run time, and ADK 2.13's evaluator sends each user turn
-as written. As the dev UI does in `adk web`, a response with no id gets the
-id of the one call of that name still waiting; the app as shipped does the rest.
-
-The scoring: ADK resumes the original invocation, and the evaluator files
-events by invocation id, so it would score a request and its resume as one
-("Inferences should match conversations in eval case"). A plugin cannot
-change an event's invocation id, so the evaluator's record of a resumed
-turn gets an id of its own here; the session keeps ADK's.
-
-Both happen in the evaluator's per-turn step (adk_compat.py names it), which
-`use_in_adk_evaluator()` wraps when `eval` is imported. See docs/testing.md.
+ADK 2.13's evaluator sends a user turn as written, but the pending call's id is made at run time: as
+the dev UI does, a response with no id gets the id of the one call of that name still waiting. ADK
+resumes the original invocation and the evaluator files events by invocation id, so it would score a
+request and its resume as one; the evaluator's record of a resumed turn gets an id of its own (the
+session keeps ADK's). Both happen in the evaluator's per-turn step (adk_compat.py). See docs/testing.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,3 @@
-"""The models the agent can run: Gemini when configured, else the offline one (offline.py).
+"""The models the agent can run: Gemini when configured, else the offline one (offline.py)."""
 
-Importing this package registers the offline model's name with ADK, so an
-agent can say `model="offline-expense-model"`.
-"""
-
-from . import offline  # noqa: F401  (registers the offline model with ADK)
+from . import offline  # noqa: F401  (registers the offline model with ADK: `model="offline-expense-model"`)

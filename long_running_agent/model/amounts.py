@@ -1,10 +1,8 @@
 """How the offline model reads the amount of money in a chat message.
 
-One rule: a message may name exactly one amount, written in US dollars and
-readable for sure ("$250", "250 dollars", "USD 1,250.50", "$1 000", "$1.5k").
-Anything else - another currency, several amounts, more than two decimals,
-an exponent, a price per night - gets a question back, never a guess, so no
-payout and no ticket is ever made for an amount other than the one written.
+One rule: exactly one amount, in US dollars, readable for sure ("$250", "USD 1,250.50", "$1 000", "$1.5k").
+Anything else (another currency, several amounts, three decimals, a price per night) gets a question,
+never a guess, so no payout or ticket is ever made for an amount other than the one written.
 """
 
 from __future__ import annotations
@@ -60,9 +58,8 @@ _UNIT = re.compile(_UNITS, re.I)
 _UNIT_AFTER = re.compile(rf"[\s-]*(?:(?:of\s+)?{_MONTH}|(?:{_UNITS})(?!\w))", re.I)
 
 _CENT = Decimal("0.01")
-# Exact arithmetic for any number a message can hold: the default 28 digits
-# would round a 40-digit figure, or fail on it. Whether an amount is too large
-# is the amount rule's to say (ledger/inputs.py), on the number as written.
+# Exact arithmetic for any number a message can hold: the default 28 digits would round a 40-digit
+# figure. Whether it is too large is the amount rule's to say (ledger/inputs.py), on the number as written.
 _EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
 _ASK = "Please write the amount in dollars and cents, e.g. {example}."
 
@@ -79,10 +76,7 @@ class Money:
 
 
 def find_amount(text: str) -> tuple[Decimal, tuple[int, int]] | str | None:
-    """The one dollar amount in `text` and where it stands, a question when it is unclear, or None.
-
-    Several amounts are never chosen between: each expense is asked for on its own.
-    """
+    """The one dollar amount in `text` and where it stands, a question when it is unclear, or None."""
     money = find_money(text)
     # Another currency anywhere ("$250 EUR", "$250, paid in euros") leaves the dollars in doubt.
     if any(m.currency == "other" for m in money) or any(m["other"] for m in _CURRENCY_WORD.finditer(text)):
@@ -153,8 +147,7 @@ def _dollars(token: re.Match[str], parts: re.Match[str] | None, after: str) -> t
         if suffix.lower() == "k" and not scale:
             value *= 1000
         elif suffix or scale:
-            # Only the common "$1.5k" is read. "M" is a million to most people but a
-            # thousand in accounting, and "1.5 thousand" is rare enough to confirm.
+            # Only "$1.5k" is read; other scales are confirmed ("M" is a thousand in accounting).
             multiplier = _SCALES.get((scale["word"] if scale else suffix).lower())
             if multiplier is None:
                 return unreadable

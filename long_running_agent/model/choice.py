@@ -26,14 +26,10 @@ def choose_model(settings: ModelSettings) -> ModelChoice:
     if configured:
         reason = "AGENT_MODEL is set"
         if configured != OFFLINE_MODEL_NAME and credentials is None:
-            reason += (
-                "; no Gemini credentials are configured, so calls will fail - set "
-                "GOOGLE_API_KEY, or unset AGENT_MODEL to use the offline model"
-            )
+            reason += ("; no Gemini credentials are configured, so calls will fail - set "
+                       "GOOGLE_API_KEY, or unset AGENT_MODEL to use the offline model")
         return ModelChoice(configured, reason)
     if credentials:
         return ModelChoice(GEMINI_DEFAULT, f"Gemini, using {credentials}")
-    return ModelChoice(
-        OFFLINE_MODEL_NAME,
-        "offline rule-based model: no GOOGLE_API_KEY or Vertex AI project is configured",
-    )
+    return ModelChoice(OFFLINE_MODEL_NAME,
+                       "offline rule-based model: no GOOGLE_API_KEY or Vertex AI project is configured")

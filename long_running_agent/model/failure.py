@@ -1,11 +1,8 @@
 """A model that cannot be reached, or that refuses, as one refusal saying what to check (docs/gemini.md).
 
-google-genai raises httpx's errors when Gemini's address does not answer, and
-its own APIError when Gemini answers with an error status; ADK passes them up
-and logs each with its traceback, twice or more per failure. `model_failed`
-raises them as ModelUnavailable (refusals/model.py), which every surface
-renders as any refusal, and ADK's log records of it then say it once, in
-those words; `log_model_failures` says how a surface wants those records.
+google-genai raises httpx's errors, or its APIError for an error status; ADK passes them up and logs each
+with its traceback, twice or more per failure. Raised again as ModelUnavailable, the failure is logged
+once, in the refusal's words, or as `log_model_failures` asks.
 """
 
 from __future__ import annotations
@@ -35,14 +32,12 @@ ADK_LOGGER = "google_adk"  # the parent of every logger ADK logs to
 NO_KEY = "No API key was provided"
 
 
-def model_failed(
-    callback_context: CallbackContext, llm_request: LlmRequest, error: Exception, *, address: str
-) -> LlmResponse | None:
+def model_failed(callback_context: CallbackContext, llm_request: LlmRequest, error: Exception, *,
+                 address: str) -> LlmResponse | None:
     """The agent's on_model_error_callback: a Gemini that cannot be reached or refuses raises ModelUnavailable.
 
-    `address` (the settings' `model.gemini_address`) is bound by agent.py. Raised, not answered: a run whose
-    model failed must fail, so a decision being delivered stays undelivered (approval/guard.py) and is
-    delivered again later. Any other error goes on as ADK raised it.
+    Raised, not answered: a run whose model failed must fail, so a decision being delivered stays
+    undelivered (approval/guard.py) and is delivered again later. Other errors go on as ADK raised them.
     """
     failure = unavailable(error, llm_request.model or "", address)
     if failure is None:
@@ -110,10 +105,7 @@ def _is_gemini(model: str) -> bool:
 
 
 def log_model_failures(mode: Mode) -> None:
-    """How this process logs ADK's records of a ModelUnavailable: "once", "none" or "tracebacks".
-
-    Unset, it is "tracebacks" when ADK's logger is at DEBUG (`adk web --log_level debug`), else "once".
-    """
+    """How ADK's records of a ModelUnavailable are logged; unset, "tracebacks" if ADK logs at DEBUG, else "once"."""
     global _mode
     _mode = mode
 
@@ -136,10 +128,7 @@ def _one_paragraph(record: logging.LogRecord) -> bool:
 
 
 def _quiet_adk_loggers() -> None:
-    """Put the filter on every ADK logger there is: a logger's filters see only its own records, not its children's.
-
-    Done when a model fails, not at import: by then every ADK module that logs the failure has its logger.
-    """
+    """Filter each ADK logger, now that all exist (a logger's filters see only its own records, not its children's)."""
     for name, logger in list(logging.Logger.manager.loggerDict.items()):
         if (name == ADK_LOGGER or name.startswith(f"{ADK_LOGGER}.")) and isinstance(logger, logging.Logger) \
                 and _one_paragraph not in logger.filters:

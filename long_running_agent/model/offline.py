@@ -1,11 +1,7 @@
 """A deterministic, offline stand-in for Gemini, so the app runs with no key (docs/gemini.md for a real model).
 
-It is not a language model: it reads the request ADK builds (the system
-instruction, the tool declarations and the conversation) and applies a few
-plain rules, the way a careful model would use these tools. `requests.py` and
-`amounts.py` read a message; `tool_results.py` reads the tools' answers.
-Like Gemini, it may answer with several function calls in one turn: one per
-expense in a message, and one `reimburse` per approval that arrived.
+Not a language model: it applies a few plain rules to the request ADK builds, as a careful model would use
+these tools, and like Gemini may make several calls in one turn (one per expense, one `reimburse` per approval).
 """
 
 from __future__ import annotations
@@ -32,8 +28,8 @@ OFFLINE_MODEL_NAME = "offline-expense-model"
 _EXPENSE_WORDS = re.compile(r"\b(reimburs\w*|expense\w*|spent|paid|refund|receipt)\b", re.IGNORECASE)
 _WITHDRAW_WORDS = re.compile(r"\b(cancel\w*|withdraw\w*|retract|never\s*mind|take\s+back)\b", re.IGNORECASE)
 _TICKET_ID = re.compile(r"\bT-[0-9a-f]{12}\b")
-# A tool call carries the amount as a float, which holds any figure of up to
-# 15 digits exactly; MAX_REIMBURSEMENT is at most $1,000,000,000.
+# A tool call carries the amount as a float, exact for up to 15 digits (MAX_REIMBURSEMENT is at most
+# $1,000,000,000): a longer figure would reach the tool rounded, so it is refused here.
 _FLOAT_EXACT_BELOW = Decimal(10) ** 13
 
 
@@ -50,11 +46,7 @@ def _tool_names(request: LlmRequest) -> set[str]:
 
 
 def _refused(amount: Decimal, most: Decimal) -> str | None:
-    """The amount rule's refusal (ledger/inputs.py) of a figure no tool call could carry exactly, or None.
-
-    Any other amount goes to the tool, which applies the same rule and says
-    why it refuses; a larger one would reach it rounded, so it is answered here.
-    """
+    """The amount rule's refusal (ledger/inputs.py) of a figure no tool call could carry exactly, or None."""
     if amount.copy_abs() < _FLOAT_EXACT_BELOW:  # copy_abs: exact, however long the figure
         return None
     try:
@@ -102,9 +94,8 @@ def _answer_user(contents: list[types.Content], text: str, request: LlmRequest) 
 
 
 def _pay_or_ask(expense: Expense, tools: set[str], threshold: Decimal, most: Decimal) -> types.Part:
-    # Without ask_for_approval to call, reimburse is the only way to pay: an agent
-    # whose reimburse waits for ADK's tool confirmation above the limit (see
-    # benchmarks/confirmation.py) gets the large amount through reimburse too.
+    # Without ask_for_approval, reimburse is the only way to pay: an agent whose reimburse waits for
+    # ADK's tool confirmation above the limit (benchmarks/confirmation.py) gets large amounts through it too.
     if refusal := _refused(expense.amount, most):
         return say(refusal)
     large = expense.amount > threshold and APPROVAL_TOOL in tools
@@ -160,22 +151,16 @@ class OfflineExpenseModel(BaseLlm):
         # Declared, so that ADK does not guess this model's features from its name.
         return LlmCapabilities()
 
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse, None]:
+    async def generate_content_async(self, llm_request: LlmRequest,
+                                     stream: bool = False) -> AsyncGenerator[LlmResponse, None]:
         parts = next_turn(llm_request)
         prompt_chars = sum(len(str(c.model_dump(exclude_none=True))) for c in llm_request.contents)
         output_chars = sum(len(str(p.model_dump(exclude_none=True))) for p in parts)
-        yield LlmResponse(
-            content=types.Content(role="model", parts=parts),
-            partial=False,
-            turn_complete=True,
-            usage_metadata=types.GenerateContentResponseUsageMetadata(
-                prompt_token_count=prompt_chars // 4,
-                candidates_token_count=output_chars // 4,
-                total_token_count=(prompt_chars + output_chars) // 4,
-            ),
-        )
+        usage = types.GenerateContentResponseUsageMetadata(
+            prompt_token_count=prompt_chars // 4, candidates_token_count=output_chars // 4,
+            total_token_count=(prompt_chars + output_chars) // 4)
+        yield LlmResponse(content=types.Content(role="model", parts=parts), partial=False, turn_complete=True,
+                          usage_metadata=usage)
 
 
 LLMRegistry.register(OfflineExpenseModel)

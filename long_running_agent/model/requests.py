@@ -1,10 +1,8 @@
 """How the offline model reads a chat message: the expenses in it, each an amount (`amounts.py`) and a purpose.
 
-Several expenses ("$250 for the team lunch and $480 for the conference ticket",
-"Taxi $45, hotel $300") are cut into one part per amount at a comma, a
-semicolon, a line break or an "and" between them. What cannot be cut so that
-every part holds one amount and its purpose gets a question back, never a
-ticket for something the user did not write.
+Several expenses ("$250 for lunch and $45 for a taxi", "Taxi $45, hotel $300") are cut into one part per
+amount; a message that cannot be cut so that every part holds one amount and its purpose gets a question
+back, never a ticket for something the user did not write.
 """
 
 from __future__ import annotations
@@ -52,8 +50,7 @@ def find_purpose(text: str, amount_span: tuple[int, int] | None) -> str | None:
     # One line, so a purpose written across a line break is read whole.
     text = " ".join(text.split())
     for pattern in _PURPOSES:
-        match = pattern.search(text)
-        if match:
+        if match := pattern.search(text):
             purpose = _tidy(match.group("p"))
             if purpose and not _FILLER.fullmatch(purpose):
                 return purpose
@@ -61,17 +58,11 @@ def find_purpose(text: str, amount_span: tuple[int, int] | None) -> str | None:
 
 
 def _tidy(purpose: str) -> str:
-    purpose = _COURTESY.sub("", purpose)
-    return " ".join(purpose.strip(" .!?,;:").split())
+    return " ".join(_COURTESY.sub("", purpose).strip(" .!?,;:").split())
 
 
 def find_expenses(text: str) -> list[Expense] | str | None:
-    """Every expense in a message naming two or more amounts; a question if unclear; None for one or none.
-
-    Only amounts written in dollars and read for sure are cut apart; a bare
-    number beside a dollar amount (a count, a room, a year), or an amount in
-    doubt, leaves the message to `find_amount`, which asks about it.
-    """
+    """Every expense in a message naming two or more dollar amounts; a question if unclear; None otherwise."""
     money = find_money(text)
     if len(money) < 2 or any(m.currency != "USD" or m.value is None for m in money):
         return None
@@ -94,9 +85,8 @@ def find_expenses(text: str) -> list[Expense] | str | None:
 
 def _cut(text: str, money: list[Money]) -> tuple[list[str], bool] | None:
     """`text` in one part per amount, and whether purposes come first; None when they cannot be told apart."""
-    # "$250 for lunch and $45 for a taxi": each purpose follows its amount, so
-    # a part ends at the last separator before the next amount. "Lunch $250,
-    # taxi $45": each purpose comes first, so a part ends at the first one.
+    # "$250 for lunch and $45 for a taxi": a part ends at the last separator before the next amount.
+    # "Lunch $250, taxi $45": each purpose comes first, so a part ends at the first one.
     after = [bool(_PURPOSE_AFTER.match(text, m.span[1])) for m in money]
     if any(after) and not all(after):
         return None

@@ -1,8 +1,4 @@
-"""What the offline model (offline.py) reads of the tools' answers in the conversation, and says after them.
-
-After an approval arrives it calls `reimburse` with what was approved;
-after any other answer it words the outcome, as a careful model would.
-"""
+"""What the offline model (offline.py) reads of the tools' answers: it pays what was approved, or words the outcome."""
 
 from __future__ import annotations
 
@@ -52,20 +48,17 @@ def say(text: str) -> types.Part:
 def answers(contents: list[types.Content], index: int) -> list[Answer]:
     """The function responses of `contents[index]`, each with the call it answers.
 
-    ADK sends every response right after the turn that made the calls, and
-    strips its own call ids on the way to the model; calls of one name are
-    then paired with their responses in order, as Gemini pairs them.
+    ADK sends every response right after the turn that made the calls, and strips its own call ids on the
+    way to the model; calls of one name are then paired with their responses in order, as Gemini pairs them.
     """
     calls = [p.function_call for p in (contents[index - 1].parts or []) if p.function_call] if index else []
     found = []
     for response in [p.function_response for p in contents[index].parts or [] if p.function_response]:
         call = next((c for c in calls if response.id and c.id == response.id), None) or next(
             (c for c in calls if c.name == response.name), None)
-        if call is None:
-            call = types.FunctionCall(name=response.name, args={})
-        else:
+        if call is not None:
             calls.remove(call)
-        found.append(Answer(call, dict(response.response or {})))
+        found.append(Answer(call or types.FunctionCall(name=response.name, args={}), dict(response.response or {})))
     return found
 
 
@@ -88,8 +81,7 @@ def after_answers(contents: list[types.Content], tools: set[str]) -> list[types.
     latest = answers(contents, len(contents) - 1)
     decided = [a for a in latest if a.call.name == APPROVAL_TOOL and a.status != "pending"
                and not a.response.get("payout_id")]
-    # A decision arrives beside the latest answers to the other calls of its
-    # turn; those were news when that turn was answered, and are not now.
+    # A decision arrives beside the latest answers to its turn's other calls: news then, not now.
     pending = [] if decided else [a for a in latest if a.call.name == APPROVAL_TOOL and a.status == "pending"]
     others = [] if decided else [a for a in latest if a.call.name != APPROVAL_TOOL]
     parts = [_after_approval(a, tools) for a in decided + pending]
@@ -103,7 +95,6 @@ def _after_approval(answer: Answer, tools: set[str]) -> types.Part:
     ticket = response.get("ticket_id", "the ticket")
     what = f"{dollars(answer.amount)} ({answer.purpose})" if answer.amount else answer.purpose
     if status == "pending" and response.get("why"):
-        # Why it needs approval (the daily rules), or two approvers (split requests): say so.
         return say(f"{response['why']} I've opened ticket {ticket} for {what}; it is waiting for "
                    "approval, and I will pay it once it is approved.")
     if status == "pending":
@@ -129,7 +120,6 @@ def _after_approval(answer: Answer, tools: set[str]) -> types.Part:
 def _after_tool(answer: Answer, contents: list[types.Content], tools: set[str]) -> types.Part:
     response, status, name = answer.response, answer.status, answer.call.name
     if name == REIMBURSE_TOOL and status == "needs_approval":
-        # Ask for approval of the very same request.
         if APPROVAL_TOOL in tools and answer.amount:
             return call_tool(APPROVAL_TOOL, purpose=answer.purpose, amount=answer.amount)
         return say(f"I could not pay it: {response.get('message', 'it needs an approver')}")
@@ -162,11 +152,7 @@ def _lowered(paid: Answer, contents: list[types.Content]) -> str:
 
 
 def latest_news(contents: list[types.Content]) -> str | None:
-    """The state of the conversation's approvals, for "any news?".
-
-    A decision may have been delivered by another process since the user
-    last wrote (`adk run` does not show it until they do).
-    """
+    """For "any news?": the state of the approvals, which another process may have decided since the user wrote."""
     pending = {tid: t for tid, t in tickets(contents).items() if t.status == "pending" and t.amount}
     waiting = [f"Ticket {tid} for {dollars(t.amount)} ({t.purpose})" for tid, t in pending.items()
                if not t.response.get("approvals")]
