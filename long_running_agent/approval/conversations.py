@@ -1,18 +1,8 @@
 """Where a ticket's conversation lives, so a decision can reach it from any process.
 
-Each surface keeps ADK sessions in its own store: `python main.py` and
-`make web` in the app's database (EXPENSES_DATABASE_URL); plain `adk web`,
-`adk api_server` and `adk run` in ADK's per-agent file
-`long_running_agent/.adk/session.db`; `--session_service_uri` anywhere else.
-When `ask_for_approval` opens a ticket it records which store holds the
-conversation (a "locator"), and the decision is delivered there, whoever
-makes it and wherever.
-
-Locators:
-    app                      the app's own database
-    sqlite:/abs/session.db   an ADK SqliteSessionService file (adk web's default)
-    database:<url>           another SQLAlchemy database (password not stored)
-    memory:<process>         the memory of one process: unreachable from others
+Each surface keeps ADK sessions in its own store (docs/deployment.md#where-conversations-live); a ticket records
+its store's locator: `app` (the app's database), `sqlite:/abs/session.db` (an ADK SqliteSessionService file),
+`database:<url>` (no password stored) or `memory:<process>:<id>` (one process's memory, unreachable from others).
 """
 
 from __future__ import annotations
@@ -68,7 +58,7 @@ class GuardedSessionService(DatabaseSessionService):
     """ADK's session store that refuses to delete a conversation an approval still needs."""
 
     def __init__(self, db_engine: AsyncEngine, ledger: Callable[[], Ledger]) -> None:
-        """`ledger`: the ledger to ask, once the server's loop runs (the desk's)."""
+        """`ledger`: the desk's, asked once the server's loop runs."""
         super().__init__(db_engine=db_engine)
         self._ledger = ledger
 

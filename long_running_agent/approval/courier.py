@@ -1,20 +1,13 @@
-"""The courier: deciding a ticket, then taking the decision to its conversation.
+"""The courier: deciding a ticket, then taking the decision to its conversation (docs/security.md#delivery).
 
-Used by the approver CLI (`expenses approve|reject|deliver`) and the
-inbox server. The ledger is written first; then the decision is delivered:
-the FunctionResponse is rebuilt from the ledger's stored call id and name and
-sent to the conversation in the store where it lives (conversations.py), so a
-decision made days later, in another process, resumes the right call.
-
-Delivering returns a `Delivery` that says what happened, and when the
-decision did not arrive, the refusal that says why and what to do
-(refusals/), so each surface can tell its own reader.
+The ledger is written first; the FunctionResponse is then rebuilt from the ledger's stored call id and name and sent
+to the store the conversation lives in (conversations.py), so a decision made days later, in another process,
+resumes the right call. A `Delivery` says what happened and, if it did not arrive, the refusal saying why.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -75,11 +68,8 @@ async def deliver(
 ) -> Delivery:
     """Send the ledger's decision on `ticket_id` to its conversation, once, running `app` (default: the desk's).
 
-    Every attempt that fails is recorded in the ledger (when, by whom, why),
-    whatever stopped it, so people can see it and an approver can settle the
-    ticket; only a conversation busy with another run is left to a retry.
-    `decided` and `lock`: the ticket as just decided, and its conversation
-    taken in that very transaction (decide_and_deliver).
+    Every failed attempt but a busy conversation is recorded. `decided` and `lock`: the ticket as just decided, and
+    its conversation taken in that very transaction (decide_and_deliver).
     """
     ledger = desk.ledger
     try:
@@ -104,8 +94,10 @@ async def deliver(
         try:
             if lock is None:
                 # Read again in the transaction that takes the lock: another process may have delivered it.
-                lock = await ledger.locks.acquire(conversation, purpose=f"delivering {ticket.id}", wait=wait,
-                                                  read=_read_ticket(ticket_id))
+                async def read(db: AsyncConnection) -> Ticket:
+                    return Ticket.of(await row_of(db, ticket_id))
+
+                lock = await ledger.locks.acquire(conversation, purpose=f"delivering {ticket.id}", wait=wait, read=read)
                 ticket = lock.found
                 if ticket.delivered_at:
                     return Delivery(ticket, Outcome.ALREADY_DELIVERED)
@@ -152,20 +144,8 @@ async def deliver(
     return Delivery(ticket, Outcome.FAILED, why, where, events=events)
 
 
-def _read_ticket(ticket_id: str) -> Callable[[AsyncConnection], Awaitable[Ticket]]:
-    async def read(db: AsyncConnection) -> Ticket:
-        return Ticket.of(await row_of(db, ticket_id))
-
-    return read
-
-
 def conversation_gone(ticket: Ticket, session: Session | None, where: str) -> str | None:
-    """Why the decision cannot reach `session`, if it is gone: None while it holds the pending call.
-
-    A conversation deleted and created again under the same id exists, but
-    holds nothing to answer: ADK would refuse the decision ("Function call
-    not found"), every time.
-    """
+    """Why the decision cannot reach `session` (gone, or created again without the call ADK would need), or None."""
     if session is None:
         return f"conversation {ticket.session_id} of {ticket.user_id} is not in {where}"
     if not holds_call(session, ticket.call_id):
@@ -195,9 +175,7 @@ async def decide_and_deliver(
 ) -> Delivery:
     """Record the decision, then deliver it; raises LedgerError if the decision is refused.
 
-    `amount` approves less than was asked (see Tickets.decide). An expired
-    ticket is refused, but its expiry is still delivered, so the requester
-    learns what happened.
+    An expired ticket is refused, but its expiry is still delivered, so the requester learns what happened.
     """
     ledger = desk.ledger
     taken: list[str] = []
@@ -228,13 +206,9 @@ async def decide_and_deliver(
 
 
 async def tell_progress(desk: Desk, ticket: Ticket, note: str) -> bool:
-    """Tell a ticket's conversation of something short of a decision, without a model turn.
+    """Tell a ticket's conversation of something short of a decision, without a model turn; False if unreachable.
 
-    The pending call gets an intermediate update (same id and name, status
-    still "pending": the ledger's record, e.g. "1 of 2" approvals), and the
-    agent a note people see and the model is not shown (turn_order.py). It
-    never pays and never closes the call. False if the conversation could not
-    be reached; it then learns the state with the decision.
+    The pending call gets the ledger's record, still "pending", and the agent a note the model is not shown.
     """
     ledger = desk.ledger
     try:
@@ -275,10 +249,8 @@ async def withdraw_and_deliver(desk: Desk, ticket_id: str, *, requester: str, ap
 async def answer_withdrawal(desk: Desk, ticket: Ticket, context: InvocationContext) -> None:
     """Answer the pending call of a ticket withdrawn in the chat with its "withdrawn" record.
 
-    In the conversation this run holds, the answer is added to the session
-    directly, with no second run: the model tells the user in this run's
-    reply. A ticket of another conversation of the requester is delivered
-    there, as an approver's decision would be.
+    In this run's conversation the answer is appended directly, with no second run, and the model tells the user in
+    this run's reply; a ticket of another conversation is delivered there.
     """
     if ticket.conversation != conversation_of(context):
         await deliver(desk, ticket.id, actor=ticket.user_id, app=running_app(context))
@@ -303,8 +275,7 @@ async def _delivered(
 async def remind_due(desk: Desk) -> list[Ticket]:
     """Remind of each pending ticket about to expire, once, and escalate it; tell its conversation.
 
-    Runs with the other background work (`make web`'s sweep, each approver
-    command). Reminders are notifications: nothing to do without a webhook.
+    Reminders are notifications: nothing to do without a webhook.
     """
     config = desk.settings
     if config.remind_before is None or config.webhook_url is None:
@@ -318,12 +289,9 @@ async def remind_due(desk: Desk) -> list[Ticket]:
 
 
 async def deliver_due(desk: Desk, *, actor: str, grace: timedelta = timedelta(seconds=30)) -> list[Delivery]:
-    """Expire overdue tickets and deliver what their conversations are owed.
+    """Expire overdue tickets; deliver expiries, and decisions whose delivery never finished once `grace` passed.
 
-    Delivers expiries, and decisions whose own delivery never finished (the
-    process that made them died) once `grace` has passed. A delivery that
-    failed with a reason is left to the requester's next message or to an
-    approver's `deliver`, not retried in a loop.
+    A delivery that failed with a reason is left to the requester's next message or an approver, not retried in a loop.
     """
     ledger = desk.ledger
     await ledger.tickets.expire_due()

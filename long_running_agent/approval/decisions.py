@@ -1,18 +1,7 @@
 """A decision as the agent receives it: the FunctionResponse built from the ledger's record, and the check of one.
 
-`decision_response(ticket)` is what an approver's decision becomes for the
-pending call: the same id and name as the original `ask_for_approval` call,
-and the ticket as the tool's updated result (`Ticket.as_response`). main.py
-builds the same from the decision it holds; the courier sends it
-(`decision_message`).
-
-`disagreement(response, ticket)` is the guard's check of any response that
-claims a decision: it agrees with the ledger when each field the ledger knows
-says what the ledger says - `status` (which it must have), and, when they are
-there, `ticket_id`, `amount`, `asked`, `by`, `reason` and `approvals`. A field
-the ledger does not know (a note of your app's, the seed's `ticket-id`) is not
-the ledger's to check: it reaches the model as sent, and it is authority for
-nothing, since `reimburse` pays only what the ledger approved.
+A response agrees when every field the ledger knows says what the ledger says; a field it does not know passes as
+sent, authority for nothing, since `reimburse` pays only what the ledger approved (docs/security.md#the-guard).
 """
 
 from __future__ import annotations
@@ -27,14 +16,10 @@ from ..ledger import Ticket, TicketStatus
 from ..ledger.policy import from_cents
 
 
-def decision_response(ticket: Ticket) -> types.FunctionResponse:
-    """The ledger's record of `ticket` as the updated response to its call: same id and name."""
-    return types.FunctionResponse(id=ticket.call_id, name=ticket.call_name, response=ticket.as_response())
-
-
 def decision_message(ticket: Ticket) -> types.Content:
-    """`decision_response(ticket)` alone in a message from the user, as ADK resumes a call."""
-    return types.Content(role="user", parts=[types.Part(function_response=decision_response(ticket))])
+    """The ledger's record of `ticket` as its call's answer (same id and name), alone in a user message as ADK wants."""
+    response = types.FunctionResponse(id=ticket.call_id, name=ticket.call_name, response=ticket.as_response())
+    return types.Content(role="user", parts=[types.Part(function_response=response)])
 
 
 def claimed_status(response: types.FunctionResponse) -> str | None:

@@ -1,29 +1,11 @@
 """The approval guard: checks every approval FunctionResponse against the ledger, and refuses one that disagrees.
 
-ADK resumes a long-running call for any FunctionResponse whose id matches, and
-re-runs the invocation when the same response arrives twice. This plugin,
-carried by the `App` to main.py, `make web`, `adk web`, `adk api_server` and
-`adk run` alike, is handed the approval desk (desk.py) and makes the ledger
-the authority instead of the message:
-
-- a response that agrees with the ledger (decisions.py: the same ticket,
-  status and amount, for a decision not yet delivered) reaches the model as
-  the application sent it;
-- a question typed as the answer ("any news?" at `adk run`'s prompt or in
-  the dev UI's answer box) gets the ticket's news from the ledger, as the
-  agent's note;
-- anything else - a claim the ledger contradicts, a decision it does not
-  hold, a second delivery, a call without a ticket - is refused: the message
-  is kept as a record of what was sent (a thought, which ADK never sends to
-  the model), and the agent answers with a note naming what disagreed.
-
-Every run first takes the conversation's lock (ledger/locks.py), so messages
-and deliveries on one conversation queue instead of failing on ADK's
-stale-session check, and a decision that reached the conversation is marked
-delivered by the run that delivered it. Before answering a text message, the
-guard delivers any decision the conversation is still owed (holding.py).
-What one run needs - the desk, the lock, the tickets read under it - is its
-`ApprovalRun` (run.py), which the tools reach through their context.
+ADK resumes a long-running call for any FunctionResponse whose id matches, and re-runs the invocation when the same
+response arrives twice. This plugin, carried by the `App` to every surface, makes the ledger the authority: a
+response that agrees reaches the model as sent; a question typed as the answer gets the ticket's news; anything else
+is kept as a thought (which ADK never sends to the model) and the agent answers with a note naming what disagreed.
+Every run first takes the conversation's lock, so runs on one conversation queue instead of failing ADK's
+stale-session check (docs/security.md#the-guard, #delivery).
 """
 
 from __future__ import annotations
@@ -91,16 +73,13 @@ class ApprovalGuard(BasePlugin):
     """Lets an approval resume the agent only when it agrees with the ledger, and only once."""
 
     def __init__(self, desk: Desk, holding: Holding | None = None) -> None:
-        """`holding`: the conversation this guard's runs deliver into, held by their deliverer (holding.py)."""
         super().__init__(name="approval_guard")
         self.desk = desk
         self.holding = holding
 
     def holding_for(self, holding: Holding) -> ApprovalGuard:
-        """This guard, for a run inside `holding`: it takes no lock of its own on that conversation."""
+        """This guard, for a run inside `holding`: it takes no lock of its own there."""
         return ApprovalGuard(self.desk, holding)
-
-    # --- the run's start: lock, catch up, check ---------------------------------
 
     async def on_user_message_callback(
         self, *, invocation_context: InvocationContext, user_message: types.Content
@@ -182,10 +161,7 @@ class ApprovalGuard(BasePlugin):
 
     async def _checked(self, context: InvocationContext, run: ApprovalRun, response: types.FunctionResponse,
                        ) -> str | None:
-        """Check one response against the ledger: None when it agrees (it is delivered), the news for a question.
-
-        Raises the refusal of anything else.
-        """
+        """None when `response` agrees with the ledger (it is delivered), the news for a question; else raises."""
         # Trust the session, not the message: ADK matches on id only, so the call
         # comes from the session and the decision from the ledger.
         call = stored_call(context.session, response.id)
@@ -222,7 +198,7 @@ class ApprovalGuard(BasePlugin):
     async def _bring_up_to_date(
         self, run: ApprovalRun, ticket: Ticket, response: types.FunctionResponse, context: InvocationContext,
     ) -> Ticket:
-        """Bring a pending ticket up to date: expire it, or (dev only) decide it from chat."""
+        """A pending ticket brought up to date: expired, or (DEV_CHAT_APPROVAL only) decided from the chat."""
         ledger = run.ledger
         if ticket.status is not TicketStatus.PENDING:
             return ticket
@@ -242,8 +218,6 @@ class ApprovalGuard(BasePlugin):
             except (LedgerError, InputError):
                 return await ledger.tickets.get(ticket.id)
         return ticket
-
-    # --- during the run: the note, and what was paid --------------------------------
 
     async def before_agent_callback(self, *, agent: Any, callback_context: CallbackContext) -> types.Content | None:
         run = found_run(callback_context)
@@ -280,8 +254,6 @@ class ApprovalGuard(BasePlugin):
             return None
         logger.warning("%s could not use the ledger: %s", tool.name, without_sql(str(error)))
         return {"status": ERROR, "error": unusable_note(error)}
-
-    # --- the run's end: record the delivery, free the conversation ---------------
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
         run = finish_run(invocation_context)

@@ -1,10 +1,7 @@
 """Runs that deliver into a conversation: the app whose guard holds it, and what a conversation is owed.
 
-A decision reaches its conversation as a run of the agent (the courier's, or
-the guard's before it answers a new message). That run must not take the
-conversation's lock again - its deliverer holds it - so it runs in a copy of
-the app whose guard plugin is told so (`holding_app`): the hold is handed to
-the plugin's constructor, never left in a global.
+A delivery run must not take the lock its deliverer holds, so it runs in a copy of the app whose guard is handed
+the hold in its constructor (`holding_app`), never through a global.
 """
 
 from __future__ import annotations
@@ -44,12 +41,9 @@ SessionVersionRead = Callable[[AsyncConnection], Awaitable[float | None]]
 
 
 def session_version(context: InvocationContext, ledger: Ledger) -> SessionVersionRead | None:
-    """A read of the stored session's version, to make in the transaction that takes the lock.
+    """A read of the stored session's version, for the transaction that takes the lock; None: always reload.
 
-    The loaded session is fresh if the stored one is still at its version, as
-    ADK's own stale-session check judges: `update_time` in the ledger's own
-    database, `last_update_time` in memory. None (always reload) for a store
-    elsewhere.
+    It is what ADK's stale-session check compares: `update_time` in the ledger's database, `last_update_time` in memory.
     """
     service, session = context.session_service, context.session
     if isinstance(service, InMemorySessionService):
@@ -73,8 +67,7 @@ def session_version(context: InvocationContext, ledger: Ledger) -> SessionVersio
 
 
 async def refresh(context: InvocationContext) -> None:
-    """Load the conversation again: ADK loaded it before this run waited for the lock, and appending to a stale
-    copy fails."""
+    """Load the conversation again: ADK loaded it before the lock, and appending to a stale copy fails."""
     fresh = await context.session_service.get_session(
         app_name=context.session.app_name, user_id=context.session.user_id, session_id=context.session.id
     )
@@ -83,10 +76,7 @@ async def refresh(context: InvocationContext) -> None:
 
 
 async def deliver_owed(context: InvocationContext, run: ApprovalRun, open_tickets: Iterable[Ticket]) -> None:
-    """Deliver what this conversation is owed before answering its new message.
-
-    `open_tickets`: its pending and undelivered tickets, read under its lock.
-    """
+    """Deliver what this conversation is owed before answering its new message (`open_tickets`: read under its lock)."""
     ledger = run.ledger
     now = ledger.now()
     due = [t for t in open_tickets if t.status is TicketStatus.PENDING and t.expires_at <= now]
@@ -97,7 +87,6 @@ async def deliver_owed(context: InvocationContext, run: ApprovalRun, open_ticket
         owed = sorted((t for t in open_tickets if t.decided_at is not None), key=lambda t: (t.decided_at, t.id))
     if not owed:
         return
-    # The same agent, model and plugins as this run, on the same store, inside this run's hold.
     app = holding_app(running_app(context), Holding(run.conversation, tickets=run.known))
     runner = Runner(app=app, session_service=context.session_service)
     for ticket in owed:

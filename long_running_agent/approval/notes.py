@@ -1,9 +1,7 @@
-"""The chat's form of a refusal: a tool's error response, or the approval guard's note in the agent's voice.
+"""The chat's form of a refusal (refusals/): a tool's error response, or the approval guard's note in the agent's voice.
 
-Every refusal is defined once (refusals/); this module only words it for
-the chat. A note replaces what the agent would have said; what the person
-sent is kept as a thought (shown in the dev UI, never read by the model), so
-the pending call stays open for the real decision.
+What the person sent is kept as a thought (shown in the dev UI, never read by the model), so the pending call stays
+open for the real decision.
 """
 
 from __future__ import annotations
@@ -73,13 +71,9 @@ def record_of(message: types.Content) -> types.Content:
     """What was sent, as a thought: kept for people, never read by the model or ADK's resume."""
     responses = [p.function_response for p in message.parts or [] if p.function_response]
     if responses:
-        return types.Content(role="user", parts=[types.Part(text=as_sent(responses), thought=True)])
+        sent = "; ".join(f"{r.name}: {json.dumps(r.response, default=str)}" for r in responses)
+        return types.Content(role="user", parts=[types.Part(text=f"Answered {sent[:300]}", thought=True)])
     return message
-
-
-def as_sent(responses: list[types.FunctionResponse]) -> str:
-    sent = "; ".join(f"{r.name}: {json.dumps(r.response, default=str)}" for r in responses)
-    return f"Answered {sent[:300]}"
 
 
 # How a question starts when it has no question mark ("any news", "status").
@@ -90,13 +84,9 @@ _QUESTION_WORDS = frozenset({
 
 
 def asks(response: types.FunctionResponse) -> bool:
-    """Whether the answer is a question, typed where ADK asks for the call's answer.
+    """Whether the answer is a question ("any news?"), typed where ADK asks for the call's answer.
 
-    `adk run`'s HITL prompt and the dev UI's answer box send what the person
-    types as `{"result": text}`. "any news?" there asks for the news; it claims
-    no decision, so it is answered with the ticket's state, not refused. Any
-    other answer ("approved", "yes", {"status": "approved"}) claims a decision
-    that only an approver makes, and is refused.
+    `adk run`'s HITL prompt and the dev UI's answer box send it as `{"result": text}` (docs/security.md#the-guard).
     """
     payload = response.response
     if not isinstance(payload, dict) or set(payload) != {"result"} or not isinstance(payload["result"], str):

@@ -1,15 +1,7 @@
 """One run of the agent as the approval guard sees it: the per-run object the tools reach through their context.
 
-The guard (guard.py) makes an `ApprovalRun` when a run starts and keeps it in
-the run's own metadata - ADK's `custom_metadata` of the invocation, which
-lives in memory for the run and is never stored. The tools, the model's
-callbacks and the guard's later callbacks all reach it through the context
-ADK hands them (`approval_run(tool_context)`), and through it the desk. So
-a tool needs no global and no argument whose meaning depends on a plugin.
-
-A run the courier makes inside a conversation it already holds (a delivery)
-is `Holding` that conversation: the guard of that run takes no lock of its
-own, and works on the tickets the holder read under it.
+The guard keeps an `ApprovalRun` in the invocation's `custom_metadata`, which ADK keeps in memory for the run and
+never stores; the tools and callbacks reach it, and the desk, through the context ADK hands them: no global.
 """
 
 from __future__ import annotations
@@ -36,12 +28,10 @@ RUN_KEY = "approval_run"
 
 @dataclass(frozen=True)
 class Holding:
-    """A conversation already held for a run: by the courier's lock, or by the run that delivers into it.
+    """A conversation already held for a delivery run, which takes no lock of its own.
 
-    `lock` is set when the holder is the courier: the run's deliveries are then
-    recorded as it frees the conversation, in one transaction. `tickets` are
-    the conversation's open tickets, read under the lock, by call id;
-    `unpaid` those known to have no payout (decided in that very transaction).
+    `lock`: the courier's, if it holds it; its release records the run's deliveries. `tickets`: the open ones read
+    under the hold, by call id; `unpaid`: those decided in the transaction that took it.
     """
 
     conversation: Conversation
@@ -86,8 +76,7 @@ class ApprovalRun:
         return self.desk.ledger
 
     async def tool_call(self, context: Any) -> ToolCall:
-        """The tool call `context` (a ToolContext) runs: its conversation, id, message, store, and the decisions it
-        answers."""
+        """The tool call `context` (a ToolContext) runs, with the decisions this run delivers."""
         session = context.session
         store = await locate(context.get_invocation_context().session_service, app_name=session.app_name,
                              app_database_url=self.settings.database_url)
@@ -97,8 +86,7 @@ class ApprovalRun:
 
 
 def found_run(context: Any) -> ApprovalRun | None:
-    """The run `context` (an InvocationContext, or a tool's or callback's context) belongs to, if the guard started
-    one."""
+    """The run of `context` (an InvocationContext, a tool's or a callback's), if the guard started one."""
     metadata = run_metadata(context) if isinstance(context, InvocationContext) else context.custom_metadata
     run = metadata.get(RUN_KEY)
     return run if isinstance(run, ApprovalRun) else None

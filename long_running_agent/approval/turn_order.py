@@ -1,21 +1,10 @@
 """What the model is shown: the real conversation, as the ledger knows it, in the order Gemini accepts.
 
-Three things happen to the history ADK builds before it reaches the model:
-
-- The approval guard's notes ("only an approver can decide this ticket") are
-  for people; they are left out, so the model's view of the conversation is
-  the real request, call and decision.
-- When one of several approvals asked for in one turn arrives, ADK 2.13
-  answers that turn's calls together (the new decision beside the others'
-  latest answers) and leaves out what happened since. An approval that was
-  paid meanwhile is shown with its payout id, so the model does not pay it
-  again (the ledger would refuse, but the model would say so).
-- After a long-running call is resumed, ADK 2.13 keeps the agent's earlier
-  "waiting for approval" reply and places it after the updated function
-  response. The next request then holds two model turns in a row, and Gemini
-  rejects a function-call turn that does not follow a user or
-  function-response turn. Merging neighbouring model turns keeps every part,
-  in order, in one turn.
+- The guard's notes are for people: they are left out.
+- ADK 2.13 answers the calls of a turn together when one of several approvals arrives, and leaves out what happened
+  since: an approval paid meanwhile is shown with its payout id, so the model does not pay it again.
+- After a resume, ADK 2.13 places the agent's earlier "waiting" reply after the updated response: two model turns
+  in a row, which Gemini rejects. Neighbouring model turns are merged, every part kept in order (docs/gemini.md).
 """
 
 from __future__ import annotations
@@ -57,12 +46,10 @@ async def prepare_model_request(
 
 
 async def _with_payouts(run: ApprovalRun, content: types.Content) -> types.Content:
-    """`content` with the payout id on each approval in it that is paid already (several in one turn).
+    """`content` with the payout id on each approval in it that is paid already.
 
-    Every approval is looked up, even when the turn holds nothing else: with
-    two tickets from one message, the second approval arrives beside the
-    first, already paid; shown without its payout, the model would pay it
-    again and tell the approver "already paid" instead of what this approval did.
+    Looked up even when the turn holds only approvals: the second of two tickets from one message arrives beside the
+    first, already paid (docs/security.md#several-tickets-lower-amounts-withdrawals).
     """
     parts = content.parts or []
     approved = [p.function_response for p in parts

@@ -1,10 +1,4 @@
-"""What each approver command does, on the desk it is handed (entry.py builds it; render.py prints).
-
-Each command is a fresh process; the ledger and the conversations persist, so
-a ticket opened in one process (or in `adk web`) is decided in another. Any
-approver command first does the server's background work once: expiries,
-owed deliveries, reminders, webhooks.
-"""
+"""What each approver command does, on the desk it is handed (entry.py builds it; render.py prints)."""
 
 from __future__ import annotations
 
@@ -20,8 +14,6 @@ from ..notifications import send_due
 from ..transcript import Transcript, pending_calls, tool_response, user_text
 from . import render
 
-Command = Callable[[Desk, argparse.Namespace, Transcript], Awaitable[int]]
-
 
 async def catch_up(desk: Desk) -> None:
     """The server's background work, once: expiries, owed deliveries, reminders, and webhooks beside the command."""
@@ -34,13 +26,7 @@ async def catch_up(desk: Desk) -> None:
 
 
 def send_notifications(desk: Desk) -> None:
-    """Send what the outbox holds (a decision just made, too) while the command goes on.
-
-    The command waits for it only at its end (desk.close()), and no longer
-    than APPROVAL_WEBHOOK_TIMEOUT_SECONDS, whatever the receiver does: one
-    round, each attempt under that deadline. What is not sent by then stays
-    in the outbox; the command says so only when the receiver failed.
-    """
+    """Send one round of the outbox beside the command; desk.close() waits for it (docs/notifications.md)."""
     if desk.settings.webhook_url is None:
         return
 
@@ -74,9 +60,8 @@ async def request(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
             print(f"\nTicket {ticket_id} is pending (session {session.id}). An approver runs:\n"
                   f"  {EXPENSES} approve {ticket_id} --approver NAME")
         return 0
-    paid = [r for e in events for r in e.get_function_responses()
-            if r.name == REIMBURSE_TOOL and (r.response or {}).get("status") in ("paid", "already_paid")]
-    if paid and not tickets:
+    if not tickets and any(r.name == REIMBURSE_TOOL and (r.response or {}).get("status") in ("paid", "already_paid")
+                           for e in events for r in e.get_function_responses()):
         return 0  # small enough to be paid at once
     # Refused (an amount the rules do not allow, a purpose missing): the agent said why, above.
     print("error: no ticket was opened and nothing was paid; write the request as the agent's answer above "
@@ -87,8 +72,7 @@ async def request(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
 async def inbox(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
     await catch_up(desk)
     # The same read as GET /api/approvals; the CLI shows no recent decisions (`show` has a ticket's history).
-    inbox = await desk.ledger.inbox.read(limit=args.limit, offset=args.offset, undelivered_limit=args.limit,
-                                         recent=0)
+    inbox = await desk.ledger.inbox.read(limit=args.limit, offset=args.offset, undelivered_limit=args.limit, recent=0)
     render.pending(inbox, args.limit, args.offset)
     failed = await desk.ledger.deliveries.failures([t.id for t in inbox.undelivered if t.delivery_error])
     render.undelivered(inbox, args.limit, failed)
@@ -97,10 +81,8 @@ async def inbox(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
 
 async def decide(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
     await catch_up(desk)
-    delivery = await decide_and_deliver(
-        desk, args.ticket, approver=args.approver, approve=args.command == "approve", reason=args.reason,
-        amount=getattr(args, "approved_amount", None),
-    )
+    delivery = await decide_and_deliver(desk, args.ticket, approver=args.approver, approve=args.command == "approve",
+                                        reason=args.reason, amount=getattr(args, "approved_amount", None))
     status = render.report(delivery, out)
     payouts = await desk.ledger.payouts.find(ticket_id=delivery.ticket.id)
     print(f"Payouts for {delivery.ticket.id}: {len(payouts)}")
@@ -109,7 +91,6 @@ async def decide(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
 
 
 async def withdraw(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
-    """The requester withdraws a pending request; its conversation is told."""
     await catch_up(desk)
     status = render.report(await withdraw_and_deliver(desk, args.ticket, requester=args.user), out)
     send_notifications(desk)
@@ -117,12 +98,10 @@ async def withdraw(desk: Desk, args: argparse.Namespace, out: Transcript) -> int
 
 
 async def deliver_decision(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
-    """Deliver a recorded decision, e.g. after the process that made it died."""
     return render.report(await deliver(desk, args.ticket, actor="approver CLI"), out)
 
 
 async def settle(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
-    """Finish a decision that cannot reach its conversation: pay an approved ticket, close any other."""
     ticket, payout = await desk.ledger.deliveries.settle(args.ticket, approver=args.approver)
     done = f"paid {payout.amount_text} ({payout.id}) without the conversation" if payout else "closed"
     print(f"Ticket {ticket.id} ({ticket.status}) settled by {ticket.settled_by}: {done}.")
@@ -140,7 +119,6 @@ async def show(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
 
 
 async def migrate(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
-    """Bring the database to this version's schema (the server does it on start too)."""
     before, after = await desk.prepare()
     if before == after:
         print(f"The database is at schema revision {after}, as this version needs; nothing to do.")
@@ -151,7 +129,7 @@ async def migrate(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
     return 0
 
 
-COMMANDS: dict[str, Command] = {
+COMMANDS: dict[str, Callable[[Desk, argparse.Namespace, Transcript], Awaitable[int]]] = {
     "request": request, "inbox": inbox, "approve": decide, "reject": decide, "withdraw": withdraw,
     "deliver": deliver_decision, "settle": settle, "show": show, "migrate": migrate,
 }

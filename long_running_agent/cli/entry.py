@@ -1,10 +1,7 @@
 """`expenses`: the approver CLI's arguments, its desk, and one clear line for anything refused.
 
-Run from the project folder (`.venv/bin/expenses --help` lists every command):
-    .venv/bin/expenses inbox
     .venv/bin/expenses approve T-... --approver bob [--amount 200 --reason 'per diem cap']
     .venv/bin/expenses reject T-... --approver bob --reason 'not a business expense'
-    .venv/bin/expenses show T-...
 
 Exit status: 0 done, 1 refused (the message says why; a setting it cannot use too), 2 bad
 arguments, 3 a decision recorded but not delivered yet.
@@ -97,18 +94,16 @@ def run(desk: Desk, work: Callable[[Transcript], Awaitable[int]], *, verbose: bo
     except Refusal as refusal:  # the ledger, an input rule, the schema, or the model (refusals/)
         print(f"error: {refusal.sentence(CLI)}", file=sys.stderr)
         return 1
-    except (OSError, SQLAlchemyError) as error:  # the database cannot be reached or used
+    except Exception as error:  # one line, no traceback (with --verbose, the traceback)
         if verbose:
             raise
-        where = make_url(desk.settings.database_url).render_as_string(hide_password=True)
-        print(f"error: the database {where} cannot be used ({without_sql(f'{type(error).__name__}: {error}')}). "
-              "Check EXPENSES_DATABASE_URL and that its server is running, then run the command again.",
-              file=sys.stderr)
-        return 1
-    except Exception as error:  # something unforeseen: one line, no traceback
-        if verbose:
-            raise
-        print(f"error: {type(error).__name__}: {error}\n(run again with --verbose for details)", file=sys.stderr)
+        if isinstance(error, (OSError, SQLAlchemyError)):  # the database cannot be reached or used
+            where = make_url(desk.settings.database_url).render_as_string(hide_password=True)
+            print(f"error: the database {where} cannot be used ({without_sql(f'{type(error).__name__}: {error}')}). "
+                  "Check EXPENSES_DATABASE_URL and that its server is running, then run the command again.",
+                  file=sys.stderr)
+        else:
+            print(f"error: {type(error).__name__}: {error}\n(run again with --verbose for details)", file=sys.stderr)
         return 1
 
 
@@ -127,5 +122,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as error:
         print(f"error: {error.sentence(CLI)}", file=sys.stderr)
         return 1
-    command = COMMANDS[args.command]
-    return run(desk, lambda out: command(desk, args, out), verbose=args.verbose)
+    return run(desk, lambda out: COMMANDS[args.command](desk, args, out), verbose=args.verbose)

@@ -1,7 +1,4 @@
-"""What the approver CLI prints: a delivery's outcome, the inbox's tables, a ticket and its history.
-
-Pure rendering: each function takes what a command read (commands.py) and prints it.
-"""
+"""What the approver CLI prints: a delivery's outcome, the inbox's tables, a ticket and its history (no reads)."""
 
 from __future__ import annotations
 
@@ -22,11 +19,6 @@ from ..transcript import Transcript
 CLI = COMMANDS
 
 
-def _age(created: datetime, now: datetime) -> str:
-    minutes = int((now - created).total_seconds() // 60)
-    return f"{minutes // 1440}d" if minutes >= 1440 else f"{minutes // 60}h" if minutes >= 60 else f"{minutes}m"
-
-
 def pending(inbox: Inbox, limit: int, offset: int) -> None:
     """The page of pending tickets, oldest first, and how to reach the next."""
     tickets = inbox.pending
@@ -43,12 +35,14 @@ def pending(inbox: Inbox, limit: int, offset: int) -> None:
     print(f"Pending: {page.describe()}, oldest first.")
     print(f"{'TICKET':<16} {'REQUESTER':<12} {'AMOUNT':>12}  {'AGE':>4}  PURPOSE")
     for t in tickets:
+        minutes = int((inbox.now - t.created_at).total_seconds() // 60)
+        age = f"{minutes // 1440}d" if minutes >= 1440 else f"{minutes // 60}h" if minutes >= 60 else f"{minutes}m"
         waits = f"  [{t.approvals_so_far} approvals: {t.first_approved_by}]" if t.first_approved_by else ""
         if t.needs_two_approvers and not t.first_approved_by:
             waits += (f"  [needs 2 approvers: {t.combined_text} with the same purpose or message today]"
                       if t.combined_text else "  [needs 2 approvers]")
         print(f"{t.id:<16} {printable(t.user_id):<12} {t.amount_text:>12}  "
-              f"{_age(t.created_at, inbox.now):>4}  {printable(t.purpose)}{waits}")
+              f"{age:>4}  {printable(t.purpose)}{waits}")
     if page.next_offset is not None:
         print(f"Next page: {EXPENSES} inbox --offset {page.next_offset}{more}")
 
