@@ -1,7 +1,6 @@
 """The handle every part of the ledger shares: one engine, one clock, and tables at this code's schema.
 
-The parts each hold this one handle and open their transactions on it, so a
-ticket's change and the notification that reports it commit together.
+The parts open their transactions on this one handle, so a ticket's change and its notification commit together.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ class Database:
         engine: AsyncEngine | None = None,
     ) -> None:
         """`engine`: one to share (desk.py gives ADK's session store the same); default, one of its own."""
-        self.url = url
         self.auto_migrate = auto_migrate
         self._owns_engine = engine is None
         self.engine = engine or create_engine(url)
@@ -57,13 +55,7 @@ class Database:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncConnection]:
-        """One transaction on one connection, for Core statements: what a flow's steps use.
-
-        A flow's steps send statements built once, with their values bound at
-        execution (tickets.py, locks.py, ...): no ORM unit of work and no
-        statement to build and key for the cache on every call, which cost
-        more than the database's own work for these small statements.
-        """
+        """One transaction on one connection, for the Core statements built once (benchmarks/README.md)."""
         await self._ready()
         async with self.engine.begin() as connection:
             yield connection
@@ -89,13 +81,9 @@ class Database:
             await connection.exec_driver_sql("SELECT 1")
 
     async def try_write(self) -> None:
-        """Write a row and roll it back (for /health): raises if the database takes no writes.
+        """Write a row and roll it back (for /health, docs/deployment.md): raises if the database takes no writes.
 
-        A database can answer reads and refuse every write: a SQLite journal
-        that cannot be written (a full disk, a read-only or immutable file:
-        "disk I/O error"), a PostgreSQL server in read-only mode. SQLite
-        writes the journal at a transaction's first change, so one row that
-        is never committed is enough to find out.
+        SQLite writes its journal at a transaction's first change, so one uncommitted row is enough to find out.
         """
         probe = insert(DailyAutoApprovalRow).values(requester="/health", day=date(2000, 1, 1), total_cents=0)
         async with self.engine.connect() as connection:

@@ -1,8 +1,6 @@
-"""Deliveries: whether each decision reached its conversation, and settling those that never can.
+"""Deliveries: whether each decision reached its conversation, and settling those that never can (docs/security.md).
 
-The run that delivers a decision records it, under the conversation's lock
-(locks.py); a failed attempt records why. A decision whose conversation is
-gone is settled by an approver: an approved one is paid without the agent.
+The run that delivers a decision records it under the conversation's lock (locks.py); a failed attempt records why.
 """
 
 from __future__ import annotations
@@ -59,8 +57,6 @@ def count_undelivered_in() -> Select[int]:
 
 
 class Deliveries:
-    """Whether each decision reached its conversation; settling the ones that never can."""
-
     def __init__(self, database: Database, tickets: Tickets) -> None:
         self.database = database
         self.tickets = tickets
@@ -89,11 +85,7 @@ class Deliveries:
         return read
 
     async def settle(self, ticket_id: str, *, approver: str) -> tuple[Ticket, Payout | None]:
-        """Finish a decision that cannot reach its conversation: pay an approved one, close the rest.
-
-        Only after a delivery failed (`delivery_error` is set): while the
-        conversation can be reached, the requester is told there.
-        """
+        """Finish a decision whose delivery failed (`delivery_error`): pay an approved one, close the rest."""
         approver = inputs.approver(approver, self.tickets.approvers)
         ticket = await self.tickets.get(ticket_id)
         undeliverable = ticket.delivery_error and not (ticket.delivered_at or ticket.settled_at)

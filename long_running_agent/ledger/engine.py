@@ -1,10 +1,7 @@
-"""Database engines, tuned once for the ledger and ADK's session store alike.
+"""Database engines, tuned once for the ledger and ADK's session store alike (they share one: desk.py).
 
-Both keep their rows in the same SQLite file or PostgreSQL database, so both
-get their connections here: SQLite with a rollback journal and a busy
-timeout, one connection per engine so bursts queue in order, and a watch on
-the file; PostgreSQL with a pool whose idle connections are checked before
-use. In a process, the ledger and ADK's sessions share one engine (desk.py).
+SQLite gets a rollback journal, one connection per engine and a watch on the file (docs/deployment.md); PostgreSQL a
+pool whose idle connections are pinged before use (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -25,27 +22,18 @@ from ..refusals.rules import DatabaseFileGone
 
 logger = logging.getLogger(__name__)
 
-# A rollback journal, not WAL. In WAL mode every process maps the `-shm`
-# file into memory, and a `-shm` truncated or made immutable (chattr +i)
-# under a running server killed it with SIGBUS, logging nothing. A rollback
-# journal needs no shared memory, and mmap_size=0 keeps the database file
-# itself unmapped. WAL with locking_mode=EXCLUSIVE keeps its index on the
-# heap but locks the approver CLI out of the file. TRUNCATE empties the
-# journal where DELETE removes and recreates it on every commit. The cost
-# (benchmarks/README.md) stays small only with one engine per database in a
-# process: see desk.py.
+# A rollback journal, not WAL, whose mapped `-shm` file crashed a server with SIGBUS (docs/deployment.md);
+# mmap_size=0 keeps the database file unmapped too. WAL with locking_mode=EXCLUSIVE would map nothing but
+# lock the approver CLI out. TRUNCATE empties the journal where DELETE recreates it on every commit.
 SQLITE_JOURNAL_MODE = "truncate"
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    # busy_timeout makes concurrent writers (other processes: the CLI, a
-    # second server) wait instead of failing with "database is locked".
+    # Writers in other processes (the CLI, a second server) wait instead of failing with "database is locked".
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA mmap_size=0")
-    # WAL is a property of the file: a file written by an older version stays
-    # in WAL mode until a connection switches it, which SQLite allows only
-    # while no other process has the file open.
+    # WAL is a property of the file, switched only while no other process has it open.
     try:
         cursor.execute(f"PRAGMA journal_mode={SQLITE_JOURNAL_MODE}")
         mode = cursor.fetchone()[0]
@@ -59,9 +47,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
             "this version), then restart this one to switch it to a rollback journal.",
             cursor.fetchone()[2],
         )
-    # FULL is SQLite's default for a rollback journal: with NORMAL, a power
-    # cut at the wrong moment can corrupt the file (WAL's NORMAL only loses
-    # the last commits).
+    # With a rollback journal, NORMAL can corrupt the file on a power cut (WAL's NORMAL only loses commits).
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.close()
 
@@ -73,14 +59,7 @@ _gone_files: dict[str, bool] = {}
 
 
 class _SqliteFileWatch:
-    """Stops a process from using a database file that was deleted or replaced under it.
-
-    A deleted file lives on for the processes that have it open: a server
-    would go on writing to it while a new CLI process creates a fresh file at
-    the same path, each on its own data. So the file's identity is noted on
-    the first connection, and each pool checkout (one stat) checks that the
-    path still names that file; nothing reconnects to a file that is gone.
-    """
+    """Stops a process from using a database file that was deleted or replaced under it (docs/deployment.md)."""
 
     def __init__(self, path: str) -> None:
         self.path = os.path.abspath(path)
@@ -128,10 +107,8 @@ def tune_sqlite(engine: AsyncEngine) -> None:
         event.listen(engine.sync_engine, "checkout", watch.check)
 
 
-# A pooled PostgreSQL connection used this recently is taken as alive; one idle longer is pinged
-# before use, and replaced if the server dropped it (a restart, a failover, an idle timeout).
-# HikariCP's "alive bypass window" (500 ms there): a flow checks out a connection some 17 times
-# in a few tens of milliseconds, and a ping before each was as many extra round trips.
+# A pooled connection used this recently is taken as alive: HikariCP's "alive bypass window" (500 ms there);
+# a flow checks out a connection some 17 times in a few tens of milliseconds (benchmarks/README.md).
 PING_AFTER_IDLE_S = 1.0
 
 
@@ -158,19 +135,16 @@ def ping_when_idle(engine: AsyncEngine) -> None:
     event.listen(engine.sync_engine, "checkin", checkin)
 
 
-# Seconds a database call waits for a pooled connection. In a burst (1,000
-# approvals at once) calls queue for connections for a minute or more; failing
-# one halfway would leave a decided ticket undelivered, so they wait instead.
+# Seconds to wait for a pooled connection: in a burst of 1,000 approvals calls queue for a minute or more, and
+# failing one halfway would leave a decided ticket undelivered.
 POOL_TIMEOUT_S = 300
 
 
 def create_engine(url: str) -> AsyncEngine:
     """An async engine for `url`, with SQLite tuned for concurrent writers."""
     if url.startswith("sqlite"):
-        # SQLite has one writer at a time. One connection per engine makes a
-        # burst queue in the pool, in order; with many connections the writers
-        # poll in SQLite's busy handler and some starve past busy_timeout
-        # ("database is locked"). An in-memory database has its own pool.
+        # One writer at a time: with one connection a burst queues in the pool, in order; with many the writers
+        # poll in SQLite's busy handler and some starve past busy_timeout. An in-memory database has its own pool.
         path = sqlite_file(url)
         pool: dict[str, Any] = {}
         if path is not None:

@@ -1,11 +1,7 @@
 """The approver's inbox in one read: what `GET /api/approvals` and `expenses inbox` show.
 
-Overdue tickets are expired first, so the inbox never offers a ticket that can
-no longer be decided. Then, on one connection: one page of pending tickets,
-oldest first, and their total; one page of decisions that have not reached
-their conversation, and their total; the latest decisions. Each is one query
-answered from an index of schema.py (tests/test_inbox_queries.py checks the
-plans, benchmarks/inbox.py times this read with 100k tickets pending).
+Each list and total is one query answered from an index of schema.py (tests/test_inbox_queries.py checks the
+plans; benchmarks/README.md has the times with 100,000 tickets pending).
 """
 
 from __future__ import annotations
@@ -44,7 +40,7 @@ class InboxQueries:
         self, *, limit: int, offset: int = 0, undelivered_limit: int, undelivered_offset: int = 0,
         recent: int = RECENT_DECISIONS,
     ) -> Inbox:
-        """Expire what is overdue, then read the pages, their totals and the `recent` latest decisions."""
+        """Expire what is overdue (so nothing undecidable is offered), then read the pages and their totals."""
         await self.tickets.expire_due()
         # One session for the five reads: on PostgreSQL each session of its own
         # would add a pool check-out (a ping), a BEGIN and a ROLLBACK.

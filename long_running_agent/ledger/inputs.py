@@ -1,20 +1,7 @@
 """One rule per input, on every surface: the chat, the CLI and the API, on SQLite and PostgreSQL.
 
-People are named by plain ids: `alice`, `bob.smith`, `carol@example.com`.
-Names are compared in one canonical form (Unicode NFKC, trimmed, lower
-case), and anything that could make two spellings look like one person
-(invisible characters, control characters, look-alike letters from another
-script) is refused rather than guessed at. So `Alice` and `alice ` are
-alice, and `alice\\u200b` or a Cyrillic `аlice` are refused.
-
-Amounts are exact dollars and cents, more than zero and at most a maximum
-(MAX_REIMBURSEMENT for a request, the amount asked for an approval). One
-function, `amount`, decides that for the chat's tools, the CLI and the API, so
-a huge, negative, NaN, infinite or malformed amount gets the same refusal on
-each, and no arithmetic error ever reaches a user.
-
-The limits are also what the database columns hold, so no input reaches the
-database only to be cut short or refused there.
+Names, purposes and amounts are refused rather than guessed at (docs/security.md: identities, one rule per input).
+The limits are what the database columns hold, so no input reaches the database only to be cut short there.
 """
 
 from __future__ import annotations
@@ -41,7 +28,7 @@ _NAME = re.compile(r"[a-z0-9](?:[a-z0-9._@+-]*[a-z0-9])?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")
 
 
-# What is wrong with a refused amount (AmountError.problem).
+# AmountError.problem.
 NOT_A_NUMBER = "not_a_number"
 NOT_POSITIVE = "not_positive"
 ABOVE_MAXIMUM = "above_maximum"
@@ -96,12 +83,7 @@ def reason(raw: object, *, required: bool, needed_by: str = "A rejection") -> st
 
 
 def purpose(raw: object) -> str:
-    """What an expense was for: one line, spacing normalised, at most MAX_PURPOSE characters.
-
-    In Unicode's compatibility form (NFKC: "ｓｅｒｖｅｒ" is "server"), and with no word
-    that mixes Latin letters with Cyrillic or Greek ones ("sеrver" with a Cyrillic "е"),
-    so one purpose cannot pass for another: the split rules compare purposes.
-    """
+    """What an expense was for: one line in NFKC, no word mixing look-alike scripts (the split rules compare it)."""
     if not isinstance(raw, str) or not raw.strip():
         raise InputError("purpose", "Say what the expense was for, e.g. 'team lunch'.")
     text = " ".join(unicodedata.normalize("NFKC", raw).split())
@@ -135,12 +117,9 @@ _SHOWN_BELOW = Decimal(10) ** 15
 
 
 def amount(raw: object, *, most: Decimal) -> Decimal:
-    """`raw` as exact dollars with two places: more than zero and at most `most`. Raises AmountError.
+    """`raw` (a number, or text such as "1,250.50" or "$200") as exact dollars: more than zero, at most `most`.
 
-    Takes a JSON or Python number, or text such as "1,250.50" or "$200".
-    Never rounds: 100.009 is refused, not paid as 100.01. The maximum is
-    checked before any arithmetic, so 1e308 or a 40-digit integer is refused
-    like any other amount above it.
+    Never rounds (100.009 is refused); the maximum is checked before any arithmetic. Raises AmountError.
     """
     value = _exact(raw, most)
     shown = _shown(value)

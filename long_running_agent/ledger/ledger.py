@@ -1,14 +1,7 @@
 """The approval ledger: the only authority on whether money may be paid out.
 
-One database (a SQLite file by default, or PostgreSQL through one SQLAlchemy
-URL) and one object per concern, each named for its module (`ledger.tickets`:
-tickets.py, ...), all on its one handle (database.py).
-
-The agent's tools each make one call here: `request_approval` and
-`reimburse` apply the policy (policy.py: the threshold, the daily rules, the
-two-person rule, who may ask) and then the parts; a withdrawal is
-`ledger.tickets.withdraw`. The database, not a scan of session events,
-guarantees that a ticket is decided once and paid at most once.
+One object per concern, named for its module (`ledger.tickets`: tickets.py), on one database handle. The database,
+not a scan of session events, guarantees that a ticket is decided once and paid at most once.
 """
 
 from __future__ import annotations
@@ -41,13 +34,7 @@ class Ledger:
         engine: AsyncEngine | None = None, outbox: bool = False, approvers: frozenset[str] | None = None,
         policy: Policy | None = None,
     ) -> None:
-        """`engine`: one to share (desk.py gives ADK's session store the same); default, one of its own.
-
-        `outbox`: write a notification for each ticket event (on when a webhook is configured).
-        `approvers`: the only names that may decide or settle a ticket (APPROVERS), in their
-        canonical form; None lets any name but the requester's decide.
-        `policy`: the thresholds and limits the agent's requests meet (default: the settings' defaults).
-        """
+        """`approvers`: the only names that may decide or settle (APPROVERS); None lets any but the requester's."""
         self.policy = policy or Policy()
         self.database = Database(url, clock=clock, auto_migrate=auto_migrate, engine=engine)
         self.outbox = Outbox(self.database, enabled=outbox)
@@ -57,16 +44,10 @@ class Ledger:
         self.inbox = InboxQueries(self.database, self.tickets)
         self.locks = ConversationLocks(self.database, record_deliveries=self.deliveries.record_delivered)
 
-    # --- what the agent's tools ask: one call each ------------------------------------
-
     async def request_approval(self, call: ToolCall, *, purpose: object, amount: object) -> Requested:
-        """Open a pending ticket for one expense; raises the refusal that stops it (refusals/).
+        """Open a pending ticket for one expense, or raise the refusal that stops it (refusals/).
 
-        Above the threshold a ticket always opens; within it, only when the daily
-        rules send the amount to an approver. A requester must be a plain
-        canonical name, so that nobody can pass for an approver. Above
-        DUAL_APPROVAL_ABOVE, alone or added to the same purpose's requests
-        today and to this message's, the ticket needs two approvers.
+        A requester must be a canonical name, so that nobody can pass for an approver.
         """
         clean_purpose, clean_amount = parse_request(purpose, amount, self.policy)
         user_id = call.conversation.user_id
@@ -91,13 +72,7 @@ class Ledger:
                          dual_approval_above=self.policy.dual_approval_above)
 
     async def reimburse(self, call: ToolCall, *, purpose: object, amount: object) -> tuple[Payout, bool]:
-        """Pay an expense: above the threshold only through an approved ticket, within it under the daily rules.
-
-        Returns (payout, already_paid). Raises NotApproved (no approved ticket
-        matches), NeedsApproval (the daily rules send it to an approver) or an
-        input's refusal. Among equal matches, the decisions the call's run was
-        resumed with (`call.resumed_by`) are paid first.
-        """
+        """Pay an expense, above the threshold only through an approved ticket; returns (payout, already_paid)."""
         clean_purpose, clean_amount = parse_request(purpose, amount, self.policy)
         cents, conversation = to_cents(clean_amount), call.conversation
         if needs_approval(clean_amount, self.policy):
@@ -111,8 +86,6 @@ class Ledger:
         """Whom and what the daily rules count a payout without approval against."""
         return {"requester": requester_of(user_id), "purpose_key": purpose_key(purpose),
                 "daily_limit_cents": to_cents(self.policy.daily_auto_approval_limit)}
-
-    # --- the database handle's -----------------------------------------------------
 
     @property
     def engine(self) -> AsyncEngine:

@@ -1,15 +1,7 @@
-"""One run at a time per conversation, across processes and replicas.
+"""One run at a time per conversation, across processes and replicas (docs/security.md: one run per conversation).
 
-ADK appends events to a session with an optimistic check: two runs on one
-conversation at once (a chat message beside an approval, or two copies of
-one approval) make the later writer fail with `StaleSessionError`. So every
-run of this app first takes the conversation's lock, a row in the ledger's
-database, and others queue for it.
-
-A lock is a lease: its holder renews it while the run goes on and removes it
-at the end. A holder that died stops renewing, and its lease lapses; on the
-same machine a dead holder is noticed at once, by its process id, so a
-delivery interrupted by `kill -9` can be retried immediately.
+ADK appends events with an optimistic check: two runs on one conversation at once make the later writer fail with
+`StaleSessionError`. So every run first takes the conversation's lock, a lease renewed while the run goes on.
 """
 
 from __future__ import annotations
@@ -41,8 +33,7 @@ DEFAULT_WAIT = timedelta(seconds=60)
 
 
 def _namespace() -> str:
-    # Process ids are only comparable inside one pid namespace on one boot:
-    # two containers may share a host name and a pid.
+    # Process ids compare only inside one pid namespace on one boot: two containers may share a host name and a pid.
     try:
         boot = open("/proc/sys/kernel/random/boot_id").read().strip()[:8]
         pid_ns = os.stat("/proc/self/ns/pid").st_ino
@@ -123,10 +114,8 @@ _FREE = delete(ConversationLockRow).where(
 class HeldLock:
     """A lock this process holds; renewed in the background until released.
 
-    `found` is what the taking transaction read (`acquire(..., read=...)`), and
-    `waited` whether it had to wait for another run. Tickets added to
-    `deliveries` are marked delivered in the transaction that releases the
-    lock; `delivered` then holds those that were.
+    `found` is what `acquire(read=...)` read. Tickets added to `deliveries` are marked delivered in the transaction
+    that releases the lock; `delivered` then holds those that were.
     """
 
     def __init__(
@@ -141,8 +130,7 @@ class HeldLock:
         self._released = False
         self._wake: asyncio.Event | None = None
         self._renewer: asyncio.Task[None] | None = None
-        # Most runs end well within a third of the lease: the renewing task starts only for one
-        # still running then, so a short run costs a timer, not a task.
+        # Most runs end within a third of the lease: a short run costs a timer, not a task.
         self._timer = asyncio.get_running_loop().call_later(LEASE.total_seconds() / 3, self._start_renewing)
 
     def _start_renewing(self) -> None:
@@ -155,8 +143,7 @@ class HeldLock:
         assert self._wake is not None
         while not self._released:
             if self._owner is not None and self._owner.done():
-                # The run that took the lock was cancelled without releasing
-                # it (a client that hung up): free the conversation now.
+                # The run was cancelled without releasing (a client that hung up): free the conversation now.
                 await self.release()
                 return
             try:
@@ -169,11 +156,7 @@ class HeldLock:
                 await asyncio.wait_for(self._wake.wait(), timeout=interval)
 
     async def release(self) -> None:
-        """Free the conversation, recording `deliveries` in the same transaction.
-
-        A failure to record a delivery is raised, as a failed write of the
-        ledger is; a lock that cannot be removed only lapses.
-        """
+        """Free the conversation, recording `deliveries` in the same transaction (failing to record them raises)."""
         if self._released:
             return
         self._released = True
@@ -200,11 +183,7 @@ class ConversationLocks:
     async def acquire(
         self, conversation: Conversation, *, purpose: str, wait: timedelta = DEFAULT_WAIT, read: Read | None = None
     ) -> HeldLock:
-        """Wait until `conversation` is free, take it, and keep it until released.
-
-        `read` runs in the transaction that takes the lock, so what it reads
-        is what the holder works on; its result is the lock's `found`.
-        """
+        """Wait until `conversation` is free and take it; `read` runs in the taking transaction (the lock's `found`)."""
         holder = new_holder()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait.total_seconds()
@@ -217,7 +196,10 @@ class ConversationLocks:
                     return HeldLock(self, conversation, holder, found=found, waited=waited)
             waited = True
             state = await self.state(conversation)
-            if state is not None and state.dead and await self._take_from(conversation, state.holder, holder, purpose):
+            now = self.database.now()
+            if state is not None and state.dead and await self._change_lease(
+                conversation, state.holder, holder=holder, purpose=purpose, acquired_at=now, expires_at=now + LEASE
+            ):
                 logger.info("Took over conversation %s from a stopped process", conversation.session_id)
                 found = None
                 if read is not None:
@@ -255,22 +237,13 @@ class ConversationLocks:
         return HeldLock(self, conversation, holder)
 
     async def take_in(self, db: Any, conversation: Conversation, holder: str, purpose: str) -> bool:
-        """Take `conversation` for `holder` in `db`'s transaction if it is free or its lease has lapsed.
-
-        One statement: an INSERT, or on a held lock an UPDATE only where the
-        lease has lapsed; a row comes back only if this holder has it.
-        """
+        """Take `conversation` for `holder` in `db`'s transaction if it is free or its lease has lapsed (`_TAKE`)."""
         now = self.database.now()
         taken = await db.execute(_TAKE[self.database.is_postgresql], {
             **asdict(conversation), "holder": holder, "purpose": purpose, "acquired_at": now,
             "expires_at": now + LEASE, "lapsed_by": now,
         })
         return bool(taken.scalar() == holder)
-
-    async def _take_from(self, conversation: Conversation, dead: str, holder: str, purpose: str) -> bool:
-        now = self.database.now()
-        return await self._change_lease(conversation, dead, holder=holder, purpose=purpose, acquired_at=now,
-                                        expires_at=now + LEASE)
 
     async def _renew(self, conversation: Conversation, holder: str) -> bool:
         return await self._change_lease(conversation, holder, expires_at=self.database.now() + LEASE)

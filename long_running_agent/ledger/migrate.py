@@ -1,17 +1,7 @@
-"""The database at the schema this code needs: Alembic migrations, one process at a time.
+"""The database at the schema this code needs: Alembic migrations, one process at a time (docs/deployment.md).
 
-The ledger's tables change by migrations (`ledger/migrations/versions/`), run
-on start: by `expenses migrate`, by `make web` before it serves, and by
-any process on its first use of the ledger. Each upgrade is one transaction:
-it completes, or nothing changed. With `AUTO_MIGRATE=false` a database that is
-behind is refused instead, with the command that upgrades it.
-
-Processes that start together (replicas on one PostgreSQL database) take
-turns: a PostgreSQL advisory lock, or a lock file beside a SQLite file, is held
-while the ledger is migrated and ADK's session tables are created.
-
-A database this version cannot bring to its schema (a newer version's, or
-one changed by hand) is refused in one sentence (refusals/startup.py).
+Each upgrade is one transaction. Processes that start together take turns on a start-up lock (a PostgreSQL advisory
+lock, or a lock file beside a SQLite file) while the ledger is migrated and ADK's session tables are created.
 """
 
 from __future__ import annotations
@@ -57,13 +47,7 @@ _REVISION = re.compile(r"^(down_revision|revision)\b[^=]*=\s*(?:None|[\"']([^\"'
 
 
 def _revisions() -> dict[str, str | None]:
-    """Each revision of ledger/migrations/versions/ and the one it follows, read from the files.
-
-    Read as text, without Alembic: a process whose database is at this
-    code's schema (every process but the first after an upgrade) never
-    needs Alembic, which takes longer to import than to check the revision.
-    tests/test_migrations.py checks that this reads what Alembic reads.
-    """
+    """Each revision of ledger/migrations/versions/ and the one it follows, read as text: Alembic is slow to import."""
     found: dict[str, str | None] = {}
     for script in sorted((MIGRATIONS / "versions").glob("*.py")):
         names = {name: value for name, value in _REVISION.findall(script.read_text())}
@@ -152,10 +136,8 @@ async def migrate(engine: AsyncEngine) -> tuple[str | None, str]:
 def _transactional(engine: AsyncEngine) -> AsyncEngine:
     """An engine whose transactions hold DDL too: on SQLite, a separate one that says BEGIN itself.
 
-    Python's sqlite3 driver opens a transaction only before INSERT, UPDATE or
-    DELETE, so a CREATE or DROP would commit at once and a failed upgrade would
-    stop halfway. SQLAlchemy's documented remedy: let the driver begin nothing
-    and emit BEGIN (IMMEDIATE: take the write lock first) on every begin.
+    Python's sqlite3 driver begins only before INSERT, UPDATE or DELETE, so a CREATE would commit at once.
+    SQLAlchemy's documented remedy: the driver begins nothing and BEGIN IMMEDIATE is emitted on every begin.
     """
     if sqlite_file(engine.url) is None:
         return engine  # an in-memory database is this engine's own, and thrown away anyway

@@ -1,18 +1,7 @@
 """The notifications outbox: a webhook for each ticket event, never lost, sent by whoever is running.
 
-A change to a ticket and the notification that reports it are written in one
-transaction (`Outbox.add`), so a process that dies right after a decision still
-leaves its notification behind, and one that rolls back leaves none. Senders
-(`notifications.py`: the server's background work, and each approver command) take
-turns on each row through a lease: a conditional UPDATE claims it, so of
-several replicas exactly one sends it at a time; the lease ends by itself if
-that sender dies. A sent row is marked sent; a failure is retried later, and
-after the last attempt the row is marked failed, where `expenses show`
-and the API show it.
-
-Delivery is at least once: a sender killed after the receiver answered but
-before it marked the row sent sends it again once its lease ends. Each body
-carries the event's `id` for receivers to drop such a repeat.
+A notification is written in the transaction of the change it reports (`Outbox.add`); senders (notifications.py)
+claim rows through a lease, and delivery is at least once (docs/notifications.md).
 """
 
 from __future__ import annotations
@@ -37,20 +26,6 @@ MAX_ATTEMPTS = 10
 LEASE = timedelta(seconds=60)
 
 _ADD = insert(NotificationRow)
-
-
-def backoff(attempts: int) -> timedelta:
-    return timedelta(seconds=BACKOFF[min(attempts, len(BACKOFF)) - 1])
-
-
-def payload(event_id: str, event: str, ticket: Ticket, at: datetime) -> dict[str, Any]:
-    """What a notification reports; its `text` and `timestamp` are added when it is sent (notifications.py)."""
-    return {
-        "id": event_id,
-        "type": event,
-        "created_at": at.isoformat(timespec="seconds"),
-        "ticket": ticket_fields(ticket),
-    }
 
 
 def ticket_fields(ticket: Ticket) -> dict[str, Any]:
@@ -95,17 +70,17 @@ class Outbox:
         if not self.enabled:
             return
         event_id = new_id("N")
-        await db.execute(_ADD, {
-            "id": event_id, "ticket_id": ticket.id, "event": event, "created_at": at, "next_attempt_at": at,
-            "attempts": 0, "payload": json.dumps(payload(event_id, event, ticket, at)),
-        })
+        # Its `text` and `timestamp` are added when it is sent (notifications.py).
+        body = {"id": event_id, "type": event, "created_at": at.isoformat(timespec="seconds"),
+                "ticket": ticket_fields(ticket)}
+        await db.execute(_ADD, {"id": event_id, "ticket_id": ticket.id, "event": event, "created_at": at,
+                                "next_attempt_at": at, "attempts": 0, "payload": json.dumps(body)})
 
     def add_message(self, db: AsyncSession, *, ticket_id: str, event: str, body: dict[str, Any],
                     due: datetime) -> str:
         """Add a message of the app's own about a ticket (a Slack reply, docs/slack.md) to `db`'s transaction.
 
-        Written whether or not the webhook's events are: it answers someone who
-        asked. Sent like any notification, when `due`; returns its id.
+        Written even with the webhook's events off: it answers someone who asked. Sent when `due`; returns its id.
         """
         event_id = new_id("N")
         now = self.database.now()
@@ -126,14 +101,9 @@ class Outbox:
         await self._release(notification_id, holder, next_attempt_at=until)
 
     async def claim_due(self, holder: str, limit: int = 20) -> list[Notification]:
-        """Claim up to `limit` notifications that are due, oldest first; each is claimed by one sender only.
+        """Claim up to `limit` due notifications under no live lease, oldest first; each by one sender only.
 
-        Only rows that are due and under no live lease are counted against
-        `limit`: the claims of a sender that died (or is still sending) hide
-        nothing else. On PostgreSQL, replicas claiming at once skip each
-        other's rows (SKIP LOCKED) instead of waiting for them; on SQLite the
-        one UPDATE runs alone. The WHERE is repeated on the UPDATE so that a
-        row another sender took meanwhile is never taken twice.
+        The WHERE is repeated on the UPDATE so that a row another sender took meanwhile is never taken twice.
         """
         now = self.database.now()
         claimable = (NotificationRow.sent_at.is_(None), NotificationRow.failed_at.is_(None),
@@ -170,7 +140,8 @@ class Outbox:
         given_up = attempts >= MAX_ATTEMPTS
         await self._release(
             notification.id, holder, attempts=attempts, last_error=error[:MAX_REASON],
-            failed_at=now if given_up else None, next_attempt_at=now if given_up else now + backoff(attempts),
+            failed_at=now if given_up else None,
+            next_attempt_at=now if given_up else now + timedelta(seconds=BACKOFF[min(attempts, len(BACKOFF)) - 1]),
         )
         async with await self.database.session() as db:
             row = await db.get(NotificationRow, notification.id)

@@ -1,10 +1,7 @@
 """Payouts: one per ticket and one per tool call, and the daily rules for payouts without approval.
 
-Above the threshold only an approved, unpaid ticket of the same conversation
-pays, and a UNIQUE ticket column makes that once. Within the threshold the
-requester's payouts without approval are capped per UTC day by a conditional
-upsert (`... WHERE total + amount <= limit`), and are UNIQUE per requester,
-day and purpose; what the rules refuse goes to an approver (`NeedsApproval`).
+Both hold in the database: a UNIQUE ticket column, and a conditional upsert of the day's total
+(docs/security.md: split purchases).
 """
 
 from __future__ import annotations
@@ -57,10 +54,7 @@ async def pay_ticket(
     db: AsyncConnection, ticket: Any, conversation: Conversation, call_id: str, at: datetime, *,
     actor: str = "reimburse", note: str = "",
 ) -> Payout:
-    """Write the payout of approved `ticket` (what was approved, never more) and its audit entry, in `db`'s transaction.
-
-    The payout's UNIQUE ticket column keeps it to one: a second raises IntegrityError.
-    """
+    """Pay approved `ticket` (what was approved, never more) in `db`'s transaction; a second raises IntegrityError."""
     cents = ticket.amount_cents if ticket.approved_cents is None else ticket.approved_cents
     payout = _payout(conversation, call_id, ticket.purpose, cents, at, ticket_id=ticket.id)
     await db.execute(_PAY, payout)
@@ -90,14 +84,10 @@ class Payouts:
         self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int,
         prefer: Collection[Ticket] = (),
     ) -> tuple[Payout, bool]:
-        """Pay the approved ticket of this session matching purpose and amount.
+        """Pay the approved ticket of this conversation for purpose and amount (asked or approved), never more.
 
-        The amount may be what was asked or what was approved; the payout is
-        what was approved, never more. Among equal matches, a ticket in
-        `prefer` (the decisions the current run delivers, as the ledger read
-        them under the conversation's lock) is paid first.
-        Returns (payout, already_paid). Raises NotApproved when no approved
-        ticket matches: whatever the conversation says, no ticket, no money.
+        `prefer`: the decisions this run delivers, read under the conversation's lock, paid first without a new read.
+        Returns (payout, already_paid); raises NotApproved when no approved ticket matches: no ticket, no money.
         """
         wanted = purpose.casefold()
         delivered_now = sorted(
@@ -105,8 +95,7 @@ class Payouts:
              and t.purpose.casefold() == wanted and amount_cents in (t.amount_cents, t.approved_cents)),
             key=lambda t: t.created_at)
         if delivered_now:
-            # The ticket this run delivers, read from the ledger under the lock: paid without
-            # reading it again. If it was paid before, the full reading below says so.
+            # If it was paid before, the full reading below says so.
             try:
                 async with self.database.transaction() as db:
                     return await pay_ticket(db, delivered_now[0], conversation, call_id, self.database.now()), False
@@ -121,14 +110,7 @@ class Payouts:
         self, *, conversation: Conversation, call_id: str, purpose: str, amount_cents: int,
         requester: str, purpose_key: str, daily_limit_cents: int,
     ) -> tuple[Payout, bool]:
-        """Pay an amount within the approval threshold; returns (payout, already_paid).
-
-        A re-run of a call that already paid reports that payout. An approved,
-        unpaid ticket of this conversation for the purpose and amount (one the
-        daily rules sent to an approver) pays through that ticket. Anything
-        else is paid without approval if the daily rules allow it, and raises
-        NeedsApproval if not.
-        """
+        """Pay an amount within the threshold; returns (payout, already_paid), or raises NeedsApproval."""
         earlier = await self._payout_of_call(conversation, call_id)
         if earlier is not None:
             return earlier, True
@@ -146,9 +128,8 @@ class Payouts:
     ) -> tuple[Payout, bool] | None:
         """Pay an approved ticket of this conversation for purpose and amount (asked or approved); None if none.
 
-        One transaction: the matching tickets read, the payout written. An unpaid match first, the oldest;
-        a paid one only to report "already paid" (`paid_too`). Of two equal tickets, the one in `prefer`:
-        the other one's approval has not reached the conversation yet, and pays when it does.
+        An unpaid match first; a paid one only to report "already paid" (`paid_too`). Of two equal tickets, the one
+        in `prefer`: the other one's approval has not reached the conversation yet, and pays when it does.
         """
         wanted, preferred = purpose.casefold(), {t.id for t in prefer}
         ticket = None
@@ -168,8 +149,6 @@ class Payouts:
                 raise
             return earlier[0], True
 
-    # --- the daily rules for payouts without approval ---------------------------
-
     def day(self) -> date:
         """The day the daily rules count in: the UTC calendar day of the ledger's clock."""
         return self.database.now().astimezone(UTC).date()
@@ -184,11 +163,7 @@ class Payouts:
     async def auto_approval_refusal(
         self, *, requester: str, purpose_key: str, amount_cents: int, daily_limit_cents: int, day: date | None = None
     ) -> NeedsApproval | None:
-        """Why the daily rules would send this payout to an approver on `day` (default: now), or None.
-
-        A read, not a reservation: it says whether a small request may open a
-        ticket. Only `pay_small` decides, in the database.
-        """
+        """Why the daily rules would send this payout to an approver on `day`, or None: a read, not a reservation."""
         day, limit_cents = day or self.day(), min(daily_limit_cents, _MAX_CENTS)
         earlier = await self._auto_payout_for(requester, day, purpose_key)
         paid_today = await self.paid_without_approval(requester, day)
@@ -208,9 +183,8 @@ class Payouts:
         day = now.astimezone(UTC).date()
         limit_cents = min(limit_cents, _MAX_CENTS)
         payout = _payout(conversation, call_id, purpose, amount_cents, now)
-        # One transaction: the counter, the payout and its same-purpose key
-        # stand or fall together. The counter goes first, so concurrent payouts
-        # of one requester queue on its row and each sees the others' totals.
+        # The counter, the payout and its same-purpose key stand or fall together. The counter goes first, so
+        # concurrent payouts of one requester queue on its row and each sees the others' totals.
         try:
             if amount_cents > limit_cents:
                 raise _OverDailyLimit
@@ -227,8 +201,7 @@ class Payouts:
             earlier = await self._payout_of_call(conversation, call_id)
             if earlier is not None:
                 return earlier, True
-            # What refused it is committed (totals only grow, keys are never
-            # removed), so reading it back now explains the refusal.
+            # What refused it is committed (totals only grow, keys are never removed): reading it back explains it.
             refusal = await self.auto_approval_refusal(
                 requester=requester, purpose_key=purpose_key, amount_cents=amount_cents,
                 daily_limit_cents=limit_cents, day=day,
@@ -238,12 +211,7 @@ class Payouts:
             raise
 
     def _add_to_daily_total(self, requester: str, day: date, amount_cents: int, limit_cents: int) -> Any:
-        """`total += amount` for (requester, day) only while it stays within the limit: one statement.
-
-        An INSERT ... ON CONFLICT DO UPDATE ... WHERE, the same on SQLite and
-        PostgreSQL: it creates the day's row or raises it, or changes nothing
-        (rowcount 0) when the total would pass the limit.
-        """
+        """`total += amount` for (requester, day) only while it stays within the limit; else rowcount 0."""
         insert = postgresql_insert if self.database.is_postgresql else sqlite_insert
         statement = insert(DailyAutoApprovalRow).values(requester=requester, day=day, total_cents=amount_cents)
         raised = DailyAutoApprovalRow.total_cents + statement.excluded.total_cents

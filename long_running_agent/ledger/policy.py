@@ -1,7 +1,6 @@
 """The reimbursement policy, enforced in code rather than left to the prompt.
 
-Amounts are handled as `Decimal` cents so that 0.1 + 0.2 style float error can
-never decide whether a payout needs approval.
+Amounts are `Decimal` or integer cents, so that a float's error can never decide whether a payout needs approval.
 """
 
 from __future__ import annotations
@@ -40,20 +39,12 @@ class Limits(Protocol):
 
 
 def parse_amount(amount: object, settings: Limits) -> Decimal:
-    """Return `amount` as a Decimal with two places, or raise AmountError.
-
-    The one amount rule (inputs.amount), with MAX_REIMBURSEMENT as the maximum.
-    """
+    """`amount` under the one amount rule (inputs.amount), at most MAX_REIMBURSEMENT; raises AmountError."""
     return inputs.amount(amount, most=settings.max_amount)
 
 
 def approved_cents(amount: object, asked_cents: int) -> int:
-    """An approver's amount for a ticket, in cents: more than zero and at most what was asked.
-
-    The one amount rule (inputs.amount) with the amount asked as the maximum;
-    a request was held to MAX_REIMBURSEMENT when it was made. Raises InputError
-    (field "amount"), the error every surface shows for a bad input.
-    """
+    """An approver's amount in cents under the one amount rule, at most what was asked; raises AmountError."""
     asked = from_cents(asked_cents)
     try:
         return to_cents(inputs.amount(amount, most=asked))
@@ -86,21 +77,13 @@ _LEADING_ARTICLES = re.compile(r"^(?:(?:the|a|an|my|our)\s+)+")
 
 
 def purpose_key(purpose: str) -> str:
-    """The purpose as the same-purpose rule compares it.
-
-    Case, spacing, trailing punctuation and leading articles are ignored, so
-    "The  Laptop", "my laptop." and "laptop" are one purpose; "laptop bag" is another.
-    """
+    """The purpose as the same-purpose rule compares it: "The  Laptop", "my laptop." and "laptop" are one."""
     words = " ".join(unicodedata.normalize("NFKC", purpose).casefold().split()).strip(" .!?,;:")
     return _LEADING_ARTICLES.sub("", words) or words
 
 
 def requester_of(user_id: str) -> str:
-    """Who a payout counts against for the daily rules: the person behind the ADK user id.
-
-    Ids are compared in their one canonical spelling (inputs.py), so `Alice`
-    and `alice` share one daily allowance.
-    """
+    """Who a payout counts against for the daily rules: the user id's canonical spelling (`Alice` is alice)."""
     try:
         return inputs.name(user_id)
     except inputs.InputError:

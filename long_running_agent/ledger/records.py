@@ -30,7 +30,7 @@ def _utc(value: datetime | None) -> datetime | None:
 
 
 def _fields(cls: Any, row: Any) -> dict[str, Any]:
-    """The values of the dataclass `cls`'s fields from the row's attributes of the same names, times in UTC."""
+    """The dataclass `cls`'s fields from the row's attributes of the same names, times in UTC."""
     values = {name: getattr(row, name) for name in cls.__dataclass_fields__}
     return {name: _utc(value) if isinstance(value, datetime) else value for name, value in values.items()}
 
@@ -46,7 +46,7 @@ class Conversation:
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One call of a tool, as ADK names it: its conversation, its id, its message, and where the conversation lives."""
+    """One call of a tool, as ADK names it."""
 
     conversation: Conversation
     call_id: str
@@ -54,8 +54,7 @@ class ToolCall:
     message_id: str | None = None
     # Which session store holds the conversation (approval/conversations.py), so a decision reaches it.
     session_store: str = "app"
-    # The decisions this call's run was resumed with, as the ledger read them under the conversation's
-    # lock: `reimburse` pays these first, without reading them again.
+    # The decisions this call's run was resumed with, read under the conversation's lock: `reimburse` pays these first.
     resumed_by: tuple[Ticket, ...] = ()
 
 
@@ -147,12 +146,7 @@ class Ticket:
         return first + last
 
     def as_response(self) -> dict[str, Any]:
-        """The ticket as the approval tool's response: what the model needs, and no more.
-
-        The model has the purpose and the amount in its own call; every
-        request carries the whole conversation, so each field here is paid
-        for on every later turn. The full record is in the ledger.
-        """
+        """The approval tool's response: only what the model lacks, as each field is paid for on every later turn."""
         response: dict[str, Any] = {"status": self.status.value, "ticket_id": self.id}
         if self.status is TicketStatus.PENDING and self.first_approved_by:
             response["approvals"] = self.approvals_so_far  # progress: "1 of 2", still waiting

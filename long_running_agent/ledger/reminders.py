@@ -1,7 +1,6 @@
 """Reminders: a pending ticket about to expire is reminded of once, and escalated to more approvers.
 
-A conditional UPDATE marks each ticket reminded, so of several replicas
-sweeping at once one sends each reminder, and a restart sends none twice.
+A conditional UPDATE marks each ticket reminded: of replicas sweeping at once one sends it, a restart none twice.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The two-person rule's running totals, so that splitting a request does not dodge the rule.
 
-A ticket's amount counts toward the requester's total for the day (UTC) in
-each of its request groups: the same purpose, and the same message (ADK's
-invocation id). Opening a ticket raises the totals and reads them back in one
-upsert, in the transaction that opens it, so of several requests racing, the
-one that crosses DUAL_APPROVAL_ABOVE is the one that needs two approvers. A
-ticket that will never pay (rejected, expired, withdrawn) is taken back out.
+Opening a ticket raises its groups' totals and reads them back in one upsert, so of several requests racing, the one
+that crosses DUAL_APPROVAL_ABOVE needs two approvers (docs/security.md: split requests).
 """
 
 from __future__ import annotations

@@ -40,9 +40,8 @@ class Base(DeclarativeBase):
     })
 
 
-# Decided (every move out of pending sets decided_at) but not yet delivered.
-# Written without constants so that SQLite, which matches a partial index's
-# WHERE term by term, can use the index for queries that state the same terms.
+# Decided (every move out of pending sets decided_at) but not yet delivered. Without constants, so that SQLite,
+# which matches a partial index's WHERE term by term, uses the index for queries stating the same terms.
 _UNDELIVERED_SQL = text("delivered_at IS NULL AND settled_at IS NULL AND decided_at IS NOT NULL")
 # A decision asked for from Slack and not made yet (SlackRequestRow).
 _UNDONE_SQL = text("decision IS NOT NULL AND done_at IS NULL")
@@ -79,16 +78,13 @@ class TicketRow(Base):
     # Reminded once, before it expires; escalated to these approvers then (comma-separated).
     reminded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     escalated_to: Mapped[str | None] = mapped_column(String(300))
-    # Where the conversation lives (see approval/conversations.py), so a decision made
-    # in any process reaches it.
+    # Where the conversation lives (approval/conversations.py), so a decision made in any process reaches it.
     session_store: Mapped[str] = mapped_column(String(1000), default="app")
-    # A decision reaches the conversation once: `delivered_at` is set by the
-    # run that delivered it, under the conversation's lock (locks.py). The
-    # last failed attempt, if any, says why it has not arrived yet.
+    # Set by the run that delivered the decision, under the conversation's lock (locks.py); the last failed
+    # attempt, if any, says why it has not arrived yet.
     delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     delivery_error: Mapped[str | None] = mapped_column(String(500))
-    # A decision whose conversation is gone is settled by an approver instead:
-    # an approved one is paid without the agent, any other is closed.
+    # A decision whose conversation is gone is settled by an approver: paid without the agent, or closed.
     settled_by: Mapped[str | None] = mapped_column(String(128))
     settled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
@@ -100,9 +96,8 @@ class TicketRow(Base):
         Index("ix_approval_tickets_decided", "decided_at", "id"),
         # Each inbox load and server sweep first expires the overdue tickets: a range, not a scan.
         Index("ix_approval_tickets_status_expires", "status", "expires_at"),
-        # Only undelivered, unsettled decisions, so it stays small. delivered_at
-        # and settled_at (always NULL here) are columns too: SQLite counts from
-        # an index only if it holds every column the query names.
+        # Only undelivered decisions, so it stays small. delivered_at and settled_at (always NULL here) are columns
+        # too: SQLite counts from an index only if it holds every column the query names.
         Index("ix_approval_tickets_undelivered", "decided_at", "id", "delivered_at", "settled_at",
               sqlite_where=_UNDELIVERED_SQL, postgresql_where=_UNDELIVERED_SQL),
         UniqueConstraint("app_name", "user_id", "session_id", "call_id"),
@@ -194,14 +189,7 @@ class NotificationRow(Base):
 
 
 class PendingCountRow(Base):
-    """How many tickets are pending, kept by the database itself (migration 0007's triggers).
-
-    Every statement that opens, decides, expires or deletes a ticket moves the
-    count in the same transaction, so the inbox reads its total from a few rows
-    instead of counting a backlog. The total is the sum of the rows: on
-    PostgreSQL each statement adds to one of a few rows picked at random, so
-    concurrent transactions seldom wait for each other's count.
-    """
+    """How many tickets are pending, kept by migration 0007's triggers: the sum of the rows (benchmarks/README.md)."""
 
     __tablename__ = "pending_counts"
     shard: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
@@ -251,15 +239,9 @@ def in_conversation(conversation: Conversation, table: Any = TicketRow) -> Any:
 
 
 class SlackRequestRow(Base):
-    """A request from Slack that was taken (docs/slack.md), and the decision it asks for, until it is made.
+    """A request from Slack that was taken, and the decision it asks for, until it is made (docs/slack.md).
 
-    Slack signs each request over its timestamp and body, and this server
-    takes none older than five minutes; keeping the last minutes' signatures
-    (their hashes, `id`) is enough to know a replay, and the PRIMARY KEY makes
-    the check one INSERT, the same for every replica on the database. A click
-    that asks for a decision keeps it in `decision` (JSON) until `done_at`:
-    the server answers Slack first and decides after, so a server that dies
-    in between leaves it for the next one's sweep.
+    `id` is the signature's hash: its PRIMARY KEY makes the replay check one INSERT for every replica.
     """
 
     __tablename__ = "slack_requests"

@@ -1,15 +1,7 @@
 """Tickets: opened by `ask_for_approval`, decided once by an approver, expired by the clock.
 
-Every move out of pending is one conditional UPDATE (`WHERE status = 'pending'`),
-so of two approvers racing in two processes exactly one wins; each move is
-written to the audit trail (audit.py), and its notification to the outbox
-(outbox.py), in the same transaction.
-
-Above DUAL_APPROVAL_ABOVE a ticket needs two approvals from two approvers
-(request_totals.py says when). The first is a conditional UPDATE too
-(`WHERE first_approved_by IS NULL`), and the second decides (`WHERE
-first_approved_by != <this approver>`): two approvers racing, or one
-approving twice, still end in one decision.
+Every move out of pending, and the first of two approvals, is one conditional UPDATE, audited and notified in the
+same transaction: of approvers racing in two processes exactly one wins (docs/security.md: two approvers).
 """
 
 from __future__ import annotations
@@ -48,7 +40,7 @@ EVENT_OF = {
     TicketStatus.EXPIRED: "ticket.expired", TicketStatus.WITHDRAWN: "ticket.withdrawn",
 }
 
-# The statements of a flow's steps, built once; their values are bound at execution (database.py).
+# Built once, their values bound at execution (benchmarks/README.md).
 _OPEN = insert(TicketRow)
 _ROW = select(*TICKET_COLUMNS).where(TicketRow.id == bindparam("t_id"))
 _PENDING = (TicketRow.id == bindparam("t_id"), TicketRow.status == TicketStatus.PENDING)
@@ -99,11 +91,7 @@ def tickets_in(status: TicketStatus, limit: int, offset: int = 0) -> Select[Tick
 
 
 def count_in(status: TicketStatus) -> Select[int]:
-    """How many tickets are in `status`: pending ones from their count (PendingCountRow), others in the status index.
-
-    The pending count is kept by the database as tickets change, so reading it
-    costs the same with ten tickets waiting or a million.
-    """
+    """How many tickets are in `status`: pending ones from the count the database keeps (PendingCountRow)."""
     if status is TicketStatus.PENDING:
         return select(func.coalesce(func.sum(PendingCountRow.pending), 0))
     return select(func.count()).select_from(TicketRow).where(TicketRow.status == status)
@@ -119,8 +107,7 @@ class Tickets:
     """Every ticket's life: opened, decided once (by one or two approvers), withdrawn, expired, reminded."""
 
     def __init__(self, database: Database, outbox: Outbox, *, approvers: frozenset[str] | None = None) -> None:
-        """`approvers`: the only names that may decide a ticket (APPROVERS), in their canonical form;
-        None lets any name but the requester's decide."""
+        """`approvers`: the only canonical names that may decide (APPROVERS); None lets any but the requester's."""
         self.database = database
         self.outbox = outbox
         self.approvers = approvers
@@ -130,11 +117,7 @@ class Tickets:
         amount_cents: int, ttl: timedelta, session_store: str = "app", note: str | None = None,
         message_id: str | None = None, dual_above_cents: int | None = None,
     ) -> Ticket:
-        """Open a pending ticket; `note` (why it needs approval) goes into its audit trail.
-
-        It needs two approvers when its amount, with the requester's other requests of the same purpose
-        today or of the same message (`message_id`: request_totals.py), comes to more than `dual_above_cents`.
-        """
+        """Open a pending ticket; `note` (why it needs approval) goes into its audit trail."""
         now = self.database.now()
         groups = request_totals.groups_of(purpose, message_id)
         async with self.database.transaction() as db:
@@ -198,19 +181,11 @@ class Tickets:
     ) -> Ticket:
         """Record an approver's decision; the ledger is written before any delivery.
 
-        `amount` approves that much, at most what was asked (with a reason
-        when less); `reimburse` then pays it and no more, and under the
-        two-person rule no more than the smaller of the two approvals
-        (`_PINNED`). Raises InputError for a malformed name, reason or amount
-        (the same rules on every surface). `from_chat` is DEV_CHAT_APPROVAL:
-        the requester decides in the chat, and the trail says so. `then` runs
-        in the deciding transaction once the ticket is decided.
+        `amount` approves at most what was asked (with a reason when less; under two approvers the smaller: `_PINNED`).
+        `from_chat` is DEV_CHAT_APPROVAL: the requester decides, and the trail says so. `then` runs once it is decided.
         """
-        # DEV_CHAT_APPROVAL: whoever chats decides, named as such in the trail.
         approver = inputs.name(approver, "approver name") if from_chat else inputs.approver(approver, self.approvers)
         now = self.database.now()
-        # One transaction: the ticket read and checked, then moved by one conditional UPDATE (two when the
-        # first approval of two meets someone else's), audited, notified (and `then`).
         async with self.database.transaction() as db:
             ticket = Ticket.of(await row_of(db, ticket_id))
             if ticket.status is not TicketStatus.PENDING:
@@ -237,7 +212,6 @@ class Tickets:
             two = approve and ticket.needs_two_approvers
             moved = None
             if two and ticket.first_approved_by is None:
-                # The first approval leaves the ticket waiting for a second approver.
                 moved = await self._move(db, _FIRST_OF_TWO, values, "approval", "ticket.first_approval",
                                          f"1 of 2: {detail}" if detail else "1 of 2")
             if moved is None:
