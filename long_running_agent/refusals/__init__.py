@@ -1,15 +1,8 @@
 """Every refusal a person can meet, defined once: a stable code, what happened, and what to do next.
 
-Like an HTTP status registry: the ledger (rules.py), input rules (values.py), approval guard and deliveries
-(answers.py), start (startup.py) and model (model.py) raise them, and each surface only renders them:
-
-    the CLI    error: <message> <next step>           a command to run (cli/render.py)
-    the API    {"error": <code>, "message", "fix"}    a route to call; the status code is the API's (web/api_errors.py)
-    the inbox  the API's message and fix
-    the chat   a tool's {"status": "error", "error": <message> <next step>}, or the guard's note (approval/notes.py)
-
-A next step names actions ({deliver}, {show}, ...) that each surface words its own way (`Actions`):
-".venv/bin/expenses deliver T-...", or "POST /api/approvals/T-.../deliver". A code never changes; wording may.
+Like an HTTP status registry: the domain raises them, and the CLI, the API, the inbox and the chat only render
+them, each wording a next step's actions its own way (`Actions`): ".venv/bin/expenses deliver T-..." or
+"POST /api/approvals/T-.../deliver". A code never changes; wording may (docs/security.md).
 """
 
 from __future__ import annotations
@@ -58,15 +51,12 @@ class Refusal(Exception):
     def __init__(self, message: str, *, ticket_id: str = "", next_step: str | None = None,
                  code: str | None = None) -> None:
         super().__init__(message)
-        self.message = message
-        self.ticket_id = ticket_id
+        self.message, self.ticket_id = message, ticket_id
         self.next_step = self.next_step if next_step is None else next_step
         self.code = self.code if code is None else code
 
     def next_for(self, actions: Actions) -> str:
-        """The next step, in the words of the surface that `actions` describes."""
         return self.next_step.format_map(actions.words(self.ticket_id))
 
     def sentence(self, actions: Actions) -> str:
-        """The message and the next step, in one line."""
         return f"{self.message} {self.next_for(actions)}".strip()

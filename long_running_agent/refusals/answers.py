@@ -65,12 +65,10 @@ class AlreadyDelivered(Refusal):
         """`outcome`: what the decision led to ("$250.00 was paid (payout P-...)"), when known."""
         by = f" by {ticket.decided_by}" if ticket.decided_by else ""
         led_to = f": {outcome}" if outcome else ""
-        if ticket.settled_at:
-            message = (f"Ticket {ticket.id} was {ticket.status}{by} and then settled by {ticket.settled_by} "
-                       f"without its conversation{led_to}.")
-        else:
-            message = (f"Ticket {ticket.id} was already {ticket.status}{by}, and the decision reached its "
-                       f"conversation{led_to}.")
+        message = (f"Ticket {ticket.id} was {ticket.status}{by} and then settled by {ticket.settled_by} without its "
+                   f"conversation{led_to}." if ticket.settled_at else
+                   f"Ticket {ticket.id} was already {ticket.status}{by}, and the decision reached its "
+                   f"conversation{led_to}.")
         super().__init__(message, ticket_id=ticket.id, code="already_settled" if ticket.settled_at else None)
 
 
@@ -102,18 +100,16 @@ class ConversationInUse(Refusal):
 class NotDelivered(Refusal):
     """The ledger holds the decision; the conversation does not have it yet (approval/courier.py says why)."""
 
-    CODES: ClassVar[dict[Outcome, str]] = {
-        Outcome.BUSY: "conversation_busy", Outcome.UNREACHABLE: "conversation_unreachable",
-        Outcome.CONVERSATION_MISSING: "conversation_missing", Outcome.FAILED: "delivery_failed",
-    }
-    NEXT: ClassVar[dict[Outcome, str]] = {
-        Outcome.BUSY: "Another run is using the conversation; retry shortly: {deliver}.",
-        Outcome.UNREACHABLE: "It reaches the conversation when the requester next writes there. If that can "
-                             "never happen, {settle} pays an approved ticket without it.",
-        Outcome.CONVERSATION_MISSING: "The conversation was deleted (or started again without the call); {settle} "
-                                      "pays an approved ticket without it (or closes a rejected one).",
-        Outcome.FAILED: "Fix the cause (the log has the details), then deliver it: {deliver}. If it can never "
-                        "arrive: {settle}.",
+    # Each outcome's code and next step.
+    OUTCOMES: ClassVar[dict[Outcome, tuple[str, str]]] = {
+        Outcome.BUSY: ("conversation_busy", "Another run is using the conversation; retry shortly: {deliver}."),
+        Outcome.UNREACHABLE: ("conversation_unreachable", "It reaches the conversation when the requester next writes "
+                              "there. If that can never happen, {settle} pays an approved ticket without it."),
+        Outcome.CONVERSATION_MISSING: ("conversation_missing", "The conversation was deleted (or started again without "
+                                       "the call); {settle} pays an approved ticket without it (or closes a rejected "
+                                       "one)."),
+        Outcome.FAILED: ("delivery_failed", "Fix the cause (the log has the details), then deliver it: {deliver}. If "
+                         "it can never arrive: {settle}."),
     }
 
     def __init__(self, outcome: Outcome, ticket: Ticket, detail: str, where: str,
@@ -121,4 +117,4 @@ class NotDelivered(Refusal):
         self.retry_after = retry_after  # the API's Retry-After (web/api_errors.py)
         super().__init__(f"Ticket {ticket.id} is {ticket.status} in the ledger, but the decision has not reached "
                          f"its conversation: {without_sql(detail) or ''}. Looked in {where}.",
-                         ticket_id=ticket.id, next_step=self.NEXT[outcome], code=self.CODES[outcome])
+                         ticket_id=ticket.id, code=self.OUTCOMES[outcome][0], next_step=self.OUTCOMES[outcome][1])

@@ -8,11 +8,9 @@ from . import Refusal
 
 
 class ModelUnavailable(Refusal):
-    """The model's address could not be reached, or the model's service answered with an error status.
+    """The model's address could not be reached, or its service answered with an error status (`kind`: NEXT's keys).
 
-    `kind` says which, and so what to check: "network", "credentials" (none to send), "key", "model", "quota",
-    "service" (its side failed) or "refused" (any other error status). Its text (str) is the whole paragraph,
-    next step included: ADK shows only that text where a run fails (a chat's error event, an SSE stream's end).
+    Its text (str) holds the next step too: ADK shows only that text where a run fails (an error event, an SSE end).
     """
 
     code = "model_unavailable"

@@ -112,10 +112,7 @@ class NotSettleable(LedgerError):
 
 
 class DatabaseFileGone(LedgerError):
-    """The SQLite file this process opened was deleted or replaced while it ran (ledger/engine.py).
-
-    Going on would split the data (this process on the old file, new ones on whatever is at the path now).
-    """
+    """The SQLite file this process opened was deleted or replaced while it ran (ledger/engine.py)."""
 
     code = "database_file_gone"
     next_step = ("Put the file back from a backup if you have one, then {restart}: a new process uses the "
@@ -131,12 +128,7 @@ DAILY_LIMIT, SAME_PURPOSE = "daily_limit", "same_purpose"
 
 
 class NeedsApproval(LedgerError):
-    """A payout within the threshold that the daily rules send to an approver.
-
-    `reason` is DAILY_LIMIT (the requester's total paid without approval on `day` would pass `limit_cents`) or
-    SAME_PURPOSE (`earlier` was paid without approval for the same purpose that day). The message is for the
-    requester; `why` is the same, for the ticket's audit trail.
-    """
+    """A payout within the threshold that the daily rules (`reason`) send to an approver; `why` is for the audit."""
 
     code = "needs_approval"
     next_step = "Call ask_for_approval with this purpose and amount."

@@ -13,7 +13,6 @@ class InputError(Refusal, ValueError):
     """An input the app refuses; the message says what is wrong and what to write instead."""
 
     def __init__(self, field: str, message: str, *, missing: bool = False, next_step: str | None = None) -> None:
-        """`missing`: nothing was given where something is required (a rejection's reason)."""
         if next_step is None:
             next_step = f"Give a {field} and try again." if missing else f"Correct the {field} and try again."
         code = ("invalid_amount" if field == "amount" else "invalid_input" if field != "reason"
@@ -23,11 +22,7 @@ class InputError(Refusal, ValueError):
 
 
 class AmountError(InputError):
-    """An amount the rule refuses: `problem` says which part of the rule, `most` the maximum applied.
-
-    `shown` is the amount as a person reads it ("$300.00"), or None when it is no readable number or too long
-    to repeat. An approver's amount (`approving`) has its own next step.
-    """
+    """An amount the rule refuses; `shown` is None when it is no readable number, or too long to repeat."""
 
     def __init__(self, problem: str, message: str, *, shown: str | None, most: Decimal,
                  approving: bool = False) -> None:

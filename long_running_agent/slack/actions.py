@@ -1,24 +1,9 @@
 """POST /slack/actions: what a click or a form in Slack does, once, as the approver it maps to.
 
-Slack signs each request (`X-Slack-Signature`: v0 HMAC-SHA256 over
-`v0:{timestamp}:{body}` under SLACK_SIGNING_SECRET); slack_sdk's
-SignatureVerifier checks it. A request older than five minutes is refused, and
-so is one taken before (its signature is kept: ledger/schema.py's
-`slack_requests`). Then, within Slack's three seconds, the answer; the
-decision and its delivery run in the background:
-
-- the Slack user becomes an approver only through SLACK_APPROVERS; anyone else
-  gets a reply only they see, saying why and what to do;
-- Approve, and a submitted Reject or Approve less form, call
-  `decide_and_deliver` (handed in by the server), the call the API and the CLI make: the requester, a
-  second click, a second approval by the same person are refused by the ledger,
-  and the conversation is resumed once;
-- the clicked message is replaced through its response_url with the ticket as
-  it then stands: an outbox row (`slack.update`), written before the answer, so
-  a server that dies mid-way leaves it for the next sender;
-- the decision asked for is kept with the request before the answer too, and
-  marked done once the ledger has answered: one the server died before making
-  is made by the next server's sweep (`decide_left_over`).
+Slack wants an answer within three seconds, so the decision and its delivery run behind it. Before answering, the
+decision asked for is kept with the request's signature (`slack_requests`, which also refuses a replay) and the
+message's update is written to the outbox: a server that dies after answering leaves both for the next one's
+sweep (`decide_left_over`). The whole story: docs/slack.md.
 """
 
 from __future__ import annotations
@@ -69,18 +54,16 @@ logger = logging.getLogger(__name__)
 
 # Slack's own rule: a request whose timestamp is further than this from now is refused.
 MAX_AGE = timedelta(minutes=5)
-# A request may be signed up to five minutes ahead of this server's clock or behind it, so
-# its signature can come back for up to ten minutes after it first came.
+# A request may be signed up to five minutes ahead of this server's clock or behind it, so its signature can come
+# back for up to ten minutes after it first came.
 KEEP_SIGNATURES = MAX_AGE * 2
-# A message's update waits this long for the click's own decision before any sender may
-# take it (the decision takes milliseconds; the click's work sends it as soon as it is done).
+# A message's update waits this long for the click's own decision before any sender may take it (the decision
+# takes milliseconds; the click's work sends it as soon as it is done).
 HOLD = timedelta(seconds=30)
-# A decision asked for and not made this long after (its server died after answering Slack)
-# is made by the server's sweep. Longer than a decision and its delivery take (a busy
-# conversation is waited for up to a minute); were both to run, the ledger decides once.
+# A decision asked for and not made this long after (its server died) is made by the sweep: longer than a decision
+# and its delivery take (a busy conversation is waited for up to a minute); were both to run, the ledger decides once.
 LEFT_OVER = timedelta(minutes=2)
 
-# How a next step (refusals/) names each action, to someone in Slack.
 SLACK = Actions(
     inbox="the inbox page", show="the inbox page", deliver="Deliver on the inbox page",
     decide="Approve or Reject", approve="another approver clicks Approve", settle="Settle on the inbox page",
@@ -118,10 +101,7 @@ class SlackActions:
         self.desk, self.decide, self.send = desk, decide, send
 
     async def take(self, body: bytes, headers: dict[str, str]) -> dict[str, Any]:
-        """Check and take one request from Slack; returns the immediate answer ({} for an empty 200).
-
-        Raises SlackRefused for a request that is not Slack's, or not new.
-        """
+        """The immediate answer to one request ({} for an empty 200); SlackRefused if it is not Slack's, or not new."""
         config = self.desk.settings
         assert config.slack_signing_secret is not None
         timestamp, signature = headers.get("x-slack-request-timestamp"), headers.get("x-slack-signature")
@@ -160,19 +140,17 @@ class SlackActions:
 
     async def _remember(self, signature: str, now: datetime) -> str:
         """Keep the signature; refuse it if it was kept already: the same request, sent again. Returns its id."""
-        ledger = self.desk.ledger
         key = hashlib.sha256(signature.encode()).hexdigest()
         try:
-            async with await ledger.database.session() as db, db.begin():
+            async with await self.desk.ledger.database.session() as db, db.begin():
                 await db.execute(delete(SlackRequestRow).where(
                     SlackRequestRow.received_at < now - KEEP_SIGNATURES,
                     or_(SlackRequestRow.decision.is_(None), SlackRequestRow.done_at.is_not(None))))
                 db.add(SlackRequestRow(id=key, received_at=now))
         except IntegrityError:
             raise SlackRefused(409, "replayed_request", "This exact request (same timestamp, body and signature) was "
-                               "taken already; it is not taken twice.",
-                               "Nothing to do: the first one counted. Click again in Slack for a new request.",
-                               ) from None
+                               "taken already; it is not taken twice.", "Nothing to do: the first one counted. Click "
+                               "again in Slack for a new request.") from None
         return key
 
     def _approver(self, payload: dict[str, Any]) -> tuple[str, str | None]:
@@ -255,11 +233,7 @@ class SlackActions:
 
     async def _decide(self, request: str, ticket_id: str, response_url: str, message: str, decision: dict[str, Any], *,
                       quiet: bool = False) -> None:
-        """The ledger's decision, then its delivery (what the API does); then the message shows the outcome.
-
-        `quiet`: made by the sweep for a server that died; whatever the ledger
-        says (most likely that it was decided after all) is for the message alone.
-        """
+        """The ledger's decision and its delivery, then the message's update; `quiet` (the sweep's): no reply."""
         ledger = self.desk.ledger
         try:
             delivery = await self.decide(self.desk, ticket_id, **decision)
@@ -280,10 +254,7 @@ class SlackActions:
             await self._send()
 
     async def decide_left_over(self) -> int:
-        """Make the decisions asked for from Slack that a server answered but died before making (the sweep's).
-
-        Each gets a fresh update of its message, drawn when it is sent. Returns how many.
-        """
+        """Make the decisions asked for from Slack that a server answered but died before making; returns how many."""
         ledger = self.desk.ledger
         async with await ledger.database.session() as db:
             rows = list(await db.scalars(

@@ -1,10 +1,7 @@
 """Reject and Approve less in Slack: a modal for the reason (and the amount), opened with views.open.
 
-Slack gives a click's `trigger_id` three seconds to open a modal, so this runs
-at once, beside the click's answer. slack_sdk's WebClient (urllib, no aiohttp)
-runs in a thread; SLACK_API_URL is its base URL (tests point it at a fake
-Slack on 127.0.0.1). The submission comes back to POST /slack/actions, signed
-like any click (actions.py).
+A click's `trigger_id` opens a modal within three seconds only, so this runs beside the click's answer;
+slack_sdk's WebClient (urllib, no aiohttp) runs in a thread, at SLACK_API_URL.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
-"""POST /slack/actions: Slack's interactivity URL, served when SLACK_SIGNING_SECRET is set (docs/slack.md).
-
-The route reads the raw body (Slack signs the bytes, not the form) and hands
-it to the server's SlackActions (actions.py, in the app's state: web/server.py);
-a request that is not Slack's, or not new, is answered `{error, message, fix}`
-like every refusal of the server.
-"""
+"""POST /slack/actions: Slack's Interactivity Request URL, served when SLACK_SIGNING_SECRET is set (docs/slack.md)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from .actions import SLACK, SlackActions, SlackRefused
+from .actions import SLACK, SlackRefused
 
 slack_routes = APIRouter(include_in_schema=False)
 
@@ -19,8 +13,8 @@ slack_routes = APIRouter(include_in_schema=False)
 @slack_routes.post("/slack/actions")
 async def slack_actions(request: Request) -> Response:
     try:
-        actions: SlackActions = request.app.state.slack
-        answer = await actions.take(await request.body(), dict(request.headers))
+        # The raw body: Slack signs the bytes, not the form. SlackActions is in the app's state (web/server.py).
+        answer = await request.app.state.slack.take(await request.body(), dict(request.headers))
     except SlackRefused as refused:
         return JSONResponse({"error": refused.code, "message": refused.message, "fix": refused.next_for(SLACK)},
                             status_code=refused.status)

@@ -1,18 +1,7 @@
 """What approvers see in Slack: each event's text, Block Kit messages with Approve, Reject and Approve less.
 
-Pure functions of a ticket as the webhook shows it (the `ticket` object of
-docs/notifications.md), so the outbox renders a message when it sends it:
-
-    event_text            the human `text` of a webhook (Slack shows it as the message)
-    notification_blocks   the blocks added to a webhook's body: the ticket, and while it is
-                          pending, its three buttons
-    updated_message       the message that replaces one after a click: the outcome, no buttons
-                          ("Approved by bob · paid $250.00 · P-…", "1 of 2 approvals: bob", ...)
-    decision_form         the modal a reason (and an amount) is written in, with SLACK_BOT_TOKEN
-    ephemeral             a reply only the person who clicked sees (a refusal)
-
-Whatever users wrote is escaped (`slack_text`): Slack shows it, never obeys it.
-docs/slack.md shows a real message of each kind; a test keeps them current.
+Pure functions of a ticket as the webhook shows it (docs/notifications.md), so the outbox draws a message when it
+sends it. docs/slack.md shows a real message of each kind; a test keeps them current.
 """
 
 from __future__ import annotations
@@ -51,10 +40,7 @@ EVENTS = {
 def slack_text(text: str | None) -> str:
     """`text` from a user, safe in a Slack message: its markup shown, never obeyed.
 
-    Slack reads `<!channel>` as a mention of everyone and `<https://…|words>`
-    as a link disguised as `words`; escaping &, < and > the way Slack
-    documents (api.slack.com/reference/surfaces/formatting#escaping) turns
-    them back into plain characters.
+    Slack reads `<!channel>` as a mention of everyone and `<https://…|words>` as a link disguised as `words`.
     """
     return (text or "").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
@@ -92,7 +78,6 @@ class Buttons:
 
     @classmethod
     def of(cls, settings: Settings) -> Buttons:
-        """A form with SLACK_BOT_TOKEN, else a link to SLACK_INBOX_URL."""
         inbox = settings.slack_inbox_url
         return cls(forms=settings.slack_bot_token is not None, inbox_url=str(inbox) if inbox else None)
 
@@ -185,11 +170,7 @@ def outcome(ticket: dict[str, Any], payout: dict[str, Any] | None) -> str | None
 
 
 def updated_message(ticket: dict[str, Any], payout: dict[str, Any] | None, buttons: Buttons) -> dict[str, Any]:
-    """The message that replaces the one clicked (through its response_url): the ticket as it stands now.
-
-    With an outcome, the buttons are gone. A ticket that still waits for
-    its first approval (a click that decided nothing) keeps them.
-    """
+    """The message that replaces the one clicked: the ticket as it stands; its buttons only while nothing is decided."""
     line = outcome(ticket, payout)
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": _summary(ticket)}},
@@ -206,9 +187,7 @@ def updated_message(ticket: dict[str, Any], payout: dict[str, Any] | None, butto
 def decision_form(kind: str, ticket: dict[str, Any], response_url: str) -> dict[str, Any]:
     """The modal of Reject (a reason) or Approve less (an amount and a reason), for views.open.
 
-    `private_metadata` carries the ticket and the message's response_url: a
-    submission has none of its own, and Slack hands the metadata back
-    unchanged, inside its signed request.
+    `private_metadata` carries the ticket and the response_url: a submission has none, and Slack signs it back.
     """
     inputs = []
     if kind == APPROVE_LESS:

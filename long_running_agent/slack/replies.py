@@ -1,10 +1,7 @@
 """The outbox's Slack replies, drawn when they are sent: a clicked message's update, or a reply to its clicker.
 
-A `slack.update` shows the ticket as the ledger has it when it is sent, so a
-retry, or a click on a ticket decided elsewhere, shows where it stands; an
-approved ticket's waits for its payout first, so the message can say it was
-paid. A `slack.reply` carries its own message. Both go to the response_url
-they carry (notifications.py sends them).
+A `slack.update` shows the ticket as the ledger has it when sent, so a retry shows where it stands; an approved
+ticket's waits for its payout first, so the message can say it was paid (docs/slack.md, "Never lost").
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""ADK's own texts of a refusal, as this server's JSON `{error, message, fix}`.
+"""ADK's and FastAPI's own texts of a refusal, as this server's JSON `{error, message, fix}`.
 
-ADK answers some requests before any route of this app runs - its origin and DNS-rebinding checks (plain-text
-403s), a WebSocket handshake it refuses, a message that cannot resume a call (a plain-text 500 on /run, an error
-event on /run_sse) - and FastAPI words its own refusals as `{"detail": ...}`. Each is recognised here by ADK's
-words (adk_compat.py keeps the ones it relies on) and said the way every other error of this server is.
+ADK answers some requests before any route of this app runs: its origin and DNS-rebinding checks (plain-text 403s),
+a refused WebSocket handshake, a message that cannot resume a call (a plain-text 500 on /run, an error event on
+/run_sse). Each is recognised by ADK's words (adk_compat.py keeps the ones it relies on).
 """
 
 from __future__ import annotations
@@ -19,8 +18,7 @@ from ..refusals.model import ModelUnavailable
 from .api_errors import STATUS, ApiError, unexpected_error
 from .database_errors import database_unavailable
 
-# ADK's origin check (google/adk/cli/api_server.py) answers these as plain text, and closes a /run_live handshake
-# with the same reasons.
+# ADK's origin check (google/adk/cli/api_server.py): plain-text answers, and a /run_live handshake's close reasons.
 _ADK_FORBIDDEN = {
     "host not allowed": (
         "host_not_allowed",
@@ -60,7 +58,6 @@ def handshake_refused(reason: str) -> ApiError:
                     "that exists (POST /apps/{app}/users/{user}/sessions).")
 
 
-# ADK's and FastAPI's own refusals ({"detail": ...}), as {error, message, fix}.
 _REFUSALS = {
     400: ("bad_request", "Check the request against docs/http-api.md and send it again."),
     404: ("not_found", "Check the app name, user id and session id in the path; GET /list-apps lists the apps "
@@ -110,10 +107,7 @@ def stream_error(error_type: str, message: str) -> ApiError:
 
 
 def reworded_event(chunk: bytes) -> bytes:
-    """ADK's SSE error event (`error_details`) as `{error, message, fix}`.
-
-    An event that failed inside the run (`errorCode`, `errorMessage`) keeps its shape, without SQL.
-    """
+    """ADK's SSE error event (`error_details`) as `{error, message, fix}`; a run's own (`errorMessage`), without SQL."""
     if not chunk.startswith(b"data:") or (b'"error_details"' not in chunk and b'"errorMessage"' not in chunk):
         return chunk
     try:

@@ -1,7 +1,6 @@
 """The approvals API's answer when something is refused: JSON `{error, message, fix}`, with its status code.
 
-The domain's refusals are defined once (refusals/); here each gets its status code, and its next step is worded
-as this API's routes (`API`). The rest of the web surface words the server's own failures in the same shape.
+The domain's refusals are defined once (refusals/); here each gets its status code, and its next step as a route.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ class ApiError(Exception):
         return JSONResponse(self.body(), status_code=self.status, headers=self.headers or None)
 
 
-# The actions a next step names, as this API's routes.
 API = Actions(
     inbox="GET /api/approvals",
     show="GET /api/approvals/{ticket}",
@@ -45,7 +43,6 @@ API = Actions(
     restart="restart the server",
 )
 
-# The status code of each refusal (refusals/); any other is a 409.
 STATUS = {
     "ticket_not_found": 404, "not_allowed": 403, "not_requester": 403, "not_an_approver": 403,
     "database_file_gone": 503, "schema_behind": 503, "schema_ahead": 503, "schema_mismatch": 503,
@@ -56,11 +53,9 @@ STATUS = {
 
 
 def refusal_error(refusal: Refusal) -> ApiError:
-    """A refusal as this API answers it: its status code, and the catalogue's code, message and next step."""
     retry_after = getattr(refusal, "retry_after", None)  # a conversation busy for a while (refusals/answers.py)
-    headers = {"Retry-After": str(int(retry_after.total_seconds()))} if retry_after else None
     return ApiError(STATUS.get(refusal.code, 409), refusal.code, refusal.message, refusal.next_for(API),
-                    headers=headers)
+                    headers={"Retry-After": str(int(retry_after.total_seconds()))} if retry_after else None)
 
 
 def problems(errors: Sequence[Any], within: str | None = None) -> str:

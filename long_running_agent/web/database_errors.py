@@ -1,7 +1,6 @@
 """A failure of the database, classified: the request's data, a conflict, or the database itself.
 
-Never the driver's message: SQLAlchemy's carries the SQL statement and its parameters. Each kind is an
-ApiError of its own, with what may or may not have happened and what to do.
+Never worded with the driver's message: SQLAlchemy's carries the SQL statement and its parameters.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ logger = logging.getLogger(__name__)
 
 
 def database_unavailable(method: str, ticket: str | None) -> ApiError:
-    """The database failed: say what may or may not have happened, and what to do."""
     if method == "POST" and ticket:
         message = (f"The database is unavailable, so this server cannot tell whether the decision on {ticket} "
                    "was recorded.")
@@ -33,17 +31,13 @@ def database_unavailable(method: str, ticket: str | None) -> ApiError:
 
 
 def database_failure(error: BaseException) -> BaseException | None:
-    """The database's own error behind `error` (a driver's, SQLAlchemy's, or the OS's), if any."""
-    for cause in causes(error):
-        if isinstance(cause, (DBAPIError, sqlite3.Error, OSError, DatabaseFileGone)):
-            return cause
-    return None
+    kinds = (DBAPIError, sqlite3.Error, OSError, DatabaseFileGone)
+    return next((cause for cause in causes(error) if isinstance(cause, kinds)), None)
 
 
-# PostgreSQL's SQLSTATE classes for a value the database refuses to store:
-# 22 data exception (too long, NUL, bad encoding), 54 program limit exceeded.
+# PostgreSQL's SQLSTATE classes for a value the database refuses to store: 22 data exception (too long, NUL, bad
+# encoding), 54 program limit exceeded; and the codes that say which.
 _BAD_VALUE_CLASSES = ("22", "54")
-# ...and the ones that say which.
 _BAD_VALUE_MESSAGES = {
     "22001": f"a value is longer than the database stores (ids have at most {MAX_ID} characters)",
     "22021": "a text has a NUL character (\\u0000) or bytes that are not UTF-8",
@@ -70,12 +64,10 @@ def database_error(error: BaseException, method: str, path: str, ticket: str | N
     if gone is not None:  # nothing here works again until a restart
         logger.error("%s Restart the server (docs/deployment.md, \"The SQLite file\").", gone)
         return refusal_error(gone)
-    failure = database_failure(error) or error
-    logger.warning("Database error on %s %s: %s", method, path, failure)
+    logger.warning("Database error on %s %s: %s", method, path, database_failure(error) or error)
     if (why := bad_value(error)) is not None:
         return ApiError(422, "invalid_value", f"The request was refused: {why}. Nothing was stored.",
-                        f"Remove NUL characters (\\u0000), keep ids to at most {MAX_ID} characters, and send it "
-                        "again.")
+                        f"Remove NUL characters (\\u0000), keep ids to at most {MAX_ID} characters, and send it again.")
     if any(isinstance(cause, (IntegrityError, sqlite3.IntegrityError)) for cause in causes(error)):
         return ApiError(409, "conflict", "The request conflicts with what is stored: something with the same "
                         "id exists.", "Use another id (or none, to have one made), or read the one that exists.")

@@ -1,17 +1,9 @@
 """The server's gate: who may use ADK's routes, with which user id, and what they may send.
 
-ADK's routes (`/apps/...`, `/run`, `/run_sse`, `/run_live`, `/dev/...`) take the user id from the request and
-check nothing. In front of them this middleware refuses:
-
-- user ids that are not plain canonical names (inputs.py);
-- with TRUSTED_USER_HEADER (set by an authenticating proxy such as oauth2-proxy or IAP), a request without that
-  header or with two, one for another user, and ADK's `/dev` routes that cannot be held to one user;
-- any write into the package folder (ADK's builder, tests and eval sets write there);
-- with PRODUCTION_MODE, all but the chat API, the inbox, its API and Slack's interactivity URL;
-- what the database cannot store (NUL characters, text that is not Unicode, ids longer than the columns, apps
-  this server does not serve), and bodies over MAX_BODY, before reading them whole.
-
-Answers are JSON `{error, message, fix}`. Why each route is open, scoped or closed: docs/deployment.md.
+ADK's routes take the user id from the request and check nothing. In front of them this middleware refuses, as JSON
+`{error, message, fix}`: another user's id behind TRUSTED_USER_HEADER, ADK's `/dev` routes that cannot be held to
+one user, any write into the package folder, all but the chat and the inbox with PRODUCTION_MODE, and what the
+database cannot store. Why each route is open, scoped or closed: docs/deployment.md.
 """
 
 from __future__ import annotations
@@ -45,7 +37,6 @@ _DEV_OPEN_WITH_IDENTITY = re.compile(r"^/dev/apps/[^/]+/(?:graph|build_graph|bui
 # it); every other /dev write is a POST, PUT or DELETE.
 _DEV_BUILDER = re.compile(r"^/dev/apps/[^/]+/builder(?:/|$)")
 _READS = ("GET", "HEAD")
-
 
 # Ids in ADK's bodies (a run's invocation, an event and its call): ADK's tables hold 128 characters
 # on PostgreSQL and anything on SQLite, so the same id must not be refused by one and kept by the other.
@@ -106,8 +97,7 @@ class Gate:
         identity = self._identity(scope)
         if isinstance(identity, JSONResponse):
             return identity, receive
-        refusal = self._dev_route(path, method) or self._ids_in_url(scope)
-        if refusal is not None:
+        if (refusal := self._dev_route(path, method) or self._ids_in_url(scope)) is not None:
             return refusal, receive
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
@@ -119,7 +109,10 @@ class Gate:
             if body is None:
                 return self._too_large(), receive
             receive = _replay(body, receive)
-            data = _json(body)
+            try:
+                data = json.loads(body) if body else None
+            except ValueError:
+                data = None  # ADK answers a malformed body itself, as JSON
             if path in _BODY_USER_PATHS and isinstance(data, dict):
                 user = data.get("userId", data.get("user_id"))
             return self._check_user(user, identity) or self._body(data), receive
@@ -151,7 +144,6 @@ class Gate:
                         "inbox; develop with `.venv/bin/adk web` on your own machine.")
 
     def _ids_in_url(self, scope: Scope) -> JSONResponse | None:
-        """NUL characters, unknown apps and over-long session ids in the path or query string."""
         path: str = scope["path"]
         match = _APP_PATH.match(path)
         if match and match.group("user") and inputs.unstorable(match.group("user")):
@@ -169,8 +161,7 @@ class Gate:
         return None
 
     def _body(self, data: Any) -> JSONResponse | None:
-        where = inputs.unstorable(data)
-        if where is not None:
+        if (where := inputs.unstorable(data)) is not None:
             return _refusal(422, "invalid_characters", f"The request body has a NUL character (\\u0000) or text that "
                             f"is not Unicode at {where}; the database cannot store it.",
                             "Remove the character and send the request again.")
@@ -201,8 +192,7 @@ class Gate:
         """ADK's /run_live takes the user from its query string: the same checks as for /run."""
         if self.production:
             return _not_in_production(scope["path"])
-        refusal = self._ids_in_url(scope)
-        if refusal is not None:
+        if (refusal := self._ids_in_url(scope)) is not None:
             return refusal
         identity = self._identity(scope)
         if isinstance(identity, JSONResponse):
@@ -247,13 +237,6 @@ def _takes_json(scope: Scope) -> bool:
         return False
     content_type = dict(scope["headers"]).get(b"content-type", b"").lower()
     return not content_type or b"json" in content_type
-
-
-def _json(body: bytes) -> Any:
-    try:
-        return json.loads(body) if body else None
-    except ValueError:
-        return None  # ADK answers a malformed body itself, as JSON
 
 
 async def _read_body(receive: Receive) -> bytes | None:

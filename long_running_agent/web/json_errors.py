@@ -1,7 +1,7 @@
-"""The middleware and handlers that answer every error of the server as JSON `{error, message, fix}`, never a plain 500.
+"""Every error of the server answered as JSON `{error, message, fix}`, never a plain 500.
 
-Starlette's outermost handler answers "Internal Server Error" as text and re-raises, which makes uvicorn drop
-the keep-alive connection. `JsonErrors` sits inside it; `install_json_errors` gives each kind of error its handler.
+Starlette's outermost handler answers "Internal Server Error" as text and re-raises, which makes uvicorn drop the
+keep-alive connection: `JsonErrors` sits inside it.
 """
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ logger = logging.getLogger(__name__)
 class JsonErrors:
     """Answer any unexpected error with JSON, and let the connection live.
 
-    A stream that already started (an SSE run) can only be ended; ADK's error events in one are reworded. A
-    plain-text error answer (ADK's origin check) becomes JSON with its status kept, and a WebSocket handshake
-    refused before it was accepted a JSON 403, where the server offers "websocket.http.response" (uvicorn does).
+    A started stream (an SSE run) can only be ended, ADK's error events in it reworded; a plain-text error answer
+    (ADK's origin check) becomes JSON with its status kept.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -107,15 +106,12 @@ def json_handshake_refusals(scope: Scope, receive: Receive, send: Send) -> Send:
 
 
 def install_json_errors(server: FastAPI) -> None:
-    """Answer every error of `server` (ADK's routes and ours) as JSON."""
-
     @server.exception_handler(ApiError)
     async def _api_error(_request: Request, error: ApiError) -> JSONResponse:
         return error.response()
 
     @server.exception_handler(Refusal)
     async def _refused(_request: Request, error: Refusal) -> JSONResponse:
-        # What the ledger, an input rule or the session store refuses: the catalogue's words.
         return refusal_error(error).response()
 
     @server.exception_handler(HTTPException)
@@ -145,9 +141,8 @@ def install_json_errors(server: FastAPI) -> None:
 
     @server.exception_handler(RequestValidationError)
     async def _invalid_body(request: Request, error: RequestValidationError) -> JSONResponse:
-        if request.url.path.startswith("/api/approvals"):
-            return invalid_approvals_request(error).response()
-        return invalid_request(error).response()
+        ours = request.url.path.startswith("/api/approvals")
+        return (invalid_approvals_request(error) if ours else invalid_request(error)).response()
 
     @server.exception_handler(ValueError)
     async def _bad_resume(request: Request, error: ValueError) -> JSONResponse:

@@ -1,8 +1,4 @@
-"""The approver's routes: the inbox page and the approvals API (docs/http-api.md shows each with curl).
-
-Every /api route needs `Authorization: Bearer <token>` (tokens from APPROVERS; a missing token is 401, an
-unknown one 403).
-"""
+"""The approver's routes: the inbox page and the approvals API (docs/http-api.md shows each with curl)."""
 
 from __future__ import annotations
 
@@ -73,8 +69,7 @@ async def one_value_each(request: Request, _approver: Approver) -> None:
     After the approver's token, like every check of the query: a stranger learns nothing from it.
     """
     query = request.query_params
-    repeated = [name for name in query if len(query.getlist(name)) > 1]
-    if repeated:
+    if repeated := [name for name in query if len(query.getlist(name)) > 1]:
         raise RequestValidationError([
             {"type": "repeated", "loc": ("query", name), "msg": "given more than once", "input": query.getlist(name)}
             for name in repeated
@@ -100,9 +95,8 @@ class Decision(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     reason: str | None = None
-    # Approve less than was asked (approve only). Any JSON value: the ledger applies the one amount rule
-    # (ledger/inputs.py), as for the CLI's --amount, so 1e308, 10**40, NaN or "--5" get a 422 invalid_amount,
-    # never a 500. Not typed as a number: pydantic would read true as 1.
+    # Approve less than was asked. Any JSON value: the one amount rule (ledger/inputs.py), as for the CLI's --amount,
+    # gives 1e308, 10**40, NaN or "--5" a 422 invalid_amount, never a 500; as a number, pydantic would read true as 1.
     amount: Any = None
 
 
@@ -111,8 +105,7 @@ approvals = APIRouter(prefix="/api/approvals")
 
 @approvals.get("", dependencies=[Depends(one_value_each)])
 async def list_approvals(approver: Approver, ledger: TheLedger, page: Annotated[InboxQuery, Query()]) -> dict[str, Any]:
-    # The read `expenses inbox` makes too. Every decision that has not reached its conversation is listed, however
-    # old, so the page can offer its Deliver action.
+    # Every decision that has not reached its conversation is listed, however old, so the page can offer Deliver.
     inbox = await ledger.inbox.read(**page.model_dump())
     now = inbox.now
     failed_at = await ledger.deliveries.failures([t.id for t in inbox.undelivered if t.delivery_error])
@@ -136,7 +129,6 @@ async def show_approval(ticket_id: str, _approver: Approver, ledger: TheLedger) 
         "ticket": ticket_json(ticket, ledger.now(), await ledger.deliveries.failures([ticket.id])),
         "audit": [audit_json(e) for e in await ledger.tickets.audit(ticket_id)],
         "payouts": [payout_json(p) for p in await ledger.payouts.find(ticket_id=ticket_id)],
-        # Webhooks about it (APPROVAL_WEBHOOK_URL): sent, retrying, or failed for good.
         "notifications": [notification_json(n) for n in await ledger.outbox.of_ticket(ticket_id)],
     }
 
@@ -155,16 +147,13 @@ async def delivery_json(ledger: Ledger, delivery: Delivery) -> dict[str, Any]:
 
 async def record_decision(desk: Desk, ticket_id: str, approver: str, approve: bool,
                           decision: Decision | None) -> JSONResponse:
-    # The ledger first (a conditional UPDATE: one decision wins), then the conversation, resumed with the stored
-    # call id and name.
+    # The ledger first (one conditional UPDATE wins), then the conversation, resumed with the stored call id and name.
     decision = decision or Decision()
     delivery = await decide_and_deliver(desk, ticket_id, approver=approver, approve=approve,
                                         reason=decision.reason, amount=decision.amount)
     body = await delivery_json(desk.ledger, delivery)
     if delivery.delivered or delivery.outcome is Outcome.WAITING:
-        # WAITING: the first of two approvals is recorded; a second approver decides.
         return JSONResponse(body)
-    # Recorded, not delivered: 202, with what stands in the way and the fix.
     return JSONResponse(body | {"delivery_error": refusal_error(delivery.refusal).body()}, status_code=202)
 
 

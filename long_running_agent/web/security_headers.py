@@ -1,8 +1,6 @@
-"""Security headers for the approver inbox and the approvals API.
+"""Security headers for the approver inbox and the approvals API; ADK's own routes are left as ADK serves them.
 
-The inbox page loads only its own files and talks only to this server, so its Content-Security-Policy allows
-exactly that: no inline script or style, no other origin, no framing (against clickjacking an Approve button), no
-form posts. The API's JSON gets the policy for non-documents. ADK's own routes are left as ADK serves them.
+The page's Content-Security-Policy allows only its own files and this server (docs/security.md, "Identities").
 """
 
 from __future__ import annotations

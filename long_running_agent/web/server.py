@@ -1,8 +1,7 @@
 """One server for every surface: ADK's own FastAPI server (what `adk web` serves), plus the approver inbox.
 
-To ADK's server this adds the approvers' routes, the gate, JSON for every error, a /health that asks the
-database, and a sweep that delivers expiries. A decision made here reaches the conversation the requester
-started in the dev UI, over /run, or in any other process.
+To it this adds the approvers' routes, the gate, JSON for every error, a /health that asks the database, and a
+sweep. A decision made here reaches the conversation wherever it started: the dev UI, /run, another process.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlparse
 
 import uvicorn
@@ -27,7 +25,6 @@ from google.adk.apps import App
 from google.adk.cli.fast_api import get_fast_api_app
 from google.adk.cli.service_registry import get_service_registry
 from google.adk.cli.utils.base_agent_loader import BaseAgentLoader
-from google.adk.sessions import DatabaseSessionService
 
 from ..agent import build_app
 from ..approval.conversations import GuardedSessionService
@@ -52,7 +49,6 @@ SEND_INTERVAL = 2.0
 
 
 async def sweep(server: FastAPI) -> None:
-    """Expire overdue tickets, deliver what conversations are owed, remind of tickets about to expire."""
     desk: Desk = server.state.desk
     if server.state.slack is not None:  # decisions asked for from Slack that a server died before making
         await server.state.slack.decide_left_over()
@@ -76,11 +72,7 @@ class OneApp(BaseAgentLoader):
 
 
 async def every(interval: float, work: Callable[[], Awaitable[object]], what: str) -> None:
-    """Run `work` every `interval` seconds until cancelled; a failure is logged and tried again.
-
-    Safe with several replicas: each delivery takes the conversation's lock and checks the ledger again under
-    it, each reminder is a conditional update, and each notification is claimed by one sender (ledger/outbox.py).
-    """
+    """Run `work` every `interval` seconds until cancelled, a failure logged; safe on replicas (docs/deployment.md)."""
     while True:
         await asyncio.sleep(interval)
         try:
@@ -92,21 +84,15 @@ async def every(interval: float, work: Callable[[], Awaitable[object]], what: st
 def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> FastAPI:
     """The server: ADK's dev UI and API for the desk's app, plus the approver inbox and its API."""
     config = desk.settings
-    # One tuned session service (a rollback journal and a busy timeout on SQLite) for ADK's routes and for
-    # delivering decisions; the ledger shares its engine (desk.py). ADK looks the URL's scheme up in its service
-    # registry - the documented hook for custom session services - before building its own.
+    # One tuned session service for ADK's routes and for delivering decisions, whose engine the ledger shares (desk.py).
     sessions = GuardedSessionService(create_engine(config.database_url), ledger=lambda: desk.ledger)
-
-    def shared_sessions(uri: str, **kwargs: Any) -> DatabaseSessionService:
-        return sessions
-
-    get_service_registry().register_session_service(urlparse(config.database_url).scheme, shared_sessions)
+    # ADK looks the URL's scheme up in its service registry, the documented hook for custom ones, before its own.
+    get_service_registry().register_session_service(urlparse(config.database_url).scheme, lambda uri, **_: sessions)
 
     @asynccontextmanager
     async def lifespan(served: FastAPI) -> AsyncIterator[None]:
         desk.use_sessions(sessions)  # first: the ledger takes its engine
-        # The schema before the first request, under the database's start-up lock: replicas that start together
-        # take turns. For `make web`, main() has done it already (prepare_database), so this finds it done.
+        # Under the database's start-up lock, so replicas take turns (for `make web`, main() has done it already).
         await desk.prepare()
         interval = config.sweep_interval.total_seconds()
         background = [asyncio.create_task(every(interval, lambda: sweep(served), "expiry sweep"))]
@@ -129,8 +115,7 @@ def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> F
         web=not config.production,
         host=host,
         port=port,
-        # ADK turns on DNS-rebinding protection for a loopback bind, and warns that its routes have no
-        # authentication for any other.
+        # ADK guards a loopback bind from DNS rebinding, and warns that its routes have no authentication on others.
         bind_host=host,
         lifespan=lifespan,
     )
@@ -148,7 +133,6 @@ def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> F
     install_json_errors(server)
     server.add_middleware(Gate, settings=config, apps=[APP_NAME])
     server.add_middleware(JsonErrors)  # even the gate answers JSON if it fails
-    # The page's CSP, X-Frame-Options and friends, on every answer of /inbox and /api/approvals.
     server.add_middleware(SecurityHeaders)
     return server
 
@@ -172,11 +156,7 @@ def replace_health(server: FastAPI) -> None:
 
 
 async def prepare_database(desk: Desk) -> None:
-    """Bring the schema up to date before serving, as `expenses migrate` does.
-
-    Here rather than only in the lifespan: uvicorn reports a lifespan that fails as a traceback, and a database
-    this version cannot use deserves one line saying what to run.
-    """
+    """The schema before serving, not only in the lifespan: uvicorn reports a failed one as a traceback, not a line."""
     try:
         await desk.prepare()
     finally:

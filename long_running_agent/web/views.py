@@ -24,12 +24,9 @@ def ticket_json(ticket: Ticket, now: datetime, failed_at: dict[str, datetime] | 
         "requester": ticket.user_id,
         "amount": ticket.amount,
         "amount_text": ticket.amount_text,
-        # Set when an approver approved less than was asked: what is paid.
         "approved_amount": float(from_cents(ticket.payable_cents)) if ticket.changed else None,
-        # The two-person rule: "1 of 2" while the second approval is awaited.
         "approvals_needed": ticket.approvals_needed,
         "approvals": ticket.approvals_shown,
-        # Set when this request, added to others of the same purpose or message that day, needs two approvers.
         "combined_amount": float(from_cents(ticket.combined_cents)) if ticket.combined_cents else None,
         "approved_by": ticket.approvers,
         "reminded_at": _iso(ticket.reminded_at),
