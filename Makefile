@@ -4,6 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # The exact versions the tests passed with (docs/testing.md says how to refresh them).
 LOCK := .ci/constraints.txt
+# Every core; a dot per test as it ends, then the ten slowest tests (docs/testing.md).
+PYTEST_ARGS := -n auto --dist worksteal --durations=10
+# The tests' throwaway files (a SQLite file per test, copies of the project) in memory where the machine
+# has /dev/shm: SQLite syncs each commit to disk, which costs the flow tests a third of their time.
+PYTEST := $(if $(wildcard /dev/shm),TMPDIR=$${TMPDIR:-/dev/shm}) $(PY) -m pytest
 
 .PHONY: demo test test-fast test-adk web bench lint clean lock
 
@@ -24,12 +29,13 @@ test: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy long_running_agent main.py
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -n auto
+	$(PYTEST) $(PYTEST_ARGS)
 
-# The loop to run while changing code: no test that starts a process, Chromium or PostgreSQL
-# (tests/support/markers.py), and a shorter search of the money invariants.
+# The loop to run while changing code: no test marked as starting a process, Chromium or PostgreSQL
+# (docs/testing.md), and a shorter search of the money invariants.
 test-fast: $(VENV)/.dev
-	INVARIANT_EXAMPLES=$${INVARIANT_EXAMPLES:-20} $(PY) -m pytest -n auto -m "not subprocess and not browser and not postgres"
+	INVARIANT_EXAMPLES=$${INVARIANT_EXAMPLES:-10} $(PYTEST) $(PYTEST_ARGS) \
+		-m "not subprocess and not browser and not postgres"
 
 # The core suite (.ci/noxfile.py) on each supported google-adk release in a virtualenv of its own,
 # or on the releases named: make test-adk ADK="2.8.0 2.13.0".

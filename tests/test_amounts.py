@@ -116,6 +116,7 @@ def _one_line_refusal(result) -> bool:
             and "Traceback" not in result.stdout + result.stderr and "decimal" not in result.stderr)
 
 
+@pytest.mark.subprocess
 def test_a_request_with_a_forty_digit_amount_is_refused_in_one_line(sqlite_url):
     result = run("request", f"Reimburse ${FORTY_DIGITS} for a yacht", "--user", "alice", url=sqlite_url)
 
@@ -124,6 +125,7 @@ def test_a_request_with_a_forty_digit_amount_is_refused_in_one_line(sqlite_url):
     assert "No pending tickets." in run("inbox", url=sqlite_url).stdout
 
 
+@pytest.mark.subprocess
 def test_approve_amount_and_the_demo_amount_refuse_hostile_amounts_in_one_line(sqlite_url):
     ticket_id = request_ticket(sqlite_url)  # $250 for the team lunch
     commands = {
@@ -157,6 +159,7 @@ HOSTILE_BODIES = {
 }
 
 
+@pytest.mark.subprocess
 async def test_the_api_answers_422_to_every_hostile_amount_and_decides_nothing(server):
     async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as client:
         _session_id, _call, ticket_id = await request_over_run(client)

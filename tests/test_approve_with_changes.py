@@ -125,6 +125,7 @@ async def test_two_approvers_changing_the_amount_at_once_end_with_one_decision(d
     assert [e.action for e in await ledger_at(db_url).tickets.audit(ticket_id)].count("approved") == 1
 
 
+@pytest.mark.subprocess
 def test_the_cli_approves_less_with_a_reason_and_says_so(sqlite_url):
     ticket_id = request_ticket(sqlite_url)  # $250 for the team lunch
 

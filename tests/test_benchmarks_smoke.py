@@ -94,6 +94,8 @@ async def test_inbox_read_sees_pending_and_decided_tickets_and_every_query_reads
         assert row["unindexed"] == [], row["plans"]
 
 
+@pytest.mark.postgres
+@pytest.mark.subprocess
 def test_two_replicas_complete_every_flow_and_approve_across_processes(tmp_path: Path, postgres_admin_url) -> None:
     summary = measure_replicas(Stores(tmp_path, postgres_url=postgres_admin_url),
                                flows_per_replica=2, in_flight=1, repeats=1, warmup_flows=1)

@@ -46,11 +46,13 @@ def picture(name: str, tmp_path: Path) -> Path:
     """Where a screenshot the docs show goes: docs/ with UPDATE_DOCS=1, else the test's own folder."""
     return (DOCS if os.environ.get("UPDATE_DOCS") == "1" else tmp_path) / name
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="needs Debian's chromium at /usr/bin/chromium; install it with: "
-           "apt-get install -y --no-install-recommends chromium",
-)
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.subprocess,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium; install it "
+                       "with: apt-get install -y --no-install-recommends chromium"),
+]
 
 
 @asynccontextmanager

@@ -18,6 +18,8 @@ from support.tickets import decided_not_delivered, open_tickets
 from long_running_agent.ledger import TicketStatus
 from long_running_agent.names import EXPENSES
 
+pytestmark = pytest.mark.subprocess
+
 
 def test_demo_shows_the_whole_flow_and_exits_zero(sqlite_url):
     result = run(url=sqlite_url)

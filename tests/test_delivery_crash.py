@@ -16,12 +16,15 @@ import sys
 import textwrap
 import time
 
+import pytest
 from support.conversation import pending_request
 from support.desks import current
 from support.models import ledger_at
 from support.processes import ROOT, run
 
 from long_running_agent.ledger import Conversation
+
+pytestmark = pytest.mark.subprocess
 
 # A delivery whose model never answers: the process sits inside the run, holding the lock.
 STALLED_DELIVERY = textwrap.dedent("""

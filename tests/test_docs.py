@@ -63,6 +63,7 @@ def test_every_picture_the_docs_show_exists():
             assert (page.parent / target).is_file(), f"{page.name} shows {target}, which is missing"
 
 
+@pytest.mark.subprocess
 def test_readme_approval_of_a_plain_adk_web_ticket(project):
     folder, home = project
     with plain_adk("api_server", folder, home) as adk:
@@ -70,6 +71,7 @@ def test_readme_approval_of_a_plain_adk_web_ticket(project):
         check("adk-web-approve", Session(folder, plain_env(home), ticket, {str(folder): HOME_SHOWN}))
 
 
+@pytest.mark.subprocess
 def test_docs_approval_of_a_conversation_kept_in_another_process(project):
     folder, home = project
     with plain_adk("api_server", folder, home, "--session_service_uri", "memory://") as adk:
@@ -77,6 +79,7 @@ def test_docs_approval_of_a_conversation_kept_in_another_process(project):
         check("memory-store-approve", Session(folder, plain_env(home), ticket, {str(folder): HOME_SHOWN}))
 
 
+@pytest.mark.subprocess
 def test_docs_ticket_history(project):
     folder, home = project
     requested = expenses(folder, home, "request", LUNCH, "--user", "alice")
@@ -85,6 +88,7 @@ def test_docs_ticket_history(project):
     check("ticket-history", Session(folder, plain_env(home), ticket.group(1), {str(folder): HOME_SHOWN}))
 
 
+@pytest.mark.subprocess
 def test_docs_migrate(project):
     folder, home = project
     url = f"sqlite+aiosqlite:///{folder.parent}/release-0.1.db"
@@ -92,6 +96,7 @@ def test_docs_migrate(project):
     check("migrate", Session(folder, plain_env(home, EXPENSES_DATABASE_URL=url)))
 
 
+@pytest.mark.subprocess
 def test_docs_model_choice(project):
     """docs/gemini.md's first lines of `python main.py` under each setting: main.py's own Model line."""
     folder, home = project
@@ -113,6 +118,7 @@ print(f"Model:    {Desk(load_settings()).model}")
 """
 
 
+@pytest.mark.subprocess
 def test_docs_two_approvers(project):
     folder, home = project
     requested = expenses(folder, home, "request", "Please reimburse $6,000 for the conference sponsorship",
@@ -122,6 +128,7 @@ def test_docs_two_approvers(project):
     check("two-approvers", Session(folder, plain_env(home), ticket.group(1), {str(folder): HOME_SHOWN}))
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq")),
                     reason="the curl sessions need curl and jq: apt-get install -y curl jq")
 def test_docs_http_api_walkthrough(tmp_path):

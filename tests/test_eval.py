@@ -93,6 +93,7 @@ def test_eval_refuses_to_run_without_chat_approval_or_on_the_apps_ledger(desk: T
         check_ledger(desk.settings)
 
 
+@pytest.mark.subprocess
 def test_documented_adk_eval_command_passes_offline(tmp_path):
     result = run_documented_adk_eval("adk eval, offline", tmp_path)
 

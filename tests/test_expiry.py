@@ -14,6 +14,7 @@ import time
 from datetime import timedelta
 
 import httpx
+import pytest
 from sqlalchemy import update
 from support.conversation import event_texts, request_large
 from support.desks import current
@@ -66,6 +67,7 @@ async def test_the_sweep_delivers_expiries_and_stalled_decisions_but_not_fresh_o
     assert await deliver_due(current(), actor="sweep", grace=timedelta(0)) == []
 
 
+@pytest.mark.subprocess
 def test_any_approver_command_delivers_an_expiry(sqlite_url):
     ticket_id = request_ticket(sqlite_url)
 
@@ -92,6 +94,7 @@ async def until_delivered(client: httpx.AsyncClient, ticket_id: str, timeout: fl
         await asyncio.sleep(0.2)
 
 
+@pytest.mark.subprocess
 async def test_make_web_delivers_an_expiry_by_itself_once_with_two_replicas(tmp_path):
     database_url = f"sqlite+aiosqlite:///{tmp_path}/expenses.db"
     quick = {"EXPIRY_SWEEP_SECONDS": "1"}

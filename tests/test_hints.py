@@ -13,11 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from support.project import fresh_project, made_venv, plain_env
 
 from long_running_agent.approval.notes import CHAT
 from long_running_agent.cli.render import CLI
 from long_running_agent.refusals import Refusal
+
+pytestmark = pytest.mark.subprocess
 
 # A command as the project prints it: the program, then its words up to the prose around it.
 COMMAND = re.compile(r"\.venv/bin/(?:python (?:-c '[^']*'|main\.py(?: --text '[^']*')?)|expenses(?: [a-z]+)?)"

@@ -27,6 +27,8 @@ from support.http import (
 from support.models import ledger_at
 from support.servers import APP, LUNCH, web_server
 
+pytestmark = pytest.mark.subprocess
+
 
 @pytest.mark.parametrize("spelling", ["Alice", "ALICE", "alice ", "alice\t", "\u0430lice", "alice\u200b", "a" * 200,
                                       "al\x00ice"])

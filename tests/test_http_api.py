@@ -30,6 +30,8 @@ from support.http import (
 from support.models import ledger_at
 from support.servers import APP, LUNCH
 
+pytestmark = pytest.mark.subprocess
+
 # --- one flow over ADK's routes, decided in the inbox API ---------------------------
 
 

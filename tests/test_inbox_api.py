@@ -16,6 +16,8 @@ from support.http import as_approver, assert_error, payouts, request_over_run
 from support.models import ledger_at
 from support.tickets import APP, decide_and_mark_delivered, decided_not_delivered, open_tickets
 
+pytestmark = pytest.mark.subprocess
+
 
 async def inbox(client: httpx.AsyncClient, **query: int) -> dict:
     answer = await client.get("/api/approvals", params=query, headers=as_approver("bob"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from datetime import timedelta
 
 import pytest
@@ -35,6 +36,7 @@ def test_terminal_output_shows_control_characters_instead_of_obeying_them():
     assert inputs.printable("lunch\x1b]0;pwned\x07") == "lunch\\x1b]0;pwned\\x07"
 
 
+@pytest.mark.subprocess
 def test_the_approver_cli_applies_the_same_rules_on_both_backends(db_url):
     ticket_id = request_ticket(db_url)
 
@@ -55,6 +57,7 @@ def test_the_approver_cli_applies_the_same_rules_on_both_backends(db_url):
     assert '"status": "pending"' in shown.stdout
 
 
+@pytest.mark.subprocess
 def test_the_cli_never_prints_control_characters_from_the_ledger(sqlite_url):
     async def open_raw() -> str:
         # Written straight into the ledger, as an older version or another tool could have.
@@ -100,5 +103,33 @@ async def test_purposes_with_control_characters_are_refused_by_the_tools(sqlite_
     events = await chat.say("Reimburse $250 for lunch")
 
     [answer] = responses(events, tool)
-    assert answer["status"] == "error" and "control or invisible characters" in answer["error"]
+    assert answer["status"] == "error" and "invisible character, U+001B" in answer["error"]
     assert await ledger_at(sqlite_url).tickets.with_status() == [] and await ledger_at(sqlite_url).payouts.find() == []
+
+
+# Each probe that passed an earlier purpose rule, and what the refusal must name.
+INVISIBLE = [("team\u00addinner", "U+00AD SOFT HYPHEN, at character 5"),
+             ("team dinner \u2615\ufe0f", "U+FE0F VARIATION SELECTOR-16, at character 14"),
+             ("team \u2066dinner\u2069", "U+2066 LEFT-TO-RIGHT ISOLATE, at character 6"),
+             ("team dinner\U000e0032", "U+E0032 TAG DIGIT TWO, at character 12"),
+             ("team\u3164dinner", "U+3164 HANGUL FILLER, at character 5"),
+             ("team\u200ddinner", "U+200D ZERO WIDTH JOINER, at character 5")]
+LOOK_ALIKE = [("office \u0455\u0440\u0430\u0441\u0435", "Cyrillic and Latin"),  # a whole word in Cyrillic
+              ("lunch f\u0585r the team", "Armenian and Latin"), ("s\u0435rver", "Cyrillic and Latin")]
+
+
+@pytest.mark.parametrize("raw, named", INVISIBLE)
+def test_a_purpose_with_an_invisible_character_is_refused_naming_it_and_where(raw, named):
+    with pytest.raises(inputs.InputError, match=re.escape(named)):
+        inputs.purpose(raw)
+
+
+@pytest.mark.parametrize("raw, scripts", LOOK_ALIKE)
+def test_a_purpose_mixing_look_alike_scripts_is_refused(raw, scripts):
+    with pytest.raises(inputs.InputError, match=f"mixes {scripts} letters that look alike"):
+        inputs.purpose(raw)
+
+
+@pytest.mark.parametrize("raw", ["обед с командой", "Zürich offsite", "naïve café", "team dinner 🍽", "ｓｅｒｖｅｒ"])
+def test_a_purpose_in_one_alphabet_or_with_accents_or_an_emoji_is_kept(raw):
+    assert inputs.purpose(raw)

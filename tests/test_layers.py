@@ -15,6 +15,7 @@ from support.processes import ROOT
 from long_running_agent import names, tools
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("module", [
     "long_running_agent.ledger", "long_running_agent.settings", "long_running_agent.desk",
     # The `expenses` CLI: its parser (entry.py imports the agent only once the settings are good), commands, output.
@@ -28,6 +29,7 @@ def test_importing_a_lower_layer_builds_no_agent(module):
     assert result.stdout.strip() == "[]", f"importing {module} imported {result.stdout.strip()}"
 
 
+@pytest.mark.subprocess
 def test_the_import_contracts_hold():
     pytest.importorskip("importlinter", reason="pip install -e '.[dev]' installs import-linter")
     check = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(no_cache=True, no_logo=True))"

@@ -1,8 +1,8 @@
-"""The slow tests are marked by what they start, and `make test-fast` cannot take one by mistake.
+"""The slow tests declare their marks, and `make test-fast` cannot take one that forgot its mark.
 
-tests/support/markers.py gives `subprocess`, `browser` and `postgres` from
-what a test and its fixtures reach; these check it on functions shaped like
-the suite's own, on the shared fixtures, and on its guard.
+tests/support/markers.py fails a test that starts Python, `adk` or `expenses`
+without the `subprocess` mark, or uses the session's PostgreSQL server without
+the `postgres` mark; these run that guard on small suites of their own.
 """
 
 from __future__ import annotations
@@ -11,63 +11,59 @@ import subprocess
 import sys
 
 import pytest
-import support.fixtures as shared
-from playwright.async_api import async_playwright
-from support.markers import Reach, programs_started
-from support.postgres import new_postgres_database
-from support.processes import request_ticket, run
-from support.servers import in_process, web_server
+from support.markers import programs_started
+
+MARKS = "[pytest]\nmarkers =\n    subprocess: starts a process\n    postgres: needs PostgreSQL\n"
 
 
-def runs_the_cli(url: str) -> None:
-    run("inbox", url=url)  # `.venv/bin/expenses inbox`
+def guarded(pytester: pytest.Pytester, tests: str) -> pytest.RunResult:
+    pytester.makeini(MARKS)
+    pytester.makepyfile(tests)
+    return pytester.runpytest_inprocess("-p", "support.markers", "-p", "no:cacheprovider", "-p", "no:asyncio",
+                                       "--strict-markers")
 
 
-def runs_the_demo(url: str) -> None:
-    run("--text", "Reimburse $45 for a taxi", url=url)  # `python main.py --text ...`
+@pytest.mark.subprocess
+def test_a_test_that_starts_python_without_the_subprocess_mark_fails_and_says_what_to_add(pytester):
+    result = guarded(pytester, """
+        import subprocess, sys
+        import pytest
+
+        def test_unmarked():
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+        @pytest.mark.subprocess
+        def test_marked():
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
+    """)
+    result.assert_outcomes(passed=2, errors=1)  # test_unmarked passes its body, then the guard fails it
+    result.stdout.fnmatch_lines(["*ERROR at teardown of test_unmarked*", "*without the `subprocess` mark*"])
 
 
-def through_a_helper(url: str) -> None:
-    runs_the_cli(url)  # a helper of the module's own, and request_ticket below, one of support's
+def test_a_test_on_the_postgres_server_without_the_postgres_mark_fails_and_says_what_to_add(pytester):
+    result = guarded(pytester, """
+        import pytest
 
+        @pytest.fixture
+        def postgres_admin_url():  # the shared fixture's name; no server needed to check the guard
+            return "postgresql+asyncpg://postgres@127.0.0.1:1/postgres"
 
-def serves(tmp_path) -> None:
-    with web_server(tmp_path):
-        pass
+        @pytest.fixture
+        def postgres_url(request):  # asked for by name, as db_url does
+            return request.getfixturevalue("postgres_admin_url") + "_x"
 
+        def test_unmarked(postgres_url):
+            pass
 
-async def asks_in_process() -> None:
-    async with in_process():
-        pass
+        @pytest.mark.postgres
+        def test_marked(postgres_url):
+            pass
 
-
-def opens_a_browser() -> object:
-    return async_playwright()
-
-
-def on_postgres(admin_url: str) -> str:
-    return new_postgres_database(admin_url)
-
-
-def imports_its_own() -> None:
-    import subprocess as sp
-
-    sp.run(["true"], check=True)
-
-
-@pytest.mark.parametrize("function, marks", [
-    (runs_the_cli, {"subprocess"}),
-    (runs_the_demo, {"subprocess"}),
-    (through_a_helper, {"subprocess"}),
-    (request_ticket, {"subprocess"}),
-    (serves, {"subprocess"}),
-    (imports_its_own, {"subprocess"}),
-    (opens_a_browser, {"browser"}),
-    (on_postgres, {"postgres"}),
-    (asks_in_process, set()),  # make web's app in this process: fast
-], ids=lambda value: getattr(value, "__name__", None) or ",".join(sorted(value)) or "none")
-def test_a_function_earns_the_marks_of_what_it_reaches(function, marks):
-    assert Reach().marks(function) == marks
+        def test_without_postgres():
+            pass
+    """)
+    result.assert_outcomes(passed=3, errors=1)
+    result.stdout.fnmatch_lines(["*ERROR at teardown of test_unmarked*", "*without the `postgres` mark*"])
 
 
 def test_the_postgres_side_of_db_url_is_marked_and_the_sqlite_side_is_not(request, db_url):
@@ -75,10 +71,7 @@ def test_the_postgres_side_of_db_url_is_marked_and_the_sqlite_side_is_not(reques
     assert marked == db_url.startswith("postgresql"), db_url
 
 
-def test_the_shared_server_fixture_earns_subprocess():
-    assert Reach().marks(shared.server) == {"subprocess"}  # and so every test that uses it, or `client`
-
-
+@pytest.mark.subprocess
 def test_a_started_python_is_seen_and_a_shell_tool_is_not():
     with programs_started() as started:
         subprocess.run(["true"], check=True)

@@ -51,6 +51,7 @@ async def test_the_migrations_build_exactly_the_tables_the_code_declares(db_url)
     assert await _schema_differences(db_url) == [], "ledger/schema.py and ledger/migrations/ disagree; add a migration"
 
 
+@pytest.mark.subprocess
 def test_a_release_0_1_database_upgrades_and_its_pending_ticket_pays_once(db_url):
     load_release_0_1(db_url)
 
@@ -93,6 +94,7 @@ def _paid_tickets(url: str) -> list[str]:
     return asyncio.run(find())
 
 
+@pytest.mark.subprocess
 def test_a_database_behind_is_refused_with_the_command_when_auto_migrate_is_off(sqlite_url, monkeypatch):
     load_release_0_1(sqlite_url)
     monkeypatch.setenv("AUTO_MIGRATE", "false")
@@ -160,6 +162,7 @@ async def test_processes_that_prepare_one_empty_database_at_once_take_turns(db_u
 # --- a database this version cannot bring to its schema: one line, no traceback ------
 
 
+@pytest.mark.subprocess
 def test_a_new_database_is_created_at_the_head_revision_and_says_so(sqlite_url):
     created = run("migrate", url=sqlite_url)
 
@@ -186,6 +189,7 @@ def _one_line_naming(result: subprocess.CompletedProcess[str], *revisions: str) 
 
 
 # A newer version's revision; and 0003 over tables 0004 already changed (its column is there).
+@pytest.mark.subprocess
 @pytest.mark.parametrize("stamped_as", ["0099", "0003"])
 def test_a_database_this_version_cannot_migrate_is_refused_in_one_line_everywhere(db_url, stamped_as):
     assert run("migrate", url=db_url).returncode == 0
@@ -204,6 +208,7 @@ def test_a_database_this_version_cannot_migrate_is_refused_in_one_line_everywher
     assert asyncio.run(_closing(_stamped(db_url))) == stamped_as  # nothing was changed
 
 
+@pytest.mark.subprocess
 def test_a_version_table_edited_by_hand_to_name_two_revisions_is_refused_in_one_line(sqlite_url):
     assert run("migrate", url=sqlite_url).returncode == 0
 
@@ -216,6 +221,7 @@ def test_a_version_table_edited_by_hand_to_name_two_revisions_is_refused_in_one_
         assert _one_line_naming(run(command, url=sqlite_url), "0003", migrate.head())
 
 
+@pytest.mark.subprocess
 def test_a_table_dropped_by_hand_is_refused_in_one_line_not_met_mid_request(sqlite_url):
     assert run("migrate", url=sqlite_url).returncode == 0
 
@@ -237,6 +243,7 @@ def test_the_revisions_read_without_alembic_are_alembics():
     assert migrate.head() == scripts.get_current_head()
 
 
+@pytest.mark.subprocess
 def test_an_approver_command_on_a_current_database_does_not_import_alembic(sqlite_url):
     assert run("migrate", url=sqlite_url).returncode == 0
 

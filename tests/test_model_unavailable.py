@@ -58,6 +58,7 @@ def assert_one_paragraph(stderr: str, kind: str, address: str) -> None:
     assert address in lines[0] and lines[0].endswith(ModelUnavailable.NEXT[kind]), stderr
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("kind", list(ANSWERS))
 def test_the_cli_says_in_one_line_what_failed_and_what_to_check(kind, tmp_path):
     with gemini_failing(kind) as address:
@@ -68,6 +69,7 @@ def test_the_cli_says_in_one_line_what_failed_and_what_to_check(kind, tmp_path):
     assert "is pending" not in result.stdout
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(("args", "kind"), [((), "network"), (("--text", "Reimburse $45 for a taxi"), "key")])
 def test_the_demo_says_in_one_line_what_failed_and_what_to_check(args, kind, tmp_path):
     with gemini_failing(kind) as address:
@@ -77,6 +79,7 @@ def test_the_demo_says_in_one_line_what_failed_and_what_to_check(args, kind, tmp
     assert_one_paragraph(result.stderr, kind, address)
 
 
+@pytest.mark.subprocess
 def test_gemini_named_with_no_key_at_all_says_to_set_one(tmp_path):
     result = run("request", LUNCH, "--user", "alice", url=f"sqlite+aiosqlite:///{tmp_path}/e.db",
                  env=GEMINI | {"GOOGLE_API_KEY": "", "GOOGLE_GEMINI_BASE_URL": ""})
@@ -84,6 +87,7 @@ def test_gemini_named_with_no_key_at_all_says_to_set_one(tmp_path):
     assert_one_paragraph(result.stderr, "credentials", GEMINI_ADDRESS)
 
 
+@pytest.mark.subprocess
 def test_verbose_shows_adks_tracebacks_as_well(tmp_path):
     with gemini_failing("network") as address:
         result = run("--verbose", "--text", "Reimburse $45 for a taxi", url=f"sqlite+aiosqlite:///{tmp_path}/e.db",
@@ -126,6 +130,7 @@ def sse_events(text: str) -> list[dict[str, Any]]:
     return [json.loads(line.removeprefix("data:")) for line in text.splitlines() if line.startswith("data:")]
 
 
+@pytest.mark.subprocess
 def test_make_web_answers_json_and_logs_one_paragraph(tmp_path: Path):
     with gemini_failing("key", times=2) as address, \
             web_server(tmp_path, **GEMINI, GOOGLE_GEMINI_BASE_URL=address) as server, \

@@ -18,7 +18,7 @@ import asyncio
 import itertools
 import os
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -41,8 +41,7 @@ from support.postgres import new_postgres_database
 
 from long_running_agent.ledger import Conversation, Ledger, LedgerError, Ticket, TicketStatus
 from long_running_agent.ledger.inputs import InputError
-from long_running_agent.ledger.policy import purpose_key
-from long_running_agent.ledger.schema import Base, PendingCountRow, TicketRow
+from long_running_agent.ledger.schema import Base, PayoutRow, PendingCountRow, TicketRow
 
 APP = "long_running_agent"
 APPROVERS = frozenset({"bob", "carol", "dave"})
@@ -57,6 +56,10 @@ SHARES = (None, 0.9, 0.5)
 START = datetime(2026, 6, 1, 20, 0, tzinfo=UTC)
 TTL = timedelta(hours=72)
 EXAMPLES = int(os.environ.get("INVARIANT_EXAMPLES", "100"))
+
+
+def _day(at: datetime) -> date:
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC).date()
 
 
 class Money:
@@ -94,22 +97,22 @@ class Money:
         return ticket
 
     async def _open_total(self, requester: str, purpose: str, message: str | None) -> int:
-        """What the requester has open or approved today, for this purpose or this message: from the tickets."""
+        """What the requester has open or approved today, whatever the purpose, and paid without approval; or this
+        message's requests that day: counted from the tickets and the payouts themselves."""
         day = self.clock().astimezone(UTC).date()
         async with await self.ledgers[0].database.session() as db:
             rows = list(await db.scalars(select(TicketRow).where(
                 TicketRow.user_id == requester,
                 TicketRow.status.in_([TicketStatus.PENDING, TicketStatus.APPROVED]))))
-        by_purpose = by_message = 0
-        for row in rows:
-            created = row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=UTC)
-            if created.astimezone(UTC).date() != day:
-                continue
-            if purpose_key(row.purpose) == purpose_key(purpose):
-                by_purpose += row.amount_cents
+            paid = list(await db.scalars(select(PayoutRow).where(
+                PayoutRow.user_id == requester, PayoutRow.ticket_id.is_(None))))
+        by_requester = sum(p.amount_cents for p in paid if _day(p.paid_at) == day)
+        by_message = 0
+        for row in (row for row in rows if _day(row.created_at) == day):
+            by_requester += row.amount_cents
             if message and f"message:{message}" in (row.request_groups or "").splitlines():
                 by_message += row.amount_cents
-        return max(by_purpose, by_message)
+        return max(by_requester, by_message)
 
     # --- what can happen to a ticket; each refusal is a LedgerError or an InputError -----------------
 
@@ -299,6 +302,7 @@ def test_no_sequence_breaks_the_money_invariants_on_sqlite(tmp_path):
     search(f"sqlite+aiosqlite:///{tmp_path}/invariants.db")
 
 
+@pytest.mark.postgres
 def test_no_sequence_breaks_the_money_invariants_on_postgresql(postgres_admin_url):
     search(new_postgres_database(postgres_admin_url))
 
@@ -306,7 +310,8 @@ def test_no_sequence_breaks_the_money_invariants_on_postgresql(postgres_admin_ur
 async def ticket_in_state(money: Money, state: int, round_: int) -> Ticket:
     """A ticket for a race: pending for one approver, or two (none or one given yet), or approved but undelivered."""
     cents = (20_000, 600_000, 600_000, 300_000)[state]
-    ticket = await money.request("alice", f"race {round_}", cents, None)
+    # A requester of its own each round: all of one requester's day adds up toward the two-person line.
+    ticket = await money.request(f"alice{round_}", f"race {round_}", cents, None)
     if state == 2:
         await money.approve(0, ticket.id, "dave", 0.9)
     if state == 3:
@@ -325,7 +330,7 @@ async def test_two_operations_racing_on_one_ticket_keep_the_invariants(db_url, p
             ticket = await ticket_in_state(money, state, round_)
             if "expire" in pair and round_ % 8 >= 4:
                 money.clock.now = ticket.expires_at  # the window ends as the decision comes in
-            await at_once(money, ticket.id, "alice", pair, ["bob", "carol"])
+            await at_once(money, ticket.id, ticket.user_id, pair, ["bob", "carol"])
             await money.check()
             money.clock.now = START
     finally:

@@ -254,6 +254,7 @@ async def test_what_users_write_reaches_slack_as_text_never_as_a_mention_or_a_li
     assert rejected["ticket"]["reason"] == "see <!here> & <http://x.example>"
 
 
+@pytest.mark.subprocess
 async def test_a_receiver_that_always_fails_is_given_up_and_shown(desk, sqlite_url, webhook, clock):
     webhook.fail_first = 10_000
     _chat, ticket_id = await ask()
@@ -283,6 +284,7 @@ asyncio.run(decide_then_die())
 """
 
 
+@pytest.mark.subprocess
 async def test_a_process_killed_after_the_decision_leaves_its_notification_to_be_sent(
         desk, sqlite_url, webhook, clock, tmp_path):
     _chat, ticket_id = await ask()
@@ -301,6 +303,7 @@ async def test_a_process_killed_after_the_decision_leaves_its_notification_to_be
     assert [e["type"] for e in webhook.wait_for(2)] == ["ticket.requested", "ticket.approved"]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("slowness", [{"delay": 30}, {"trickle": 2}], ids=["sleeps", "dribbles"])
 async def test_an_approver_command_returns_in_bounded_time_whatever_the_receiver_does(
         desk, sqlite_url, webhook, slowness):
@@ -344,6 +347,7 @@ async def make_due(notification_id: str) -> None:
                          .values(next_attempt_at=ledger.now() - timedelta(seconds=1)))
 
 
+@pytest.mark.subprocess
 def test_a_request_from_the_command_line_notifies_before_the_command_ends(sqlite_url, receiver):
     env = {"APPROVAL_WEBHOOK_URL": receiver.url, "APPROVAL_WEBHOOK_SECRET": SECRET}
 
@@ -354,6 +358,7 @@ def test_a_request_from_the_command_line_notifies_before_the_command_ends(sqlite
     assert event["type"] == "ticket.requested" and receiver.received[0].signed_with(SECRET)
 
 
+@pytest.mark.subprocess
 async def test_the_server_notifies_and_answers_one_of_two_approvals_over_its_api(tmp_path, receiver):
     with web_server(tmp_path, APPROVAL_WEBHOOK_URL=receiver.url, APPROVAL_WEBHOOK_SECRET=SECRET) as server:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as client:
@@ -384,6 +389,7 @@ async def test_the_server_notifies_and_answers_one_of_two_approvals_over_its_api
     assert shown["ticket"]["approved_by"] == ["bob", "carol"]
 
 
+@pytest.mark.subprocess
 async def test_the_server_decides_at_once_and_sends_around_a_receiver_that_dribbles(tmp_path):
     def stalls(event):
         return event["type"] == "ticket.approved" and event["ticket"]["purpose"] == "slow lunch"
@@ -445,6 +451,8 @@ def _approvals(receiver: Receiver, count: int, timeout: float = 10) -> list:
     return approvals
 
 
+@pytest.mark.postgres
+@pytest.mark.subprocess
 def test_two_replicas_send_one_outbox_without_duplicates(tmp_path, postgres_admin_url):
     database_url = new_postgres_database(postgres_admin_url)
     with Receiver(delay=0.05) as receiver:
@@ -544,6 +552,7 @@ async def test_the_reminder_reaches_the_conversation_as_an_update_of_the_pending
     assert delivered.delivered and len(await ledger_at(sqlite_url).payouts.find(ticket_id=reminded.id)) == 1
 
 
+@pytest.mark.subprocess
 def test_every_setting_is_checked_at_start(tmp_path):
     url = f"sqlite+aiosqlite:///{tmp_path}/x.db"
     for env, says in (

@@ -6,10 +6,13 @@ import asyncio
 import time
 
 import httpx
+import pytest
 from support.desks import current
 from support.http import as_approver, assert_error, payouts, request_over_run, run_body, user_text
 from support.postgres import new_postgres_database, postgres_cluster
 from support.servers import APP, web_server
+
+pytestmark = [pytest.mark.postgres, pytest.mark.subprocess]
 
 
 async def wait_for_health(client: httpx.AsyncClient, status: int, timeout: float = 30) -> httpx.Response:

@@ -22,6 +22,8 @@ from support.processes import ROOT
 from support.project import ADK, cloned_project, expenses, fresh_project, plain_adk, plain_env, ticket_in
 from support.servers import APP, LUNCH, web_server
 
+pytestmark = pytest.mark.subprocess
+
 # ADK's per-agent store, relative to the project folder.
 ADK_SESSIONS = Path("long_running_agent") / ".adk" / "session.db"
 

@@ -29,6 +29,7 @@ def _normalise(text: str) -> list[str]:
     return [line for line in lines if not line.startswith(("Model:", "Database:"))]
 
 
+@pytest.mark.subprocess
 def test_readme_transcript_matches_python_main_py(sqlite_url):
     shown = re.search(r"<!-- transcript: python main.py -->\n```text\n(.*?)```", README, re.S)
     assert shown, "the README lost its transcript"
@@ -37,6 +38,7 @@ def test_readme_transcript_matches_python_main_py(sqlite_url):
     assert _normalise(result.stdout) == _normalise(shown.group(1))
 
 
+@pytest.mark.subprocess
 def test_the_demo_shows_the_database_line_the_readme_shows(tmp_path):
     """On the default database, a fresh clone's demo names it as the README does: in the project folder."""
     shown = re.search(r"<!-- transcript: python main.py -->\n```text\n.*?^(Database: .*?)$", README, re.S | re.M)

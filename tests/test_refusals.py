@@ -131,6 +131,7 @@ def test_a_next_step_names_each_surfaces_own_way_to_do_it():
         refusal.next_for(API).replace("POST /api/approvals/T-0123456789ab/deliver", "X"))
 
 
+@pytest.mark.subprocess
 def test_the_cli_says_the_refusal_the_api_answers_with_a_command_for_the_route(sqlite_url):
     refused = run("approve", "T-000000000000", "--approver", "bob", url=sqlite_url)
 

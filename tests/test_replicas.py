@@ -11,10 +11,13 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import pytest
 from support.desks import current
 from support.http import as_approver, assert_resumed_once_and_paid, request_over_run
 from support.postgres import new_postgres_database
 from support.servers import web_servers
+
+pytestmark = [pytest.mark.postgres, pytest.mark.subprocess]
 
 CONVERSATIONS = 6
 

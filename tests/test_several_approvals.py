@@ -48,6 +48,7 @@ async def test_one_message_opens_a_ticket_per_large_expense_and_pays_the_small_o
     assert all(t.id in told for t in tickets.values()) and "$45.00 for taxi was paid" in told
 
 
+@pytest.mark.subprocess
 async def test_each_ticket_is_decided_on_its_own_in_any_order_and_paid_once(db_url):
     model = RecordedOfflineModel()
     chat, _events = await ask_three(db_url, model)

@@ -533,6 +533,7 @@ async def test_a_click_answered_by_a_server_that_died_before_deciding_is_decided
     assert [(e["action"], e["actor"]) for e in audit if e["action"] == "approved"] == [("approved", "bob")]
 
 
+@pytest.mark.subprocess
 async def test_a_server_killed_between_the_click_and_the_delivery_finishes_both_after_a_restart(
         tmp_path, fake_slack):
     env = {
@@ -610,6 +611,7 @@ def test_slack_settings_are_checked_at_start_with_what_to_set(monkeypatch, env, 
         load_settings()
 
 
+@pytest.mark.subprocess
 def test_the_server_refuses_to_start_with_a_slack_user_mapped_to_no_approver(tmp_path):
     env = os.environ | {
         "EXPENSES_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db", "APPROVERS": "bob:bob-token,carol:carol-tok",
@@ -623,6 +625,7 @@ def test_the_server_refuses_to_start_with_a_slack_user_mapped_to_no_approver(tmp
     assert line == shown_in_docs("refused at start", "text").strip()
 
 
+@pytest.mark.subprocess
 def test_the_app_without_slack_settings_never_imports_slack_sdk():
     probe = ("import sys; from long_running_agent.web import create_server; from long_running_agent.agent import "
              "build_app; from long_running_agent.desk import Desk; from long_running_agent.settings import "

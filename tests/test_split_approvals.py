@@ -1,9 +1,8 @@
-"""Splitting a request does not dodge the two-person rule.
+"""Splitting a request, however it is worded, does not dodge the two-person rule.
 
-A requester's open or approved requests for the same purpose on one UTC day,
-and the requests of one message, add up toward DUAL_APPROVAL_ABOVE ($5,000 by
-default): the request that takes the total past it needs two approvers, and
-the requester and the approvers are told why. A rejected, expired or
+All a requester asked for (open or approved) or was paid without approval on one UTC day, whatever the purposes
+say, and the requests of one message, add up toward DUAL_APPROVAL_ABOVE ($5,000 by default): the request that takes
+the total past it needs two approvers, and the requester and the approvers are told why. A rejected, expired or
 withdrawn request no longer counts. The totals are raised in the database,
 one statement per request, so requests racing in two processes still cross
 the line once.
@@ -13,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from support.clock import FakeClock
 from support.conversation import Conversation, responses
 from support.desks import current
@@ -21,7 +21,8 @@ from support.processes import run
 from support.tickets import open_ticket_for
 
 from long_running_agent.approval.courier import Outcome, decide_and_deliver
-from long_running_agent.ledger import Ledger, TicketStatus
+from long_running_agent.ledger import Conversation as Where
+from long_running_agent.ledger import Ledger, TicketStatus, ToolCall
 
 TWICE = "Reimburse $4,500 for the server and $4,500 for the server"
 
@@ -52,13 +53,42 @@ async def test_one_message_split_in_two_needs_a_second_approver_for_the_part_tha
     assert [p.amount_cents for p in await ledger.payouts.find(ticket_id=two.id)] == [450_000]
 
 
-async def test_the_same_purpose_in_two_messages_adds_up_the_same_day(sqlite_url):
+async def test_every_request_of_the_day_adds_up_whatever_its_purpose(sqlite_url):
     chat, [first] = await ask(sqlite_url, "Reimburse $4,500 for the server")
     _chat, [second] = await ask(sqlite_url, "Reimburse $4,500 for a server.", chat)
     _chat, [other] = await ask(sqlite_url, "Reimburse $4,500 for the office chairs", chat)
     ledger = ledger_at(sqlite_url)
 
-    assert [(await ledger.tickets.get(r["ticket_id"])).approvals_needed for r in (first, second, other)] == [1, 2, 1]
+    assert [(await ledger.tickets.get(r["ticket_id"])).approvals_needed for r in (first, second, other)] == [1, 2, 2]
+
+
+# What a hostile probe reworded to split $9,000 between two chats, each past one approver alone.
+REWORDED = [("team dinner", "dinner for the team"), ("offsite dinner 1/2", "offsite dinner 2/2"),
+            ("team dinner", "team dinner (part 2)"), ("team dinner", "team dinner #2"), ("team dinner", "team dinner)"),
+            ("team dinner", "team dinner —"), ("team dinner", "team dinner 🍽"), ("client lunch", "hotel nights")]
+
+
+@pytest.mark.parametrize("first, second", REWORDED)
+async def test_rewording_a_split_does_not_dodge_the_two_person_rule(sqlite_url, first, second):
+    ledger = ledger_at(sqlite_url)
+    # Two chats of alice's, each one message: what the tools ask the ledger.
+    chats = [ToolCall(Where("long_running_agent", "alice", f"chat-{n}"), call_id="adk-1", message_id=f"m-{n}")
+             for n in (1, 2)]
+    one = await ledger.request_approval(chats[0], purpose=first, amount=4500)
+    two = await ledger.request_approval(chats[1], purpose=second, amount=4500)
+
+    assert (one.ticket.approvals_needed, two.ticket.approvals_needed) == (1, 2)
+    # The requester is told why, naming the first request, and never to split.
+    why = two.as_response()["why"]
+    assert one.ticket.id in why and "whatever each is for" in why and "split" not in why
+
+
+async def test_what_was_paid_without_approval_that_day_counts_too(sqlite_url):
+    chat, _taxi = await ask(sqlite_url, "Reimburse $90 for a taxi")
+    _chat, [large] = await ask(sqlite_url, "Reimburse $4,950 for the conference fees", chat)
+
+    assert (await ledger_at(sqlite_url).tickets.get(large["ticket_id"])).approvals_needed == 2
+    assert "$90.00 paid to you without approval today" in large["why"]
 
 
 async def test_one_message_with_different_purposes_adds_up_too(sqlite_url):
@@ -86,7 +116,7 @@ async def test_requests_racing_in_two_processes_cross_the_line_once(db_url):
         ledgers = [Ledger(db_url) for _ in range(2)]
         try:
             opened = await asyncio.gather(*(
-                open_ticket_for(ledger, 450_000, purpose=f"server {round_}", session=f"s-{round_}-{n}")
+                open_ticket_for(ledger, 450_000, user=f"dave{round_}", session=f"s-{round_}-{n}")
                 for n, ledger in enumerate(ledgers)))
         finally:
             for ledger in ledgers:
@@ -94,6 +124,7 @@ async def test_requests_racing_in_two_processes_cross_the_line_once(db_url):
         assert sorted(t.approvals_needed for t in opened) == [1, 2]
 
 
+@pytest.mark.subprocess
 def test_the_approver_sees_why_two_approvers_are_needed(sqlite_url):
     asked = run("request", TWICE, "--user", "alice", url=sqlite_url)
     assert asked.returncode == 0, asked.stderr
@@ -101,7 +132,7 @@ def test_the_approver_sees_why_two_approvers_are_needed(sqlite_url):
 
     [one_line, two_line] = [line for line in listed.stdout.splitlines() if "server" in line]
     assert "needs 2 approvers" not in one_line
-    assert "[needs 2 approvers: $9,000.00 with the same purpose or message today]" in two_line
+    assert "[needs 2 approvers: $9,000.00 with alice's others today]" in two_line
     ticket_id = two_line.split()[0]
     shown = run("show", ticket_id, url=sqlite_url).stdout
     assert '"combined_amount": 9000.0' in shown

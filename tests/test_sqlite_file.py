@@ -37,6 +37,7 @@ def database_file(url: str) -> Path:
     return Path(make_url(url).database or "")
 
 
+@pytest.mark.subprocess
 async def test_server_keeps_answering_when_the_sqlite_side_files_are_truncated(tmp_path):
     with web_server(tmp_path) as server:
         db = database_file(server.database_url)
@@ -64,6 +65,7 @@ async def test_server_keeps_answering_when_the_sqlite_side_files_are_truncated(t
         assert not seen & {"-shm", "-wal"}, seen
 
 
+@pytest.mark.subprocess
 async def test_deleted_database_file_is_a_json_503_not_a_second_file(tmp_path):
     with web_server(tmp_path) as server:
         db = database_file(server.database_url)
@@ -114,6 +116,7 @@ async def test_ledger_and_sessions_stop_on_a_file_that_is_not_the_one_they_opene
     assert db.exists() == (how == "replaced")
 
 
+@pytest.mark.subprocess
 def test_cli_says_in_one_line_that_the_database_file_is_gone(sqlite_url, desk, capsys):
     args = argparse.Namespace(verbose=False, limit=20, offset=0)
 

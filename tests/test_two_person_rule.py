@@ -205,6 +205,7 @@ async def test_an_approval_without_an_amount_keeps_the_smaller_amount_the_other_
     assert approved.status is TicketStatus.APPROVED and approved.payable_cents == 400_000
 
 
+@pytest.mark.subprocess
 def test_the_cli_shows_one_of_two_and_the_second_approver_decides(sqlite_url):
     ticket_id = request_ticket(sqlite_url, "Please reimburse $6,000 for the conference sponsorship")
 
@@ -224,6 +225,7 @@ def test_the_cli_shows_one_of_two_and_the_second_approver_decides(sqlite_url):
     assert '"approved_by": [\n    "bob",\n    "carol"\n  ]' in shown and "approval    by bob: 1 of 2" in shown
 
 
+@pytest.mark.subprocess
 def test_with_approvers_set_the_cli_decides_only_as_those_names(sqlite_url):
     configured = {"APPROVERS": "bob:token-bob-1,carol:token-carol-1"}
     ticket_id = request_ticket(sqlite_url, "Please reimburse $9,000 for the server")

@@ -19,6 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import httpx
+import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
@@ -119,6 +120,7 @@ def unwritable_journal(database: Path) -> Iterator[None]:
             journal.rmdir()
 
 
+@pytest.mark.subprocess
 async def test_an_unwritable_sqlite_journal_fails_health_and_no_answer_carries_sql(sqlite_url):
     async with in_process() as client:
         made = await client.post(f"/apps/{APP}/users/alice/sessions", json={})

@@ -19,6 +19,8 @@ from support.processes import request_ticket, run, start
 from long_running_agent.approval.courier import decide_and_deliver
 from long_running_agent.ledger import AlreadyDecided, Ledger, NotRequester, TicketStatus
 
+pytestmark = pytest.mark.subprocess
+
 TWO = "Reimburse $250 for the team lunch and $480 for the conference ticket"
 
 

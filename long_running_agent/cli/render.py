@@ -39,7 +39,7 @@ def pending(inbox: Inbox, limit: int, offset: int) -> None:
         age = f"{minutes // 1440}d" if minutes >= 1440 else f"{minutes // 60}h" if minutes >= 60 else f"{minutes}m"
         waits = f"  [{t.approvals_so_far} approvals: {t.first_approved_by}]" if t.first_approved_by else ""
         if t.needs_two_approvers and not t.first_approved_by:
-            waits += (f"  [needs 2 approvers: {t.combined_text} with the same purpose or message today]"
+            waits += (f"  [needs 2 approvers: {t.combined_text} with {printable(t.user_id)}'s others today]"
                       if t.combined_text else "  [needs 2 approvers]")
         print(f"{t.id:<16} {printable(t.user_id):<12} {t.amount_text:>12}  "
               f"{age:>4}  {printable(t.purpose)}{waits}")

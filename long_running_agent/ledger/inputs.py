@@ -83,29 +83,53 @@ def reason(raw: object, *, required: bool, needed_by: str = "A rejection") -> st
 
 
 def purpose(raw: object) -> str:
-    """What an expense was for: one line in NFKC, no word mixing look-alike scripts (the split rules compare it)."""
+    """What an expense was for: one line in NFKC, with nothing invisible and no letters that pass for another script's.
+
+    Purposes are shown to approvers and compared by the same-purpose rule, so what cannot be seen, or looks like
+    what it is not, is refused and named (docs/security.md: one rule per input).
+    """
     if not isinstance(raw, str) or not raw.strip():
         raise InputError("purpose", "Say what the expense was for, e.g. 'team lunch'.")
+    if (hidden := _invisible(raw)) is not None:
+        raise InputError("purpose", f"The purpose has an invisible character, {hidden}; type it again without it.")
     text = " ".join(unicodedata.normalize("NFKC", raw).split())
-    if _CONTROL.search(text):
-        raise InputError("purpose", "The purpose contains control or invisible characters; write plain text.")
     if len(text) > MAX_PURPOSE:
         raise InputError("purpose", f"Keep the purpose under {MAX_PURPOSE} characters.")
-    for word in re.findall(r"[^\W\d_]+", text):
-        scripts = {_script(letter) for letter in word} & _LOOK_ALIKE_SCRIPTS
-        if len(scripts) > 1:
-            raise InputError("purpose", f"The word {word!r} mixes {' and '.join(sorted(scripts))} letters, which "
-                                        "look alike but are not the same; type it again in one alphabet.")
+    if not text.isascii() and (look_alike := _look_alike(text)) is not None:
+        raise InputError("purpose", f"The purpose mixes {look_alike}; type it again in one alphabet.")
     return text
 
 
-# Scripts whose letters pass for each other (a, е, о, р, с, у, х in Cyrillic; ο, ν, ρ in Greek).
-_LOOK_ALIKE_SCRIPTS = {"Latin", "Cyrillic", "Greek"}
+# Invisible, whatever Unicode calls them: variation selectors (Mn), fillers (Lo, So) and joiners beyond Cf and Cc.
+_HIDDEN = re.compile("[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2800\u3164\ufe00-\ufe0f\uffa0"
+                     "\U000e0100-\U000e01ef]")
 
 
-def _script(letter: str) -> str:
-    """"Latin", "Cyrillic", "Greek", ... from the letter's Unicode name (LATIN SMALL LETTER E)."""
-    return unicodedata.name(letter, "unknown").split(" ", 1)[0].capitalize()
+def _invisible(text: str) -> str | None:
+    """The first character of `text` nobody sees (a format or control character, a variation selector, a filler)."""
+    for at, char in enumerate(text, start=1):
+        if char not in " \t\n\r" and (unicodedata.category(char) in ("Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp")
+                                       or _HIDDEN.match(char)):
+            return f"U+{ord(char):04X} {unicodedata.name(char, '(a control character)')}, at character {at}"
+    return None
+
+
+def _look_alike(text: str) -> str | None:
+    """The scripts `text` mixes and a letter that passes for another, if it mixes scripts with look-alike letters.
+
+    Unicode's confusables table (confusable_homoglyphs, imported only for text that is not ASCII) decides.
+    """
+    from confusable_homoglyphs import categories, confusables
+
+    if not confusables.is_dangerous(text):
+        return None
+    letters = [categories.alias(char) for char in text if char.isalpha()]
+    most = max(set(letters), key=letters.count)
+    found = confusables.is_confusable(text, preferred_aliases=[most.lower()]) or confusables.is_confusable(text)
+    assert found  # what is_dangerous said
+    scripts = " and ".join(sorted(a.title() for a in categories.unique_aliases(text) - {"COMMON", "INHERITED"}))
+    char, like = found[0]["character"], found[0]["homoglyphs"][0]["c"]
+    return f"{scripts} letters that look alike ({char!r} passes for {like!r})"
 
 
 _CENT = Decimal("0.01")
@@ -128,8 +152,8 @@ def amount(raw: object, *, most: Decimal) -> Decimal:
         raise AmountError(NOT_POSITIVE, f"The amount must be more than zero{got}.", shown=shown, most=most)
     if value > most:
         named = f"The amount {shown}" if shown else "The amount"
-        raise AmountError(ABOVE_MAXIMUM, f"{named} is above the ${most:,} limit for one reimbursement; split it "
-                                         "or contact finance.", shown=shown, most=most)
+        raise AmountError(ABOVE_MAXIMUM, f"{named} is above the ${most:,} limit for one reimbursement; contact "
+                                         "finance for more.", shown=shown, most=most)
     cents = value.quantize(_CENT)  # exact arithmetic from here: the value is at most `most`
     if cents != value:
         raise AmountError(FRACTION_OF_A_CENT, f"The amount {value} has fractions of a cent; give it in dollars "

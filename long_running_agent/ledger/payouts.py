@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..refusals.rules import DAILY_LIMIT, SAME_PURPOSE, NeedsApproval, NotApproved
-from . import audit
+from . import audit, request_totals
 from .database import Database, new_id
 from .records import Conversation, Payout, Ticket, TicketStatus
 from .schema import (
@@ -195,6 +195,8 @@ class Payouts:
                 await db.execute(_PAY, payout)
                 await db.execute(_SAME_PURPOSE_KEY, {"payout_id": payout["id"], "requester": requester, "day": day,
                                                      "purpose_key": purpose_key})
+                # Paid is part of what the requester got that day: the two-person rule counts it too.
+                await request_totals.add(db, requester, day, [request_totals.REQUESTER], amount_cents)
             return Payout.of(SimpleNamespace(**payout)), False
         except (_OverDailyLimit, IntegrityError):
             # A re-run of this call that raced the first: report its payout.

@@ -168,7 +168,7 @@ class Ticket:
             "amount": self.amount,
             **({"approved_amount": float(from_cents(self.payable_cents))} if self.changed else {}),
             **({"approvals": self.approvals_so_far, "approved_by": self.approvers} if self.needs_two_approvers else {}),
-            # Two approvers because this request and others of the same purpose or message add up.
+            # Two approvers because this request and the requester's others that day (or message) add up.
             **({"combined_amount": float(from_cents(self.combined_cents))} if self.combined_cents else {}),
             **({"escalated_to": self.escalated_to} if self.escalated_to else {}),
             "created_at": self.created_at.isoformat(timespec="seconds"),
@@ -197,9 +197,14 @@ class Requested:
         why = self.daily_rules
         if self.ticket.combined_text is not None:
             listed = ", ".join(f"{t.id} ({t.amount_text} for {t.purpose})" for t in self.combined_with)
-            why = (f"Together with {listed or 'your other requests'}, asked today or in the same message, this "
-                   f"comes to {self.ticket.combined_text}, above the ${self.dual_approval_above:,} one "
-                   "approver may approve, so two approvers must approve it.")
+            paid = (self.ticket.combined_cents or 0) - self.ticket.amount_cents - sum(
+                t.amount_cents for t in self.combined_with)
+            others = [f"your other requests today ({listed})"] if listed else []
+            others += [f"${from_cents(paid):,} paid to you without approval today"] if paid > 0 else []
+            others = others or ["your other requests in the same message"]
+            why = (f"Together with {' and '.join(others)}, this comes to {self.ticket.combined_text}, above the "
+                   f"${self.dual_approval_above:,} one approver may approve, whatever each is for, so two approvers "
+                   "must approve it.")
         return self.ticket.as_response() | ({"why": why} if why else {})
 
 

@@ -1,11 +1,14 @@
-"""The two-person rule's running totals, so that splitting a request does not dodge the rule.
+"""The two-person rule's running totals, so that splitting a request, however it is worded, does not dodge the rule.
 
-Opening a ticket raises its groups' totals and reads them back in one upsert, so of several requests racing, the one
-that crosses DUAL_APPROVAL_ABOVE needs two approvers (docs/security.md: split requests).
+Two totals per ticket: everything its requester asked approvers for or was paid without approval that UTC day,
+whatever the purposes say (`REQUESTER`), and its message's requests. Opening a ticket raises them and reads them back
+in one upsert, so of several requests racing, the one that crosses DUAL_APPROVAL_ABOVE needs two approvers; a
+payout without approval raises the first in its own transaction (docs/security.md: split requests).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
@@ -14,17 +17,21 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from .policy import purpose_key, requester_of
+from .policy import requester_of
 from .records import Ticket, TicketStatus, _utc
-from .schema import RequestTotalRow, TicketRow
+from .schema import DailyAutoApprovalRow, RequestTotalRow, TicketRow
 
 # The upsert, by (PostgreSQL?, number of groups); its values are bound at execution.
 _ADD: dict[tuple[bool, int], Any] = {}
 
 
-def groups_of(purpose: str, message_id: str | None) -> list[str]:
-    """The request groups a ticket counts in: its purpose, and its message when ADK names one."""
-    return [f"purpose:{purpose_key(purpose)}"] + ([f"message:{message_id}"] if message_id else [])
+# The group of every request and payout of a requester's day.
+REQUESTER = "requester"
+
+
+def groups_of(message_id: str | None) -> list[str]:
+    """The groups a ticket counts in: its requester's day, and its message when ADK names one."""
+    return [REQUESTER] + ([f"message:{message_id}"] if message_id else [])
 
 
 async def add(db: AsyncConnection, user_id: str, day: date, groups: list[str], cents: int) -> int:
@@ -58,16 +65,43 @@ async def take_back(db: AsyncConnection, row: Any) -> None:
         )
 
 
-async def combined_with(db: AsyncSession, ticket: Ticket) -> list[Ticket]:
-    """The requester's other open or approved tickets that count toward `ticket`'s totals (same group, same day)."""
-    mine = await db.scalar(select(TicketRow.request_groups).where(TicketRow.id == ticket.id))
-    groups = set((mine or "").splitlines())
-    start = datetime.combine(ticket.created_at.astimezone(UTC).date(), time(), tzinfo=UTC)
-    rows = await db.scalars(
-        select(TicketRow).where(
-            TicketRow.user_id == ticket.user_id, TicketRow.id != ticket.id,
-            TicketRow.created_at >= start, TicketRow.created_at < start + timedelta(days=1),
-            TicketRow.status.in_([TicketStatus.PENDING, TicketStatus.APPROVED]),
-        ).order_by(TicketRow.created_at, TicketRow.id)
-    )
-    return [Ticket.of(r) for r in rows if groups & set((r.request_groups or "").splitlines())]
+@dataclass(frozen=True)
+class RequesterDay:
+    """A ticket's requester's UTC day: their other requests, and what they were paid without approval.
+
+    Every approver surface shows it beside the ticket, so that nobody approves half of a split unknowingly.
+    """
+
+    day: date
+    others: list[Ticket]
+    paid_without_approval_cents: int
+
+    def total_cents(self, ticket: Ticket) -> int:
+        """What the requester asked for (and may still be paid) or was paid that day, `ticket` included."""
+        counted = [t for t in (ticket, *self.others) if t.status in (TicketStatus.PENDING, TicketStatus.APPROVED)]
+        return sum(t.amount_cents for t in counted) + self.paid_without_approval_cents
+
+
+def _day(ticket: Ticket) -> date:
+    return ticket.created_at.astimezone(UTC).date()
+
+
+async def requester_days(db: AsyncSession, tickets: list[Ticket]) -> dict[str, RequesterDay]:
+    """Each ticket's RequesterDay, by ticket id: two reads for any number of tickets."""
+    if not tickets:
+        return {}
+    days = {_day(t) for t in tickets}
+    start = datetime.combine(min(days), time(), tzinfo=UTC)
+    rows = await db.scalars(select(TicketRow).where(
+        TicketRow.user_id.in_({t.user_id for t in tickets}), TicketRow.created_at >= start,
+        TicketRow.created_at < datetime.combine(max(days), time(), tzinfo=UTC) + timedelta(days=1),
+    ).order_by(TicketRow.created_at, TicketRow.id))
+    theirs: dict[tuple[str, date], list[Ticket]] = {}
+    for ticket in map(Ticket.of, rows):
+        theirs.setdefault((ticket.user_id, _day(ticket)), []).append(ticket)
+    paid = {(requester, day): cents for requester, day, cents in await db.execute(
+        select(DailyAutoApprovalRow.requester, DailyAutoApprovalRow.day, DailyAutoApprovalRow.total_cents).where(
+            DailyAutoApprovalRow.requester.in_({requester_of(t.user_id) for t in tickets}),
+            DailyAutoApprovalRow.day >= min(days), DailyAutoApprovalRow.day <= max(days)))}
+    return {t.id: RequesterDay(_day(t), [o for o in theirs.get((t.user_id, _day(t)), []) if o.id != t.id],
+                               paid.get((requester_of(t.user_id), _day(t)), 0)) for t in tickets}

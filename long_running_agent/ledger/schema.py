@@ -101,6 +101,8 @@ class TicketRow(Base):
         Index("ix_approval_tickets_undelivered", "decided_at", "id", "delivered_at", "settled_at",
               sqlite_where=_UNDELIVERED_SQL, postgresql_where=_UNDELIVERED_SQL),
         UniqueConstraint("app_name", "user_id", "session_id", "call_id"),
+        # A requester's day beside each ticket approvers see (request_totals.requester_days).
+        Index("ix_approval_tickets_user_created", "user_id", "created_at"),
     )
 
 
@@ -131,7 +133,7 @@ class DailyAutoApprovalRow(Base):
 
 
 class RequestTotalRow(Base):
-    """What one requester asked approvers for on one UTC day, per request group (request_totals.py)."""
+    """What one requester asked approvers for, or was paid, on one UTC day, per group (request_totals.py)."""
 
     __tablename__ = "request_totals"
     requester: Mapped[str] = mapped_column(String(128), primary_key=True)

@@ -119,7 +119,7 @@ class Tickets:
     ) -> Ticket:
         """Open a pending ticket; `note` (why it needs approval) goes into its audit trail."""
         now = self.database.now()
-        groups = request_totals.groups_of(purpose, message_id)
+        groups = request_totals.groups_of(message_id)
         async with self.database.transaction() as db:
             combined = await request_totals.add(db, user_id, now.astimezone(UTC).date(), groups, amount_cents)
             dual = dual_above_cents is not None and combined > dual_above_cents
@@ -136,7 +136,7 @@ class Tickets:
             detail = f"${from_cents(amount_cents):,} for {purpose}" + (f" (needs approval: {note})" if note else "")
             if values["combined_cents"] is not None:
                 detail += (f" (needs 2 approvers: ${from_cents(combined):,} with the requester's other "
-                           "requests for the same purpose today, or in the same message)")
+                           "requests and payouts today, or in the same message)")
             elif dual:
                 detail += " (needs 2 approvers)"
             await audit.write(db, ticket_id, at=now, actor=user_id, action="requested", detail=detail)
@@ -145,11 +145,16 @@ class Tickets:
         return ticket
 
     async def combined_with(self, ticket: Ticket) -> list[Ticket]:
-        """The other open or approved tickets that count toward `ticket`'s totals (same groups, same day)."""
+        """The requester's other open or approved tickets that day, when they made `ticket` need two approvers."""
         if ticket.combined_cents is None:
             return []
+        day = (await self.requester_days([ticket]))[ticket.id]
+        return [t for t in day.others if t.status in (TicketStatus.PENDING, TicketStatus.APPROVED)]
+
+    async def requester_days(self, tickets: list[Ticket]) -> dict[str, request_totals.RequesterDay]:
+        """Each ticket's requester's UTC day (request_totals.RequesterDay), by ticket id."""
         async with await self.database.session() as db:
-            return await request_totals.combined_with(db, ticket)
+            return await request_totals.requester_days(db, tickets)
 
     async def get(self, ticket_id: str) -> Ticket:
         async with self.database.transaction() as db:

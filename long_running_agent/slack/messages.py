@@ -55,7 +55,7 @@ def event_text(event: str, ticket: dict[str, Any]) -> str:
     if event == "ticket.requested":
         needs = "; it needs two approvers" if ticket.get("approvals") else "; it needs an approver"
         if ticket.get("combined_amount") is not None:
-            needs += f" ({_dollars(ticket['combined_amount'])} with the same purpose or message today)"
+            needs += f" ({_dollars(ticket['combined_amount'])} with {slack_text(ticket['requester'])}'s others today)"
     if approved is not None and event == "ticket.approved":
         amount = f"{amount} of the {_dollars(ticket['amount'])} asked"
     approved_by = ticket.get("approved_by") or []

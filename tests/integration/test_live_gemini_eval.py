@@ -17,7 +17,7 @@ import pytest
 from support.evals import documented, run_documented_adk_eval
 from support.live import LIVE_KEY, LIVE_MODEL, NEEDS_KEY
 
-pytestmark = pytest.mark.skipif(not LIVE_KEY, reason=NEEDS_KEY)
+pytestmark = [pytest.mark.subprocess, pytest.mark.skipif(not LIVE_KEY, reason=NEEDS_KEY)]
 
 
 def test_live_gemini_passes_the_eval_set_with_adk_eval(tmp_path):

@@ -11,9 +11,9 @@ these after each step (tests/test_money_invariants.py):
 4. a rejected, withdrawn or expired ticket never pays;
 5. every approved ticket is paid, can still be delivered, or has a recorded
    failed delivery that `settle` accepts;
-6. split requests: the payouts of one-approver tickets of one requester, for
-   one purpose on one UTC day, or from one message, add up to at most the
-   two-person line;
+6. split requests: the payouts of one-approver tickets of one requester on one
+   UTC day, whatever their purposes, or from one message, add up to at most
+   the two-person line;
 7. the pending count the database keeps (the inbox's total) is the number of
    pending tickets.
 """
@@ -27,7 +27,7 @@ from datetime import UTC
 from sqlalchemy import func, select
 
 from long_running_agent.ledger import Ledger, TicketStatus
-from long_running_agent.ledger.policy import purpose_key, requester_of
+from long_running_agent.ledger.policy import requester_of
 from long_running_agent.ledger.schema import PayoutRow, PendingCountRow, TicketRow
 
 
@@ -86,7 +86,7 @@ async def check_money_invariants(
                 assert payout.amount_cents <= cents, f"{ticket_id} paid more than {approver} approved"
             if row.approvals_needed == 1:
                 day = _utc_day(row)
-                single_approver_paid[(row.user_id, day, "purpose:" + purpose_key(row.purpose))] += payout.amount_cents
+                single_approver_paid[(requester_of(row.user_id), day, "requester")] += payout.amount_cents
                 for group in (row.request_groups or "").splitlines():
                     if group.startswith("message:"):
                         single_approver_paid[(row.user_id, day, group)] += payout.amount_cents
