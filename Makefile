@@ -65,5 +65,7 @@ lock:
 	mv $(LOCK).new $(LOCK)
 	rm -rf .lock-venv
 
+# Also what plain `adk` commands and `adk eval` write at run time: an .adk folder wherever an agent's is.
 clean:
-	rm -rf $(VENV) .nox .data .adk long_running_agent/.adk .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache
+	rm -rf $(VENV) .nox .data .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache
+	find . -path ./.git -prune -o -type d -name .adk -prune -exec rm -rf {} +

@@ -63,5 +63,5 @@ def build_app(desk: Desk, *, model: str | BaseLlm | None = None, plugins: Sequen
 
 # What `adk web`, `adk api_server` and `adk run` load: the app on the settings in .env and the environment
 # (one it cannot use stops the program with one line naming it).
-app = Desk(settings_or_exit(), app=build_app).app
+app = Desk(settings_or_exit(stop=True), app=build_app).app
 root_agent = app.root_agent

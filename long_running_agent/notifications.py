@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING
 import httpx
 
 from .ledger import Ledger, Notification
-from .ledger.outbox import LEASE
+from .ledger.outbox import LEASE, MAX_ATTEMPTS
 from .settings import Settings
 from .slack import replies
 from .slack.messages import SLACK_REPLY, SLACK_UPDATE, Buttons, event_text, notification_blocks
+from .slack.payloads import refused_response_url
 from .slack.replies import PAYOUT_POLL
 
 if TYPE_CHECKING:
@@ -85,7 +86,8 @@ async def send_due(ledger: Ledger, settings: Settings, client: httpx.AsyncClient
     async with (contextlib.nullcontext(client) if client is not None
                 else httpx.AsyncClient(timeout=httpx.Timeout(deadline), follow_redirects=False)) as http:
         buttons = Buttons.of(settings) if settings.slack else None
-        post = _Poster(ledger, str(settings.webhook_url), settings.webhook_secret, deadline, http, buttons)
+        post = _Poster(ledger, str(settings.webhook_url), settings.webhook_secret, deadline, http, buttons,
+                       settings.slack_response_url_hosts)
         try:
             while True:
                 free = CONCURRENT - sum(held.values())
@@ -141,6 +143,7 @@ class _Poster:
     deadline: float
     http: httpx.AsyncClient
     buttons: Buttons | None = None
+    response_url_hosts: tuple[str, ...] = ()
 
     async def in_order(self, batch: list[Notification], ends: float) -> list[Attempt]:
         """One ticket's notifications, one after another, so a receiver sees them in the order they happened.
@@ -169,6 +172,10 @@ class _Poster:
         payload = json.loads(notification.payload)
         url = self.url
         if notification.event in (SLACK_UPDATE, SLACK_REPLY):
+            # Checked where it arrived too (slack/actions.py); a row written before that check is refused here.
+            refused = refused_response_url(str(payload.get("response_url")), self.response_url_hosts)
+            if refused is not None:
+                return await self._failed(notification, f"response_url not followed: {refused}", each=True)
             message = await replies.reply(self.ledger, notification, payload, self.buttons)
             if message is None:
                 await self.ledger.outbox.postpone(notification.id, HOLDER, self.ledger.now() + PAYOUT_POLL)
@@ -177,6 +184,8 @@ class _Poster:
             headers = {"Content-Type": "application/json"}
         else:
             payload["timestamp"] = int(self.ledger.now().timestamp())
+            if payload["ticket"]["status"] == "pending":  # drawn now: approvers see the requester's day as it is
+                payload["ticket"]["requester_today"] = await self.ledger.tickets.requester_today(notification.ticket_id)
             # Written by this release with the ticket only; by an earlier one, with its text.
             payload.setdefault("text", event_text(notification.event, payload["ticket"]))
             if self.buttons is not None:
@@ -197,10 +206,18 @@ class _Poster:
             if allowed < self.deadline:
                 return None
             error = f"no complete answer within {self.deadline:g} s (APPROVAL_WEBHOOK_TIMEOUT_SECONDS)"
-        except httpx.HTTPError as failure:
+        except (httpx.HTTPError, httpx.InvalidURL) as failure:  # InvalidURL is no HTTPError
             error = f"{type(failure).__name__}: {failure}" if str(failure) else type(failure).__name__
+        return await self._failed(notification, error)
+
+    async def _failed(self, notification: Notification, error: str, *, each: bool = False) -> Attempt:
+        """A failed attempt, counted; logged when it is the last, or with `each` (a URL this server will not use,
+        until its settings change) every time."""
         updated = await self.ledger.outbox.mark_failed_attempt(notification, HOLDER, error)
         if updated.failed_at:
             logger.warning("Gave up on notification %s (%s) after %s attempts: %s",
                            notification.id, notification.event, updated.attempts, error)
+        elif each:
+            logger.warning("Notification %s (%s) not sent, attempt %s of %s: %s",
+                           notification.id, notification.event, updated.attempts, MAX_ATTEMPTS, error)
         return Attempt(notification, sent=False, error=error)

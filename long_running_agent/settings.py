@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -122,6 +123,18 @@ def _slack_approvers(raw: Any) -> Any:
     return mapped
 
 
+# Where Slack's response_urls point (docs/slack.md); SLACK_RESPONSE_URL_HOSTS replaces them.
+SLACK_HOSTS = ("hooks.slack.com", "hooks.slack-gov.com")
+
+
+def _hosts(raw: Any) -> Any:
+    """`hooks.slack.com,127.0.0.1` as ("hooks.slack.com", "127.0.0.1"): host names, with no scheme, port or path."""
+    hosts = tuple(h.strip() for h in raw.lower().split(",") if h.strip()) if isinstance(raw, str) else raw
+    if not hosts or not all(re.fullmatch(r"[a-z0-9.:-]+", host) for host in hosts):
+        raise ValueError(f"must be host names, comma-separated, e.g. {','.join(SLACK_HOSTS)} (no scheme, port, path).")
+    return hosts
+
+
 def _slack_token(token: str | None) -> str | None:
     if token is not None and not token.startswith("xoxb-"):
         raise ValueError("must be the app's bot token, which starts with xoxb- (Slack app settings > OAuth & "
@@ -204,6 +217,9 @@ class Settings(BaseSettings):
                                    description="an http(s) URL, e.g. https://slack.com/api/")
     slack_inbox_url: HttpUrl | None = Field(default=None, alias="SLACK_INBOX_URL",
                                             description="an http(s) URL, e.g. https://expenses.example.com/inbox")
+    slack_team_id: Text = Field(default=None, alias="SLACK_TEAM_ID")
+    slack_response_url_hosts: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_hosts)] = Field(
+        default=SLACK_HOSTS, alias="SLACK_RESPONSE_URL_HOSTS")
     model: Annotated[ModelSettings, NoDecode, BeforeValidator(
         lambda v: ModelSettings(v.strip() or None, _gemini_credentials(), _gemini_address())
         if isinstance(v, str) else v,
@@ -250,7 +266,8 @@ class Settings(BaseSettings):
     def _slack(self) -> Settings:
         """Slack approvals need the webhook, approvers who are in APPROVERS, and somewhere for words."""
         if self.slack_signing_secret is None:
-            for name, value in (("SLACK_APPROVERS", self.slack_approvers), ("SLACK_BOT_TOKEN", self.slack_bot_token)):
+            for name, value in (("SLACK_APPROVERS", self.slack_approvers), ("SLACK_BOT_TOKEN", self.slack_bot_token),
+                                ("SLACK_TEAM_ID", self.slack_team_id)):
                 if value:
                     raise ValueError(f"{name} is set but SLACK_SIGNING_SECRET is not: without it no click from "
                                      "Slack can be verified. Set it to the app's Signing Secret (Slack app settings "
@@ -320,9 +337,14 @@ def database_in_words(url: str) -> str:
     return parsed.render_as_string(hide_password=True)
 
 
-def settings_or_exit() -> Settings:
-    """`load_settings()` at a program's start (agent.py, `make web`): a bad setting ends it in one line."""
+def settings_or_exit(*, stop: bool = False) -> Settings:
+    """`load_settings()` at a program's start: a bad setting ends it in one line. agent.py `stop`s: plain `adk web`
+    loads it inside a request, where a SystemExit becomes a 500 with a traceback; so the process ends at once."""
     try:
         return load_settings()
     except SettingsError as error:
-        raise SystemExit(f"error: {error.message} {error.next_step}") from None
+        line = f"error: {error.message} {error.next_step}"
+        if stop:
+            print(line, file=sys.stderr, flush=True)
+            os._exit(1)
+        raise SystemExit(line) from None

@@ -208,14 +208,18 @@ def test_a_database_this_version_cannot_migrate_is_refused_in_one_line_everywher
     assert asyncio.run(_closing(_stamped(db_url))) == stamped_as  # nothing was changed
 
 
-@pytest.mark.subprocess
-def test_a_version_table_edited_by_hand_to_name_two_revisions_is_refused_in_one_line(sqlite_url):
+def _migrated_then_changed_by_hand(sqlite_url: str, statement: str) -> None:
     assert run("migrate", url=sqlite_url).returncode == 0
 
-    async def second_row() -> None:
+    async def change() -> None:
         async with ledger_at(sqlite_url).engine.begin() as connection:
-            await connection.execute(text("INSERT INTO alembic_version (version_num) VALUES ('0003')"))
-    asyncio.run(_closing(second_row()))
+            await connection.execute(text(statement))
+    asyncio.run(_closing(change()))
+
+
+@pytest.mark.subprocess
+def test_a_version_table_edited_by_hand_to_name_two_revisions_is_refused_in_one_line(sqlite_url):
+    _migrated_then_changed_by_hand(sqlite_url, "INSERT INTO alembic_version (version_num) VALUES ('0003')")
 
     for command in ("migrate", "inbox"):
         assert _one_line_naming(run(command, url=sqlite_url), "0003", migrate.head())
@@ -223,12 +227,7 @@ def test_a_version_table_edited_by_hand_to_name_two_revisions_is_refused_in_one_
 
 @pytest.mark.subprocess
 def test_a_table_dropped_by_hand_is_refused_in_one_line_not_met_mid_request(sqlite_url):
-    assert run("migrate", url=sqlite_url).returncode == 0
-
-    async def drop() -> None:
-        async with ledger_at(sqlite_url).engine.begin() as connection:
-            await connection.execute(text("DROP TABLE request_totals"))
-    asyncio.run(_closing(drop()))
+    _migrated_then_changed_by_hand(sqlite_url, "DROP TABLE request_totals")
 
     for command in (("migrate",), ("request", "Reimburse $250 for the team lunch")):
         assert _one_line_naming(run(*command, url=sqlite_url), "request_totals", migrate.head())

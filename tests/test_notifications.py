@@ -98,6 +98,23 @@ async def test_each_event_is_posted_signed_with_an_id_a_timestamp_and_slack_text
     assert await send() == []  # nothing twice
 
 
+async def test_a_pending_tickets_webhook_lists_the_requesters_other_requests_as_they_stand_when_sent(
+        desk, sqlite_url, webhook, clock):
+    _chat, first = await ask("Please reimburse $250 for the team lunch")
+    _chat, second = await ask("Please reimburse $300 for a taxi")
+    await decide_and_deliver(desk, first, approver="bob", approve=False, reason="not a team event")
+    await send()
+
+    requested = {e["ticket"]["id"]: e["ticket"] for e in webhook.events() if e["type"] == "ticket.requested"}
+    # Each went out as it was asked for: the first alone, the second beside the first, still pending then.
+    assert requested[first]["requester_today"]["others"] == []
+    assert requested[second]["requester_today"] == {
+        "day": clock().date().isoformat(), "total": 550.0, "paid_without_approval": 0.0, "others_count": 1,
+        "others": [{"id": first, "status": "pending", "amount": 250.0, "purpose": "team lunch"}]}
+    [rejected] = [e for e in webhook.events() if e["type"] == "ticket.rejected"]
+    assert "requester_today" not in rejected["ticket"]  # decided: nothing left for an approver to weigh
+
+
 async def test_rejections_expiries_and_withdrawals_are_posted_too(desk, sqlite_url, webhook, clock):
     ledger = desk.ledger
     _chat, rejected = await ask("Please reimburse $250 for the team lunch")

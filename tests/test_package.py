@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 from decimal import Decimal
 from pathlib import Path
@@ -13,6 +14,7 @@ from google.adk.apps import App
 from google.adk.cli.utils.agent_loader import AgentLoader
 from google.adk.tools import LongRunningFunctionTool
 from support.processes import ROOT
+from support.project import ADK, cloned_project, ignored_by_git, plain_env
 
 from long_running_agent.ledger.inputs import InputError
 from long_running_agent.ledger.policy import parse_amount, parse_purpose
@@ -156,7 +158,8 @@ def test_every_file_the_package_reads_is_in_its_package_data():
     package = ROOT / "long_running_agent"
     missing = []
     for path in package.rglob("*"):
-        if path.is_dir() or "__pycache__" in path.parts:
+        # What `adk web`, `adk run` and `adk eval` write at run time (.adk/) is ignored by git, never packaged.
+        if path.is_dir() or ignored_by_git(path, ROOT):
             continue
         if path.suffix == ".py" and (path.parent / "__init__.py").exists():
             continue  # a module of a package: setuptools finds it
@@ -164,7 +167,8 @@ def test_every_file_the_package_reads_is_in_its_package_data():
         patterns = declared.get(".".join(owner.relative_to(ROOT).parts), [])
         if not any(path.relative_to(owner).match(pattern) for pattern in patterns):
             missing.append(str(path.relative_to(ROOT)))
-    assert missing == [], "add these to [tool.setuptools.package-data] in pyproject.toml"
+    assert missing == [], ("add these to [tool.setuptools.package-data] in pyproject.toml, or, if the app writes "
+                           "them at run time, to .gitignore and `make clean`")
 
 
 def test_the_approver_cli_is_the_console_script_the_hints_name():
@@ -277,3 +281,26 @@ def test_every_file_the_project_names_is_in_the_project():
             if not target.exists() or not target.is_relative_to(ROOT):
                 wrong.append(f"{source.relative_to(ROOT)}: ({link})")
     assert wrong == []
+
+
+@pytest.mark.subprocess
+def test_what_plain_adk_writes_in_the_package_is_ignored_kept_out_of_its_tests_and_removed_by_make_clean(tmp_path):
+    project, home = cloned_project(tmp_path), tmp_path / "home"
+    # `adk run` keeps its conversations in long_running_agent/.adk/session.db, as `adk web` does;
+    # `adk eval` keeps its results in long_running_agent/eval/.adk/eval_history/.
+    ran = subprocess.run([str(ADK), "run", "long_running_agent"], cwd=project,
+                         env=plain_env(home), input="exit\n", capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    history = project / "long_running_agent" / "eval" / ".adk" / "eval_history"
+    history.mkdir(parents=True)
+    (history / "long_running_agent_expense_flow_1.evalset_result.json").write_text("{}")
+    written = sorted(str(p.relative_to(project)) for p in project.rglob(".adk/**/*") if p.is_file())
+    assert "long_running_agent/.adk/session.db" in written, written
+
+    checked = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                              "tests/test_package.py::test_every_file_the_package_reads_is_in_its_package_data"],
+                             cwd=project, capture_output=True, text=True, timeout=300)
+    assert checked.returncode == 0, checked.stdout[-3000:]
+    cleaned = subprocess.run(["make", "clean"], cwd=project, capture_output=True, text=True, timeout=120)
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert [p for p in project.rglob(".adk") if p.is_dir()] == []

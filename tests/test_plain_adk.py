@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.environment import app_variables
 from support.http import as_approver, json_texts, run_body, user_text
 from support.processes import ROOT
 from support.project import ADK, cloned_project, expenses, fresh_project, plain_adk, plain_env, ticket_in
@@ -174,6 +175,13 @@ class Terminal:
                 return line
         raise AssertionError(f"{needle!r} never appeared in:\n{''.join(self.seen)[-3000:]}")
 
+    def ask(self, text: str) -> str:
+        """Type a request; its ticket id, once `adk run` waits at the HITL prompt for the call's answer."""
+        self.type(text)
+        ticket_id = ticket_in(self.wait_for("is waiting for an approver"))
+        self.wait_for("[HITL] Waiting for input for ask_for_approval")
+        return ticket_id
+
     def close(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
@@ -184,9 +192,7 @@ def test_adk_run_refuses_the_typed_answer_and_hears_the_decision_made_elsewhere(
     project, home = fresh_project(tmp_path), tmp_path / "home"
     terminal = Terminal(project, home)
     try:
-        terminal.type(LUNCH)
-        ticket_id = ticket_in(terminal.wait_for("is waiting for an approver"))
-        terminal.wait_for("[HITL] Waiting for input for ask_for_approval")
+        ticket_id = terminal.ask(LUNCH)
         terminal.type("approved")  # ADK sends this as the call's answer; only an approver may decide
         note = terminal.wait_for("not accepted")
         assert f"expenses approve {ticket_id}" in note
@@ -209,16 +215,12 @@ def test_adk_run_answers_a_question_typed_at_its_prompt_with_the_news(tmp_path):
     project, home = fresh_project(tmp_path), tmp_path / "home"
     terminal = Terminal(project, home)
     try:
-        terminal.type(LUNCH)
-        lunch = ticket_in(terminal.wait_for("is waiting for an approver"))
-        terminal.wait_for("[HITL] Waiting for input for ask_for_approval")
+        lunch = terminal.ask(LUNCH)
         terminal.type("any news?")  # nobody has decided yet
         waiting = terminal.wait_for("[expense_agent]:")
         assert lunch in waiting and "waits for an approver" in waiting and "not accepted" not in waiting
 
-        terminal.type("Please reimburse $300 for a training course")
-        course = ticket_in(terminal.wait_for("is waiting for an approver"))
-        terminal.wait_for("[HITL] Waiting for input for ask_for_approval")
+        course = terminal.ask("Please reimburse $300 for a training course")
         approved = expenses(project, home, "approve", course, "--approver", "bob")
         assert approved.returncode == 0, approved.stderr
         terminal.type("any news?")  # the decision reached the conversation meanwhile
@@ -264,3 +266,52 @@ async def test_ticket_from_plain_api_server_is_decided_in_the_inbox_api_of_make_
         assert "was paid" in approved.json()["agent_reply"]
         [paid] = payouts_in(events_of(adk, "alice", session_id))
         assert paid["status"] == "paid" and paid["ticket_id"] == ticket_id
+
+
+BAD_SETTING = "APPROVAL_THRESHOLD=one hundred\n"
+SAYS = "error: APPROVAL_THRESHOLD='one hundred' is not a number"
+
+
+def with_dotenv(project: Path, home: Path) -> dict[str, str]:
+    """A project whose `.env` holds a bad setting, and a user's environment that leaves `.env` to decide."""
+    (project / ".env").write_text(BAD_SETTING)
+    # The tests set every variable the app reads to "", which `.env` would not overwrite.
+    return {name: value for name, value in plain_env(home).items() if name not in app_variables()}
+
+
+def test_adk_run_with_a_bad_setting_stops_at_once_with_main_pys_one_line(tmp_path):
+    project = fresh_project(tmp_path)
+    env = with_dotenv(project, tmp_path / "home")
+    ran = subprocess.run([str(ADK), "run", "long_running_agent"], cwd=project, env=env,
+                         input="Please reimburse $250 for the team lunch\n", capture_output=True, text=True,
+                         timeout=300)
+    main_py = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "main.py"], cwd=project, env=env,
+                             capture_output=True, text=True, timeout=300)
+
+    assert ran.returncode == main_py.returncode == 1
+    [line] = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
+    assert line.startswith(SAYS) and main_py.stderr.strip() == line
+    assert "Traceback" not in ran.stdout + ran.stderr
+
+
+@pytest.mark.parametrize("command", ["web", "api_server"])
+def test_plain_adk_servers_with_a_bad_setting_stop_at_the_agents_first_load_with_one_line(tmp_path, command):
+    project = fresh_project(tmp_path)
+    with plain_adk(command, project, tmp_path / "home", env=with_dotenv(project, tmp_path / "home")) as server:
+        session = httpx.post(f"{server.base_url}/apps/{APP}/users/alice/sessions", json={}, timeout=60)
+        assert session.status_code == 200  # ADK's own store: the agent is not loaded yet
+        try:
+            answer = httpx.post(f"{server.base_url}/run", timeout=60, json=run_body(
+                "alice", session.json()["id"], user_text("Please reimburse $250 for the team lunch")))
+        except httpx.TransportError:
+            answer = None  # the server stopped while loading the agent: no plain-text 500
+        assert answer is None, answer.text
+        deadline = time.monotonic() + 30
+        while SAYS not in server.log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        log = server.log.read_text()
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{server.base_url}/list-apps", timeout=5)  # it stopped, as main.py does
+    assert [line for line in log.splitlines() if line.startswith("error:")] == [
+        next(line for line in log.splitlines() if line.startswith(SAYS))]
+    assert "Traceback" not in log and "Could not record" not in log

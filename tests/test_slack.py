@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import signal
@@ -34,9 +35,11 @@ from support.servers import LUNCH, TOKENS, in_process, web_server
 
 from long_running_agent.approval.courier import decide_and_deliver
 from long_running_agent.ledger import Ledger, TicketStatus
+from long_running_agent.ledger.outbox import MAX_ATTEMPTS
 from long_running_agent.notifications import send_due
-from long_running_agent.settings import load_settings
+from long_running_agent.settings import SLACK_HOSTS, load_settings
 from long_running_agent.slack.actions import SlackActions
+from long_running_agent.slack.payloads import refused_response_url
 
 DOCS = ROOT / "docs" / "slack.md"
 INBOX = "https://expenses.example.com/inbox"
@@ -55,6 +58,7 @@ def slack_settings(slack: FakeSlack, **more: Any) -> dict[str, Any]:
         "webhook_url": slack.url("/hook"), "webhook_secret": SECRET,
         "slack_signing_secret": SIGNING_SECRET, "slack_approvers": USERS, "slack_bot_token": BOT_TOKEN,
         "slack_api_url": slack.url("/api/"), "slack_inbox_url": INBOX,
+        "slack_response_url_hosts": ("127.0.0.1",),  # the fake Slack's response_urls
     } | more
 
 
@@ -75,7 +79,7 @@ async def ask(client: httpx.AsyncClient, text: str = LUNCH) -> tuple[str, str, s
     return session_id, pending["id"], pending["response"]["ticket_id"]
 
 
-async def from_slack(client: httpx.AsyncClient, payload: dict[str, Any]) -> httpx.Response:
+async def from_slack(client: httpx.AsyncClient, payload: dict[str, Any] | str) -> httpx.Response:
     """POST a payload to /slack/actions as Slack does, signed now; answered within Slack's 3 seconds."""
     body, headers = signed(payload, at=current().ledger.now().timestamp())
     started = time.monotonic()
@@ -96,6 +100,11 @@ async def all_sent(ticket_id: str, timeout: float = 30) -> None:
     while {n.state for n in await current().ledger.outbox.of_ticket(ticket_id)} - {"sent"}:
         assert time.monotonic() < deadline, await current().ledger.outbox.of_ticket(ticket_id)
         await asyncio.sleep(0.05)
+
+
+def form(kind: str, ticket_id: str, response_url: str) -> dict[str, Any]:
+    """A form of this app as views.open received it, as far as its submission repeats it."""
+    return {"callback_id": kind, "private_metadata": json.dumps({"ticket": ticket_id, "response_url": response_url})}
 
 
 def outcome(message: dict[str, Any]) -> str | None:
@@ -159,6 +168,30 @@ async def test_a_first_of_two_approvals_shows_on_the_message_and_the_second_appr
     assert await ledger_says(ticket_id) == (TicketStatus.PENDING, [])
 
 
+async def test_after_a_first_approval_for_less_the_messages_show_the_amount_it_approved(app, fake_slack):
+    _session, _call, ticket_id = await ask(app, "Please reimburse $6,000 for the conference sponsorship")
+    await fake_slack.arrived("/hook")
+    await from_slack(app, submission(BOB, form("approve_less", ticket_id, fake_slack.url("/response/1")),
+                                     amount="5500", reason="the sponsorship cap"))
+    await work_done()
+    [update] = await fake_slack.arrived("/response/1")
+    [_requested, first_approval] = await fake_slack.arrived("/hook", 2)
+    await from_slack(app, click(CAROL, "approve_less", ticket_id, fake_slack.url("/response/2"), "trigger-2"))
+    await work_done()
+    [opened] = await fake_slack.arrived("/api/views.open")
+
+    assert outcome(update) == "1 of 2 approvals: bob, $5,500.00 of the $6,000.00 asked"
+    # The second approver's message: what Approve pays now, in the field, the confirmation and the form.
+    fields = [f["text"] for b in first_approval["blocks"] for f in b.get("fields", [])]
+    assert "*Amount*\n$5,500.00 of the $6,000.00 asked" in fields
+    [approve] = [e for b in first_approval["blocks"] if b["type"] == "actions" for e in b["elements"]
+                 if e["action_id"] == "approve"]
+    assert "$5,500.00 of the $6,000.00 asked" in approve["confirm"]["text"]["text"]
+    [amount] = [b for b in opened["view"]["blocks"] if b.get("block_id") == "amount"]
+    assert amount["label"]["text"] == "Amount to pay (at most $5,500.00)"
+    assert await ledger_says(ticket_id) == (TicketStatus.PENDING, [])
+
+
 # --- a click, verified and decided once --------------------------------------------------------
 
 
@@ -219,6 +252,111 @@ async def test_a_request_that_is_not_slacks_or_not_new_is_refused_and_decides_no
         assert (status, payouts) == (TicketStatus.PENDING, [])
         assert await conversation_says(app, session_id, call_id) == ([], [])
         assert fake_slack.at("/response/x") == []
+
+
+@pytest.mark.parametrize("kind", ["click", "form"])
+@pytest.mark.parametrize("response_url", [
+    "http://127.0.0.1:{port}/response/x", "https://hooks.slack.com.evil.example/actions/1",
+    "https://hooks.slack.com@evil.example/actions/1", "http://hooks.slack.com/actions/1", "not a url",
+], ids=["loopback", "look-alike host", "user info", "plain http", "not a url"])
+async def test_a_signed_request_whose_response_url_is_not_slacks_is_refused_and_nothing_goes_there(
+        fake_slack, configure, kind, response_url):
+    configure(**slack_settings(fake_slack, slack_response_url_hosts=SLACK_HOSTS))  # the default: Slack's hosts
+    response_url = response_url.format(port=fake_slack.url("").rsplit(":", 1)[1])
+    async with in_process() as app:
+        _session, _call, ticket_id = await ask(app)
+        payload = (click(BOB, "approve", ticket_id, response_url) if kind == "click" else
+                   submission(CAROL, form("reject", ticket_id, response_url), reason="not a business expense"))
+        refused = await from_slack(app, payload)
+        await work_done()
+
+        assert refused.status_code == 400, refused.text
+        answer = refused.json()
+        assert answer["error"] == "response_url_not_allowed"
+        assert "SLACK_RESPONSE_URL_HOSTS" in answer["fix"]
+        assert await ledger_says(ticket_id) == (TicketStatus.PENDING, [])
+        assert [n.event for n in await current().ledger.outbox.of_ticket(ticket_id)] == ["ticket.requested"]
+        assert [p.path for p in fake_slack.posted] == ["/hook"]
+
+
+@pytest.mark.parametrize("url, hosts, followed", [
+    ("https://hooks.slack.com/actions/T0TEAM/1/abc", SLACK_HOSTS, True),
+    ("https://hooks.slack-gov.com/actions/T0TEAM/1/abc", SLACK_HOSTS, True),
+    ("https://HOOKS.slack.com:443/actions/T0TEAM/1/abc", SLACK_HOSTS, True),
+    ("https://proxy.example/actions/1", ("proxy.example",), True),
+    ("http://127.0.0.1:9000/response/1", ("127.0.0.1",), True),
+    ("http://[::1]:9000/response/1", ("::1",), True),
+    ("http://127.0.0.1:9000/response/1", SLACK_HOSTS, False),
+    ("http://proxy.example/actions/1", ("proxy.example",), False),  # plain http only to a loopback host
+    ("https://hooks.slack.com./actions/1", SLACK_HOSTS, False),
+    ("https://evil.example/?u=https://hooks.slack.com/", SLACK_HOSTS, False),
+    ("https://hooks.slack.com\\@evil.example/", SLACK_HOSTS, False),
+    ("https://hooks.slack.com:99999/actions/1", SLACK_HOSTS, False),
+    ("/actions/1", SLACK_HOSTS, False),
+])
+def test_a_response_url_is_followed_only_to_the_hosts_listed_over_https_or_to_loopback(url, hosts, followed):
+    assert (refused_response_url(url, hosts) is None) is followed
+
+
+DEEP = "[" * 5000 + "]" * 5000
+
+
+@pytest.mark.parametrize("payload", [
+    pytest.param('{"type": "block_actions", "user": {"id": "UBOB0001"}, "actions": ' + DEEP + "}", id="5,000 deep"),
+    pytest.param({"actions": "approve"}, id="actions a string"),
+    pytest.param({"actions": [1]}, id="actions [1]"),
+    pytest.param({"actions": []}, id="no action"),
+    pytest.param({"actions": [{"action_id": 7, "value": "T-1"}]}, id="action_id a number"),
+    pytest.param({"user": "UBOB0001"}, id="user a string"),
+    pytest.param({"user": None}, id="no user"),
+    pytest.param({"team": "T0TEAM"}, id="team a string"),
+    pytest.param({"response_url": ["http://127.0.0.1/"]}, id="response_url a list"),
+    pytest.param({"type": 5}, id="type a number"),
+    pytest.param({"type": "view_submission", "view": {"state": {"values": []}}}, id="state.values a list"),
+    pytest.param({"type": "view_submission", "view": {"state": {"values": {"reason": {"reason": "no"}}}}},
+                 id="a form's input a string"),
+    pytest.param({"type": "view_submission"}, id="a form without its view"),
+    pytest.param("[]", id="an array"),
+])
+async def test_a_signed_payload_of_the_wrong_shape_is_a_400_that_says_so(app, fake_slack, payload):
+    _session, _call, ticket_id = await ask(app)
+    if isinstance(payload, dict):  # a click with this changed (None removes the field), a form this app opened
+        changed = click(BOB, "approve", ticket_id, fake_slack.url("/response/x")) | payload
+        if isinstance(changed.get("view"), dict):
+            changed["view"] = changed["view"] | form("reject", ticket_id, fake_slack.url("/response/x"))
+        payload = {k: v for k, v in changed.items() if v is not None}
+
+    refused = await from_slack(app, payload)
+    await work_done()
+
+    assert refused.status_code == 400, refused.text
+    answer = refused.json()
+    assert answer["error"] == "invalid_payload" and answer["message"] and answer["fix"]
+    assert await ledger_says(ticket_id) == (TicketStatus.PENDING, [])
+    assert fake_slack.at("/response/x") == []
+
+
+async def test_with_slack_team_id_a_click_or_a_form_from_another_workspace_is_refused_like_a_strangers(
+        fake_slack, configure):
+    configure(**slack_settings(fake_slack, slack_team_id="T0TEAM"))
+    async with in_process() as app:
+        _session, _call, ticket_id = await ask(app)
+        elsewhere = {"team": {"id": "T0OTHER"}}
+        clicked = await from_slack(app, click(BOB, "approve", ticket_id, fake_slack.url("/response/o")) | elsewhere)
+        await work_done()
+        submitted = await from_slack(app, submission(CAROL, form("reject", ticket_id, fake_slack.url("/response/o")),
+                                                     reason="not a business expense") | elsewhere)
+        await work_done()
+        [reply] = await fake_slack.arrived("/response/o")
+        assert await ledger_says(ticket_id) == (TicketStatus.PENDING, [])
+
+        at_home = await from_slack(app, click(BOB, "approve", ticket_id, fake_slack.url("/response/h")))
+        await work_done()
+
+    assert clicked.status_code == 200 and reply["response_type"] == "ephemeral"
+    assert "T0OTHER" in reply["text"] and "SLACK_TEAM_ID" in reply["text"]
+    assert "T0OTHER" in submitted.json()["errors"]["reason"]  # the form stays open, saying why
+    assert at_home.status_code == 200 and (await ledger_says(ticket_id))[0] is TicketStatus.APPROVED
 
 
 async def test_slacks_url_is_served_in_production_mode_only_with_slack_approvals_on(fake_slack, configure):
@@ -360,6 +498,30 @@ async def test_reject_through_the_form_needs_a_reason_and_tells_the_conversation
     assert outcome(update) == "Rejected by carol: not a business expense" and buttons(update) == []
 
 
+@pytest.mark.parametrize("kind, amount, reason, block", [
+    ("approve_less", "5800", "over the cap", "amount"),  # more than bob's $5,500, what the ticket pays now
+    ("approve_less", "lots", "over the cap", "amount"),
+    ("approve_less", "5000", "x" * 501, "reason"),
+    ("reject", None, "x" * 501, "reason"),
+    ("reject", None, "not\u200bvisible", "reason"),
+], ids=["over what the ticket pays", "not a number", "approve less, reason too long", "reject, reason too long",
+        "an invisible character"])
+async def test_a_form_whose_amount_or_reason_is_refused_stays_open_saying_why(app, fake_slack, kind, amount, reason,
+                                                                            block):
+    _session, _call, ticket_id = await ask(app, "Please reimburse $6,000 for the conference sponsorship")
+    await current().ledger.tickets.decide(ticket_id, approver="bob", approve=True, amount="5500", reason="the cap")
+
+    answer = await from_slack(app, submission(CAROL, form(kind, ticket_id, fake_slack.url("/response/c")),
+                                              amount=amount, reason=reason))
+    await work_done()
+
+    assert answer.status_code == 200
+    assert answer.json()["response_action"] == "errors" and list(answer.json()["errors"]) == [block]
+    ticket = await current().ledger.tickets.get(ticket_id)
+    assert (ticket.status, ticket.approvers, ticket.payable_cents) == (TicketStatus.PENDING, ["bob"], 550_000)
+    assert fake_slack.at("/response/c") == []
+
+
 async def test_a_form_slack_cannot_open_is_said_to_the_person_who_clicked(app, fake_slack):
     fake_slack.views_error = "expired_trigger_id"
     _session, _call, ticket_id = await ask(app)
@@ -494,6 +656,38 @@ async def test_an_approved_tickets_message_waits_for_its_payout_and_no_sender_ca
                                 else "Approved by bob · not paid yet")
 
 
+@pytest.mark.parametrize("response_url", [
+    "http://127.0.0.1:{port}/response/evil", "ftp://hooks.slack.com/actions/1", "http://[::1",
+    "https://hooks.slack.com:99999/actions/1",
+], ids=["loopback", "ftp", "unparsable", "no such port"])
+async def test_a_reply_whose_url_cannot_be_used_counts_each_attempt_once_and_is_given_up(
+        clock, fake_slack, configure, caplog, response_url):
+    desk = configure(**slack_settings(fake_slack, slack_response_url_hosts=SLACK_HOSTS))
+    ledger = desk.ledger
+    ticket = await ledger.tickets.open(
+        app_name="long_running_agent", user_id="alice", session_id="s1", call_id="c1", call_name="ask_for_approval",
+        purpose="team lunch", amount_cents=25_000, ttl=timedelta(hours=72))
+    # Written before this server checked response_urls where they arrive: checked again where they are used.
+    async with await ledger.database.session() as db, db.begin():
+        reply_id = ledger.outbox.add_message(db, ticket_id=ticket.id, event="slack.reply", due=clock.now, body={
+            "response_url": response_url.format(port=fake_slack.url("").rsplit(":", 1)[1]),
+            "message": {"text": f"ticket {ticket.id}: requester alice, $250.00, team lunch"}})
+    caplog.set_level(logging.INFO, logger="long_running_agent")
+
+    for tried in range(1, MAX_ATTEMPTS + 1):
+        attempts = await send_due(ledger, desk.settings)
+        [reply] = [n for n in await ledger.outbox.of_ticket(ticket.id) if n.id == reply_id]
+        assert [a.sent for a in attempts if a.notification.id == reply_id] == [False]
+        assert reply.attempts == tried
+        clock.advance(seconds=(reply.next_attempt_at - clock.now).total_seconds() + 1)
+
+    assert reply.state == "failed"
+    assert reply_id not in [a.notification.id for a in await send_due(ledger, desk.settings)]  # given up
+    lines = [r for r in caplog.records if reply_id in r.getMessage()]
+    assert len(lines) == MAX_ATTEMPTS and not any(r.exc_info for r in caplog.records)
+    assert [p.path for p in fake_slack.posted] == ["/hook"]
+
+
 async def _slack_update(ticket_id: str, attempts: int = 1, timeout: float = 30):
     """The ticket's slack.update row, once `attempts` POSTs of it are over (the last one sent, or failed)."""
     deadline = time.monotonic() + timeout
@@ -541,6 +735,7 @@ async def test_a_server_killed_between_the_click_and_the_delivery_finishes_both_
         "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_BOT_TOKEN": BOT_TOKEN,
         "SLACK_APPROVERS": ",".join(f"{user}:{name}" for user, name in USERS.items()),
         "SLACK_API_URL": fake_slack.url("/api/"), "SLACK_INBOX_URL": INBOX, "EXPIRY_SWEEP_SECONDS": "1",
+        "SLACK_RESPONSE_URL_HOSTS": "127.0.0.1",
     }
     with web_server(tmp_path, name="first", **env) as first:
         assert f"Slack:     {first.base_url}/slack/actions" in first.log.read_text()  # the URL to give Slack
@@ -602,6 +797,8 @@ async def _until(read, expected, timeout: float = 30) -> None:
     ({"SLACK_SIGNING_SECRET": SIGNING_SECRET, "APPROVAL_WEBHOOK_URL": "https://hooks.slack.com/services/x",
       "APPROVAL_WEBHOOK_SECRET": SECRET, "SLACK_APPROVERS": "UBOB0001:bob"}, "set SLACK_INBOX_URL"),
     ({"SLACK_BOT_TOKEN": "xoxp-a-user-token"}, "SLACK_BOT_TOKEN: must be the app's bot token"),
+    ({"SLACK_TEAM_ID": "T0TEAM"}, "SLACK_TEAM_ID is set but SLACK_SIGNING_SECRET is not"),
+    ({"SLACK_RESPONSE_URL_HOSTS": "https://hooks.slack.com/"}, "SLACK_RESPONSE_URL_HOSTS: must be host names"),
 ])
 def test_slack_settings_are_checked_at_start_with_what_to_set(monkeypatch, env, says):
     monkeypatch.setenv("APPROVERS", "bob:bob-token,carol:carol-token")

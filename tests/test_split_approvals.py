@@ -15,14 +15,17 @@ import asyncio
 import pytest
 from support.clock import FakeClock
 from support.conversation import Conversation, responses
-from support.desks import current
+from support.desks import configure, current
+from support.http import as_approver
 from support.models import RecordedOfflineModel, ledger_at, runner_with
 from support.processes import run
+from support.servers import TOKENS, in_process
 from support.tickets import open_ticket_for
 
 from long_running_agent.approval.courier import Outcome, decide_and_deliver
 from long_running_agent.ledger import Conversation as Where
 from long_running_agent.ledger import Ledger, TicketStatus, ToolCall
+from long_running_agent.slack.messages import Buttons, notification_blocks
 
 TWICE = "Reimburse $4,500 for the server and $4,500 for the server"
 
@@ -124,18 +127,49 @@ async def test_requests_racing_in_two_processes_cross_the_line_once(db_url):
         assert sorted(t.approvals_needed for t in opened) == [1, 2]
 
 
-@pytest.mark.subprocess
-def test_the_approver_sees_why_two_approvers_are_needed(sqlite_url):
-    asked = run("request", TWICE, "--user", "alice", url=sqlite_url)
-    assert asked.returncode == 0, asked.stderr
-    listed = run("inbox", url=sqlite_url)
+async def split_in_two(db_url: str) -> tuple[str, str]:
+    """alice's $9,000 asked in two chats, worded differently: the tickets (first, second)."""
+    _chat, [first] = await ask(db_url, "Reimburse $4,500 for team dinner")
+    _chat, [second] = await ask(db_url, "Reimburse $4,500 for dinner for the team")
+    return first["ticket_id"], second["ticket_id"]
 
-    [one_line, two_line] = [line for line in listed.stdout.splitlines() if "server" in line]
-    assert "needs 2 approvers" not in one_line
-    assert "[needs 2 approvers: $9,000.00 with alice's others today]" in two_line
-    ticket_id = two_line.split()[0]
-    shown = run("show", ticket_id, url=sqlite_url).stdout
-    assert '"combined_amount": 9000.0' in shown
+
+async def test_the_api_and_the_slack_message_show_the_requesters_other_requests_today(sqlite_url, clock: FakeClock):
+    configure(approvers={TOKENS["bob"]: "bob"})
+    async with in_process() as client:
+        first, second = await split_in_two(sqlite_url)
+        listed = (await client.get("/api/approvals", headers=as_approver("bob"))).json()
+        shown = (await client.get(f"/api/approvals/{second}", headers=as_approver("bob"))).json()
+
+    days = {t["id"]: t["requester_today"] for t in listed["pending"]}
+    assert days[second] == shown["ticket"]["requester_today"] == {
+        "day": clock().date().isoformat(), "total": 9000.0, "paid_without_approval": 0.0, "others_count": 1,
+        "others": [{"id": first, "status": "pending", "amount": 4500.0, "purpose": "team dinner"}]}
+    assert days[first]["others"][0]["id"] == second
+    # Slack's message draws its fields from the same JSON, what users wrote escaped.
+    fields = [f["text"] for block in notification_blocks({"text": "", "ticket": shown["ticket"]}, Buttons(forms=True))
+              for f in block.get("fields", [])]
+    assert f"*alice today*\n$9,000.00 in all: {first} ($4,500.00, pending) for team dinner" in fields
+    shown["ticket"]["requester_today"]["others"][0]["purpose"] = "<!channel>"
+    assert "for &lt;!channel&gt;" in str(notification_blocks({"text": "", "ticket": shown["ticket"]},
+                                                             Buttons(forms=True)))
+
+
+@pytest.mark.subprocess
+def test_the_cli_shows_the_requesters_other_requests_today_under_each_ticket(sqlite_url):
+    for purpose in ("team dinner", "dinner for the team"):
+        asked = run("request", f"Reimburse $4,500 for {purpose}", "--user", "alice", url=sqlite_url)
+        assert asked.returncode == 0, asked.stderr
+    lines = run("inbox", url=sqlite_url).stdout.splitlines()
+
+    [first_at] = [n for n, line in enumerate(lines) if line.endswith("  team dinner")]
+    [second_at] = [n for n, line in enumerate(lines) if "dinner for the team  [needs 2 approvers]" in line]
+    first, second = lines[first_at].split()[0], lines[second_at].split()[0]
+    assert lines[first_at + 1].split() == (
+        f"alice today: $9,000.00 in all: {second} ($4,500.00, pending) for dinner for the team").split()
+    assert f"{first} ($4,500.00, pending) for team dinner" in lines[second_at + 1]
+    shown = run("show", second, url=sqlite_url).stdout
+    assert f"alice today: $9,000.00 in all: {first} ($4,500.00, pending) for team dinner" in shown
     assert TicketStatus.PENDING in shown
 
 

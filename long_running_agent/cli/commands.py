@@ -114,7 +114,7 @@ async def show(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
     ticket = await ledger.tickets.get(args.ticket)
     failed = (await ledger.deliveries.failures([ticket.id])).get(ticket.id) if not ticket.delivered_at else None
     render.ticket(ticket, failed, await ledger.tickets.audit(ticket.id), await ledger.payouts.find(ticket_id=ticket.id),
-                  await ledger.outbox.of_ticket(ticket.id))
+                  await ledger.outbox.of_ticket(ticket.id), (await ledger.tickets.requester_days([ticket]))[ticket.id])
     return 0
 
 

@@ -10,6 +10,7 @@ from ..approval.conversations import store_in_words
 from ..approval.courier import Delivery
 from ..ledger import AuditEntry, Inbox, Notification, Payout, Ticket, TicketStatus
 from ..ledger.inputs import printable
+from ..ledger.request_totals import RequesterDay, day_in_words
 from ..names import EXPENSES, Outcome
 from ..paging import DEFAULT_LIMIT, Page
 from ..refusals import COMMANDS
@@ -39,10 +40,11 @@ def pending(inbox: Inbox, limit: int, offset: int) -> None:
         age = f"{minutes // 1440}d" if minutes >= 1440 else f"{minutes // 60}h" if minutes >= 60 else f"{minutes}m"
         waits = f"  [{t.approvals_so_far} approvals: {t.first_approved_by}]" if t.first_approved_by else ""
         if t.needs_two_approvers and not t.first_approved_by:
-            waits += (f"  [needs 2 approvers: {t.combined_text} with {printable(t.user_id)}'s others today]"
-                      if t.combined_text else "  [needs 2 approvers]")
+            waits += "  [needs 2 approvers]"
         print(f"{t.id:<16} {printable(t.user_id):<12} {t.amount_text:>12}  "
               f"{age:>4}  {printable(t.purpose)}{waits}")
+        if words := _day(t, inbox.days.get(t.id)):
+            print(f"{'':<16} {words}")
     if page.next_offset is not None:
         print(f"Next page: {EXPENSES} inbox --offset {page.next_offset}{more}")
 
@@ -112,10 +114,19 @@ def delivered(ticket: Ticket, failed: datetime | None) -> str:
     return f"not yet ({failure or 'not attempted'})"
 
 
+def _day(ticket: Ticket, day: RequesterDay | None) -> str | None:
+    """"alice today: $9,000.00 in all: …", when the requester asked for or was paid anything else that day."""
+    words = day_in_words(day.as_json(ticket), printable) if day else None
+    return f"{printable(ticket.user_id)} today: {words}" if words else None
+
+
 def ticket(ticket: Ticket, failed: datetime | None, history: list[AuditEntry], payouts: list[Payout],
-           notifications: list[Notification]) -> None:
-    """A ticket, where its conversation is, whether its decision arrived, its history, payouts and webhooks."""
+           notifications: list[Notification], day: RequesterDay) -> None:
+    """A ticket, the requester's day, where its conversation is, whether its decision arrived, its history,
+    payouts and webhooks."""
     print(printable(json.dumps(ticket.as_record(), indent=2)))
+    if words := _day(ticket, day):
+        print(f"\n{words}")
     print(f"\nConversation: {ticket.user_id} / {ticket.session_id} in {store_in_words(ticket.session_store)}")
     if ticket.status is not TicketStatus.PENDING:
         print(f"Delivered: {delivered(ticket, failed)}")

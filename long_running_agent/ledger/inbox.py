@@ -12,6 +12,7 @@ from datetime import datetime
 from .database import Database
 from .deliveries import count_undelivered_in, undelivered_in
 from .records import Ticket, TicketStatus
+from .request_totals import RequesterDay, requester_days
 from .tickets import Tickets, count_in, latest_decisions, tickets_in
 
 RECENT_DECISIONS = 10
@@ -27,6 +28,8 @@ class Inbox:
     undelivered: list[Ticket]
     total_undelivered: int
     recent_decisions: list[Ticket]
+    # Each pending ticket's requester's day, by ticket id: approvers see a split's other halves.
+    days: dict[str, RequesterDay]
 
 
 class InboxQueries:
@@ -42,7 +45,7 @@ class InboxQueries:
     ) -> Inbox:
         """Expire what is overdue (so nothing undecidable is offered), then read the pages and their totals."""
         await self.tickets.expire_due()
-        # One session for the five reads: on PostgreSQL each session of its own
+        # One session for the seven reads: on PostgreSQL each session of its own
         # would add a pool check-out (a ping), a BEGIN and a ROLLBACK.
         async with await self.database.session() as db:
             pending = await db.scalars(tickets_in(TicketStatus.PENDING, limit, offset))
@@ -50,11 +53,13 @@ class InboxQueries:
             undelivered = await db.scalars(undelivered_in(limit=undelivered_limit, offset=undelivered_offset))
             total_undelivered = await db.scalar(count_undelivered_in())
             recent_rows = list(await db.scalars(latest_decisions(recent))) if recent else []
+            pending_tickets = [Ticket.of(row) for row in pending]
             return Inbox(
                 now=self.database.now(),
-                pending=[Ticket.of(row) for row in pending],
+                pending=pending_tickets,
                 total_pending=int(total_pending or 0),
                 undelivered=[Ticket.of(row) for row in undelivered],
                 total_undelivered=int(total_undelivered or 0),
                 recent_decisions=[Ticket.of(row) for row in recent_rows],
+                days=await requester_days(db, pending_tickets),
             )

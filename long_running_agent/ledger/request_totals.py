@@ -8,6 +8,7 @@ payout without approval raises the first in its own transaction (docs/security.m
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -17,7 +18,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from .policy import requester_of
+from .policy import from_cents, requester_of
 from .records import Ticket, TicketStatus, _utc
 from .schema import DailyAutoApprovalRow, RequestTotalRow, TicketRow
 
@@ -27,6 +28,8 @@ _ADD: dict[tuple[bool, int], Any] = {}
 
 # The group of every request and payout of a requester's day.
 REQUESTER = "requester"
+# A requester's other tickets of the day that approvers see listed; the rest are counted.
+SHOWN = 5
 
 
 def groups_of(message_id: str | None) -> list[str]:
@@ -80,6 +83,30 @@ class RequesterDay:
         """What the requester asked for (and may still be paid) or was paid that day, `ticket` included."""
         counted = [t for t in (ticket, *self.others) if t.status in (TicketStatus.PENDING, TicketStatus.APPROVED)]
         return sum(t.amount_cents for t in counted) + self.paid_without_approval_cents
+
+    def as_json(self, ticket: Ticket) -> dict[str, Any]:
+        """The API's, the webhooks' and Slack's `requester_today`: the total, and the newest SHOWN others."""
+        return {
+            "day": self.day.isoformat(),
+            "total": float(from_cents(self.total_cents(ticket))),
+            "paid_without_approval": float(from_cents(self.paid_without_approval_cents)),
+            "others": [{"id": t.id, "status": t.status.value, "amount": t.amount, "purpose": t.purpose}
+                       for t in self.others[::-1][:SHOWN]],
+            "others_count": len(self.others),
+        }
+
+
+def day_in_words(day: dict[str, Any], escape: Callable[[str], str]) -> str | None:
+    """A `requester_today` in one line for people, user text through `escape`; None when there is nothing else.
+
+    "$9,000.00 in all: T-1a2b ($4,500.00, pending) for team dinner; $40.00 paid without approval"
+    """
+    others = [f"{o['id']} (${o['amount']:,.2f}, {o['status']}) for {escape(o['purpose'])}" for o in day["others"]]
+    if len(others) < day["others_count"]:
+        others.append(f"{day['others_count'] - len(others)} more")
+    if day["paid_without_approval"]:
+        others.append(f"${day['paid_without_approval']:,.2f} paid without approval")
+    return f"${day['total']:,.2f} in all: " + "; ".join(others) if others else None
 
 
 def _day(ticket: Ticket) -> date:

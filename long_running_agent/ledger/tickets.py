@@ -156,6 +156,13 @@ class Tickets:
         async with await self.database.session() as db:
             return await request_totals.requester_days(db, tickets)
 
+    async def requester_today(self, ticket_id: str) -> dict[str, Any] | None:
+        """A pending ticket's `requester_today` for a webhook or Slack message, as it stands; None once decided."""
+        ticket = await self.get(ticket_id)
+        if ticket.status is not TicketStatus.PENDING:
+            return None
+        return (await self.requester_days([ticket]))[ticket.id].as_json(ticket)
+
     async def get(self, ticket_id: str) -> Ticket:
         async with self.database.transaction() as db:
             return Ticket.of(await row_of(db, ticket_id))

@@ -16,29 +16,21 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
+from pydantic import ValidationError
 from slack_sdk.signature import Clock, SignatureVerifier
 from sqlalchemy import delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from ..ledger import Ticket, TicketNotFound, TicketStatus
+from ..ledger import Ticket, TicketNotFound, TicketStatus, inputs
 from ..ledger.policy import approved_cents
 from ..ledger.schema import SlackRequestRow
 from ..names import Outcome
 from ..refusals import Actions, Refusal
 from ..refusals.values import InputError
-from . import forms
-from .messages import (
-    AMOUNT,
-    APPROVE,
-    APPROVE_LESS,
-    IN_INBOX,
-    REASON,
-    REJECT,
-    SLACK_REPLY,
-    SLACK_UPDATE,
-    ephemeral,
-    form_values,
-)
+from ..settings import SLACK_HOSTS
+from . import forms, payloads
+from .messages import AMOUNT, APPROVE, APPROVE_LESS, IN_INBOX, REASON, REJECT, SLACK_REPLY, SLACK_UPDATE, ephemeral
+from .payloads import Click, FormTarget, Submission
 
 if TYPE_CHECKING:
     from ..approval.courier import Delivery
@@ -125,16 +117,16 @@ class SlackActions:
                                "Information), then restart the server.")
         request = await self._remember(signature, now)
         try:
-            payload = json.loads(parse_qs(body.decode())["payload"][0])
-            if not isinstance(payload, dict):
-                raise ValueError("not an object")
-        except (ValueError, KeyError):
-            raise SlackRefused(400, "invalid_payload", "The request has no Slack interaction payload (form field "
-                               "`payload`, JSON).", "Send Slack's block_actions or view_submission payload.") from None
-        kind = payload.get("type")
-        if kind == "block_actions":
+            payload = payloads.parse(parse_qs(body.decode())["payload"][0])
+        except (ValueError, KeyError) as error:  # pydantic's ValidationError is a ValueError
+            wrong = error.errors()[0] if isinstance(error, ValidationError) else None
+            where = f" ({'.'.join(map(str, wrong['loc'])) or 'its JSON'}: {wrong['msg'][:100]})" if wrong else ""
+            raise SlackRefused(400, "invalid_payload", f"The request has no Slack interaction payload of the shape "
+                               f"Slack sends (form field `payload`, JSON){where}.",
+                               "Send Slack's block_actions or view_submission payload.") from None
+        if isinstance(payload, Click):
             return await self._clicked(payload, request)
-        if kind == "view_submission":
+        if isinstance(payload, Submission):
             return await self._submitted(payload, request)
         return {}  # e.g. a form closed: nothing to do
 
@@ -153,20 +145,32 @@ class SlackActions:
                                "again in Slack for a new request.") from None
         return key
 
-    def _approver(self, payload: dict[str, Any]) -> tuple[str, str | None]:
-        """(the Slack user id, the approver it maps to in SLACK_APPROVERS, or None)."""
-        user = str((payload.get("user") or {}).get("id", ""))
-        return user, self.desk.settings.slack_approvers.get(user)
+    def _follow(self, response_url: str) -> None:
+        """Refuse a request whose answers would go anywhere but Slack (SLACK_RESPONSE_URL_HOSTS): nothing is decided."""
+        hosts = self.desk.settings.slack_response_url_hosts
+        if (why := payloads.refused_response_url(response_url, hosts)) is not None:
+            raise SlackRefused(400, "response_url_not_allowed", f"The request's response_url is not followed: {why}.",
+                               f"Slack's own are https://{SLACK_HOSTS[0]}/...; to take them through a proxy, list its "
+                               "host in SLACK_RESPONSE_URL_HOSTS and restart the server.")
 
-    async def _clicked(self, payload: dict[str, Any], request: str) -> dict[str, Any]:
-        [action, *_] = payload.get("actions") or [{}]
-        action_id, ticket_id = str(action.get("action_id", "")), str(action.get("value", ""))
-        response_url = payload.get("response_url")
+    def _approver(self, payload: Click | Submission) -> tuple[str | None, str]:
+        """The approver who sent it (SLACK_APPROVERS), or None and what to tell a stranger or another workspace."""
+        team, home = payload.team.id if payload.team else "none", self.desk.settings.slack_team_id
+        if home is not None and team != home:
+            return None, (f"This Slack workspace ({team}) is not the one this server takes approvals from "
+                          f"(SLACK_TEAM_ID={home}), so this did nothing; decide from that workspace.")
+        return self.desk.settings.slack_approvers.get(payload.user.id), _stranger(payload.user.id)
+
+    async def _clicked(self, payload: Click, request: str) -> dict[str, Any]:
+        [action, *_], response_url = payload.actions, payload.response_url
+        action_id, ticket_id = action.action_id, action.value
+        if response_url is not None:
+            self._follow(response_url)
         if action_id.endswith(IN_INBOX) or not response_url:
             return {}  # a link to the inbox: the browser opens it
-        user, approver = self._approver(payload)
+        approver, refusal = self._approver(payload)
         if approver is None:
-            await self._reply(ticket_id, response_url, _stranger(user))
+            await self._reply(ticket_id, response_url, refusal)
             return {}
         try:
             ticket = await self.desk.ledger.tickets.get(ticket_id)
@@ -179,33 +183,32 @@ class SlackActions:
             if ticket.status is not TicketStatus.PENDING:
                 await self._update_now(ticket_id, response_url)  # decided elsewhere: the message shows how
             else:
-                trigger = str(payload.get("trigger_id", ""))
-                self.desk.in_background(self._open_form(action_id, ticket, trigger, response_url))
+                self.desk.in_background(self._open_form(action_id, ticket, payload.trigger_id, response_url))
         return {}
 
-    async def _submitted(self, payload: dict[str, Any], request: str) -> dict[str, Any]:
+    async def _submitted(self, payload: Submission, request: str) -> dict[str, Any]:
         """A Reject or Approve less form, sent: what was written is checked here, the decision is made behind."""
-        view = payload.get("view") or {}
-        kind = view.get("callback_id")
         try:
-            where = json.loads(view.get("private_metadata") or "")
-            ticket_id, response_url = str(where["ticket"]), str(where["response_url"])
-        except (ValueError, KeyError, TypeError):
+            target = FormTarget.model_validate_json(payload.view.private_metadata)
+        except ValueError:
             return {}  # not one of this app's forms
+        kind, ticket_id, response_url = payload.view.callback_id, target.ticket, target.response_url
         if kind not in (REJECT, APPROVE_LESS):
             return {}
-        user, approver = self._approver(payload)
+        self._follow(response_url)
+        approver, refusal = self._approver(payload)
         if approver is None:
-            return {"response_action": "errors", "errors": {REASON: _stranger(user)[:150]}}
-        written = form_values(view)
+            return {"response_action": "errors", "errors": {REASON: refusal[:150]}}
+        written = payload.view.written()
         approve = kind == APPROVE_LESS
         try:
             ticket = await self.desk.ledger.tickets.get(ticket_id)
-            # The ledger applies these rules again; checked here too, so a mistake is shown in the form.
-            if approve:
-                approved_cents(written[AMOUNT], ticket.amount_cents)
-            if not (written[REASON] or "").strip():
-                raise InputError("reason", "A reason is required.", missing=True)
+            # The ledger applies these rules again, behind the answer; checked here too, so that a mistake is shown
+            # in the form, which stays open.
+            inputs.reason(written[REASON], required=True, needed_by="Approving less" if approve else "A rejection")
+            if approve and approved_cents(written[AMOUNT], ticket.amount_cents) > ticket.payable_cents:
+                raise InputError("amount", f"{ticket.first_approved_by} approved {ticket.payable_text} of the "
+                                 f"{ticket.amount_text} asked: approve that much or less, or reject.")
         except InputError as refusal:
             block = AMOUNT if refusal.field == "amount" else REASON
             return {"response_action": "errors", "errors": {block: refusal.message[:150]}}

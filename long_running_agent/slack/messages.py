@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from ..ledger.inputs import MAX_REASON
+from ..ledger.request_totals import day_in_words
 from ..settings import Settings
 
 # The buttons' action ids and the forms' callback ids: what a click or a submission says it is.
@@ -89,6 +90,12 @@ def _dollars(amount: float | int | str) -> str:
     return f"${Decimal(str(amount)):,.2f}"
 
 
+def _payable(ticket: dict[str, Any]) -> str:
+    """What Approve pays: the amount asked, or "$5,500.00 of the $6,000.00 asked" after a first approval for less."""
+    approved, asked = ticket.get("approved_amount"), _dollars(ticket["amount"])
+    return asked if approved is None else f"{_dollars(approved)} of the {asked} asked"
+
+
 def _plain(text: str, limit: int = 75) -> dict[str, Any]:
     return {"type": "plain_text", "text": text[:limit], "emoji": False}
 
@@ -103,13 +110,15 @@ def _fields(ticket: dict[str, Any]) -> list[dict[str, Any]]:
     expires = datetime.fromisoformat(ticket["expires_at"])
     fields = [
         f"*Requester*\n{slack_text(ticket['requester'])}",
-        f"*Amount*\n{_dollars(ticket['amount'])}",
+        f"*Amount*\n{_payable(ticket)}",
         f"*Purpose*\n{slack_text(ticket['purpose'])}",
         f"*Ticket*\n{ticket['id']}",
         f"*Expires*\n{expires:%Y-%m-%d %H:%M} UTC",
     ]
     if ticket.get("approvals"):
         fields.append(f"*Approvals*\n{ticket['approvals']}")
+    if ticket.get("requester_today") and (day := day_in_words(ticket["requester_today"], slack_text)):
+        fields.append(f"*{slack_text(ticket['requester'])} today*\n{day}")
     return [{"type": "mrkdwn", "text": text} for text in fields]
 
 
@@ -119,7 +128,7 @@ def _buttons(ticket: dict[str, Any], buttons: Buttons) -> dict[str, Any]:
         "type": "button", "action_id": APPROVE, "value": ticket_id, "style": "primary", "text": _plain("Approve"),
         "confirm": {
             "title": _plain("Approve this expense?"),
-            "text": _plain(f"{ticket['requester']}: {_dollars(ticket['amount'])} for {ticket['purpose']}", 300),
+            "text": _plain(f"{ticket['requester']}: {_payable(ticket)} for {ticket['purpose']}", 300),
             "confirm": _plain("Approve"), "deny": _plain("Cancel"),
         },
     }
@@ -165,7 +174,8 @@ def outcome(ticket: dict[str, Any], payout: dict[str, Any] | None) -> str | None
     if status == "expired":
         return "Expired"
     if ticket["approved_by"]:
-        return f"{ticket['approvals']} approvals: {slack_text(', '.join(ticket['approved_by']))}"
+        less = f", {_payable(ticket)}" if ticket.get("approved_amount") is not None else ""
+        return f"{ticket['approvals']} approvals: {slack_text(', '.join(ticket['approved_by']))}{less}"
     return None
 
 
@@ -193,7 +203,7 @@ def decision_form(kind: str, ticket: dict[str, Any], response_url: str) -> dict[
     if kind == APPROVE_LESS:
         inputs.append({
             "type": "input", "block_id": AMOUNT,
-            "label": _plain(f"Amount to pay (at most {_dollars(ticket['amount'])})"),
+            "label": _plain(f"Amount to pay (at most {_dollars(ticket.get('approved_amount') or ticket['amount'])})"),
             "element": {"type": "plain_text_input", "action_id": AMOUNT, "placeholder": _plain("e.g. 200")},
         })
     inputs.append({
@@ -208,12 +218,6 @@ def decision_form(kind: str, ticket: dict[str, Any], response_url: str) -> dict[
         "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": f"{_summary(ticket)} ({ticket['id']})"}},
                    *inputs],
     }
-
-
-def form_values(view: dict[str, Any]) -> dict[str, str | None]:
-    """What was written in a submitted form: {"reason": ..., "amount": ...} (None where not asked)."""
-    values = view.get("state", {}).get("values", {})
-    return {name: (values.get(name, {}).get(name) or {}).get("value") for name in (REASON, AMOUNT)}
 
 
 def ephemeral(text: str) -> dict[str, Any]:

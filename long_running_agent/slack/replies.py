@@ -30,4 +30,5 @@ async def reply(ledger: Ledger, notification: Notification, payload: dict[str, A
     if ticket.status is TicketStatus.APPROVED and not payouts and ledger.now() - notification.created_at < PAYOUT_WAIT:
         return None
     payout = {"id": payouts[0].id, "amount": payouts[0].amount} if payouts else None
-    return updated_message(ticket_fields(ticket), payout, buttons or Buttons(forms=True))
+    fields = ticket_fields(ticket) | {"requester_today": await ledger.tickets.requester_today(ticket.id)}
+    return updated_message(fields, payout, buttons or Buttons(forms=True))

@@ -2,8 +2,9 @@
 
 ADK's routes take the user id from the request and check nothing. In front of them this middleware refuses, as JSON
 `{error, message, fix}`: another user's id behind TRUSTED_USER_HEADER, ADK's `/dev` routes that cannot be held to
-one user, any write into the package folder, all but the chat and the inbox with PRODUCTION_MODE, and what the
-database cannot store. Why each route is open, scoped or closed: docs/deployment.md.
+one user, any write into the package folder, all but the chat and the inbox with PRODUCTION_MODE, what the
+database cannot store, and a body over MAX_BODY on any route (body_limit.py). Why each route is open, scoped or
+closed: docs/deployment.md.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..ledger import inputs
 from ..settings import Settings
+from .body_limit import MAX_BODY, bounded, too_large
 
-MAX_BODY = 256 * 1024
 MAX_ID = inputs.MAX_ID
 # /apps/{app}[/users/{user}[/sessions/{session}]]..., and the same under /dev.
 _APP_PATH = re.compile(r"^/(?:dev/)?apps/(?P<app>[^/]+)(?:/users/(?P<user>[^/]+)"
@@ -74,19 +75,23 @@ class Gate:
         self.apps = frozenset(apps)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        refusal = None
-        if scope["type"] == "websocket":
-            refusal = self._websocket_refusal(scope)
-            if refusal is not None and "websocket.http.response" not in scope.get("extensions", {}):
-                # Closing before accepting answers the handshake with a bare HTTP 403.
-                await send({"type": "websocket.close", "code": 1008})
-                return
-        elif scope["type"] == "http":
-            refusal, receive = await self._check(scope, receive)
-        if refusal is not None:
-            await refusal(scope, receive, send)  # for a WebSocket, as the handshake's HTTP answer
+        if scope["type"] == "http":
+            await bounded(self._http, scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        refusal = self._websocket_refusal(scope) if scope["type"] == "websocket" else None
+        if refusal is None:
+            await self.app(scope, receive, send)
+        elif "websocket.http.response" in scope.get("extensions", {}):
+            await refusal(scope, receive, send)  # as the handshake's HTTP answer
+        else:
+            await send({"type": "websocket.close", "code": 1008})  # closing before accepting: a bare HTTP 403
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refusal, receive = await self._check(scope, receive)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
     async def _check(self, scope: Scope, receive: Receive) -> tuple[JSONResponse | None, Receive]:
         """A refusal, or None; and the body's events for the app (replayed if read here)."""
@@ -101,13 +106,11 @@ class Gate:
             return refusal, receive
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
-            return self._too_large(), receive
+            return too_large(), receive
         match = _APP_PATH.match(path)
         user: Any = match.group("user") if match else None
         if _takes_json(scope) or (path in _BODY_USER_PATHS and method == "POST"):
             body = await _read_body(receive)
-            if body is None:
-                return self._too_large(), receive
             receive = _replay(body, receive)
             try:
                 data = json.loads(body) if body else None
@@ -226,10 +229,6 @@ class Gate:
                             f"Use your own user id, {you!r}.")
         return None
 
-    def _too_large(self) -> JSONResponse:
-        return _refusal(413, "too_large", f"The request body is over {MAX_BODY // 1024} KiB.",
-                        f"Send a shorter message: chat messages are limited to {inputs.MAX_MESSAGE:,} characters.")
-
 
 def _takes_json(scope: Scope) -> bool:
     """A body for ADK's routes that FastAPI reads as JSON (ours check their own bodies)."""
@@ -239,18 +238,16 @@ def _takes_json(scope: Scope) -> bool:
     return not content_type or b"json" in content_type
 
 
-async def _read_body(receive: Receive) -> bytes | None:
-    """The whole body, or None once it grows past MAX_BODY."""
-    body: bytes = b""
+async def _read_body(receive: Receive) -> bytes:
+    """The whole body, from a `receive` that stops it at MAX_BODY (body_limit.py)."""
+    chunks: list[bytes] = []
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            return body
-        body += message.get("body", b"")
-        if len(body) > MAX_BODY:
-            return None
+            return b"".join(chunks)
+        chunks.append(message.get("body", b""))
         if not message.get("more_body"):
-            return body
+            return b"".join(chunks)
 
 
 def _replay(body: bytes, original: Receive) -> Receive:

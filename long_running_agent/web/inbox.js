@@ -23,6 +23,10 @@ function age(seconds) {
   return h < 48 ? `${h} h` : `${Math.floor(h / 24)} days`;
 }
 
+function money(amount) {
+  return "$" + amount.toLocaleString("en-US", {minimumFractionDigits: 2, maximumFractionDigits: 2});
+}
+
 function when(iso) {
   return iso ? new Date(iso).toLocaleString([], {month: "short", day: "numeric", hour: "2-digit", minute: "2-digit"}) : "";
 }
@@ -85,16 +89,22 @@ function pendingRow(t) {
   const approvals = t.approvals_needed > 1
     ? el("div", {className: "approvals", textContent: t.approved_by.length
       ? `${t.approvals} approvals (${t.approved_by.join(", ")})`
-      : t.combined_amount
-        ? `needs 2 approvers: $${t.combined_amount.toLocaleString("en-US", {minimumFractionDigits: 2})} `
-          + "with the same purpose or message today"
-        : "needs 2 approvers"})
+      : "needs 2 approvers"})
+    : "";
+  // The requester's other requests today, so that nobody approves half of a split unknowingly.
+  const day = t.requester_today;
+  const others = day ? day.others.map((o) => `${o.id} (${money(o.amount)}, ${o.status}) for ${o.purpose}`) : [];
+  if (day && others.length < day.others_count) others.push(`${day.others_count - others.length} more`);
+  if (day && day.paid_without_approval) others.push(`${money(day.paid_without_approval)} paid without approval`);
+  const today = others.length
+    ? el("div", {className: "muted today", textContent: `${t.requester} today: ${money(day.total)} in all: `
+                                                        + others.join("; ")})
     : "";
   const row = el("tr", {},
     el("td", {}, ticketButton(t, 6)),
     el("td", {textContent: t.requester}),
     el("td", {className: "amount"}, t.amount_text, approvals),
-    el("td", {textContent: t.purpose}),
+    el("td", {}, t.purpose, today),
     el("td", {className: "muted nowrap", textContent: age(t.age_seconds), title: t.created_at}),
     el("td", {}, decision));
   row.dataset.ticket = t.id;

@@ -111,7 +111,7 @@ async def list_approvals(approver: Approver, ledger: TheLedger, page: Annotated[
     failed_at = await ledger.deliveries.failures([t.id for t in inbox.undelivered if t.delivery_error])
     return {
         "approver": approver,
-        "pending": [ticket_json(t, now) for t in inbox.pending],
+        "pending": [ticket_json(t, now, day=inbox.days.get(t.id)) for t in inbox.pending],
         "total_pending": inbox.total_pending,
         "pending_page": Page(page.offset, page.limit, inbox.total_pending, len(inbox.pending)).as_json(),
         "undelivered": [ticket_json(t, now, failed_at) for t in inbox.undelivered],
@@ -126,7 +126,8 @@ async def list_approvals(approver: Approver, ledger: TheLedger, page: Annotated[
 async def show_approval(ticket_id: str, _approver: Approver, ledger: TheLedger) -> dict[str, Any]:
     ticket = await ledger.tickets.get(ticket_id)
     return {
-        "ticket": ticket_json(ticket, ledger.now(), await ledger.deliveries.failures([ticket.id])),
+        "ticket": ticket_json(ticket, ledger.now(), await ledger.deliveries.failures([ticket.id]),
+                              (await ledger.tickets.requester_days([ticket]))[ticket.id]),
         "audit": [audit_json(e) for e in await ledger.tickets.audit(ticket_id)],
         "payouts": [payout_json(p) for p in await ledger.payouts.find(ticket_id=ticket_id)],
         "notifications": [notification_json(n) for n in await ledger.outbox.of_ticket(ticket_id)],

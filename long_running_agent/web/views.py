@@ -10,14 +10,17 @@ from google.adk.events import Event
 from ..error_text import without_sql
 from ..ledger import AuditEntry, Notification, Payout, Ticket
 from ..ledger.policy import from_cents
+from ..ledger.request_totals import RequesterDay
 
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat(timespec="seconds") if value else None
 
 
-def ticket_json(ticket: Ticket, now: datetime, failed_at: dict[str, datetime] | None = None) -> dict[str, Any]:
-    """`failed_at`: when the latest failed delivery of each ticket was recorded (ledger.deliveries.failures)."""
+def ticket_json(ticket: Ticket, now: datetime, failed_at: dict[str, datetime] | None = None,
+                day: RequesterDay | None = None) -> dict[str, Any]:
+    """`failed_at`: when the latest failed delivery of each ticket was recorded (ledger.deliveries.failures);
+    `day`: the requester's day, shown beside a ticket an approver decides (docs/security.md: split requests)."""
     return {
         "id": ticket.id,
         "status": ticket.status.value,
@@ -28,6 +31,7 @@ def ticket_json(ticket: Ticket, now: datetime, failed_at: dict[str, datetime] | 
         "approvals_needed": ticket.approvals_needed,
         "approvals": ticket.approvals_shown,
         "combined_amount": float(from_cents(ticket.combined_cents)) if ticket.combined_cents else None,
+        "requester_today": day.as_json(ticket) if day else None,
         "approved_by": ticket.approvers,
         "reminded_at": _iso(ticket.reminded_at),
         "escalated_to": ticket.escalated_to.split(",") if ticket.escalated_to else [],

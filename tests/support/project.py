@@ -9,6 +9,7 @@ folder first on `sys.path`.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -59,13 +60,23 @@ def made_venv(project: Path) -> None:
     script.chmod(0o755)
 
 
+def _ignored_names(root: Path = ROOT) -> list[str]:
+    """The .gitignore patterns that name a file or a folder anywhere in the tree (`.adk/`, `*.db`)."""
+    patterns = [line.strip().rstrip("/") for line in (root / ".gitignore").read_text().splitlines()]
+    # A pattern naming a path inside a folder (benchmarks/results/raw/) is left to that folder's tests.
+    return [pattern for pattern in patterns if pattern and not pattern.startswith("#") and "/" not in pattern]
+
+
+def ignored_by_git(path: Path, root: Path = ROOT) -> bool:
+    """Whether .gitignore leaves `path` out of a clone: what ADK and the tests write at run time."""
+    names = _ignored_names(root)
+    return any(fnmatch.fnmatch(part, name) for part in path.relative_to(root).parts for name in names)
+
+
 def cloned_project(directory: Path) -> Path:
     """Copy the whole project folder into `directory` as a clone has it: nothing .gitignore leaves out."""
-    ignored = [line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines()]
-    # ignore_patterns matches a file's own name, so patterns naming a path inside a folder are left to it.
-    names = [pattern for pattern in ignored if pattern and not pattern.startswith("#") and "/" not in pattern]
     project = directory / "clone"
-    shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(".git", *names))
+    shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(".git", *_ignored_names()))
     return project
 
 
@@ -87,14 +98,16 @@ class PlainServer:
 
 
 @contextmanager
-def plain_adk(command: str, project: Path, home: Path, *flags: str) -> Iterator[PlainServer]:
-    """`adk web` or `adk api_server`, started from the project folder with no flags but a port."""
+def plain_adk(command: str, project: Path, home: Path, *flags: str,
+              env: dict[str, str] | None = None) -> Iterator[PlainServer]:
+    """`adk web` or `adk api_server`, started from the project folder with no flags but a port (in `env`, or
+    plain_env's)."""
     log = project.parent / f"{command}.log"
     for _attempt in range(3):
         port = free_port()
         with log.open("w") as out:
             process = subprocess.Popen([str(ADK), command, "--port", str(port), *flags], cwd=project,
-                                       env=plain_env(home), stdout=out, stderr=subprocess.STDOUT)
+                                       env=env or plain_env(home), stdout=out, stderr=subprocess.STDOUT)
         base_url = f"http://127.0.0.1:{port}"
         try:
             if _answers(process, f"{base_url}/list-apps"):

@@ -1,0 +1,156 @@
+"""Every command README.md and docs/*.md print runs as printed, in a shell where no virtualenv was activated.
+
+The commands are read from the docs themselves: each `$ ` line of a console block, and each inline
+`code` that starts with a program. Each names a program such a shell finds (`.venv/bin/...`, a `make`
+target, a system tool), with arguments that program takes; the approver CLI's and the demo's commands
+then run in a fresh clone, as printed. The console sessions' outputs are checked by tests/test_docs.py,
+and the CLI's and the agent's own hints by tests/test_hints.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shlex
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+from support.project import cloned_project, made_venv, plain_env
+
+from long_running_agent.cli.commands import COMMANDS
+from long_running_agent.cli.entry import parser
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+VENV_BIN = Path(__import__("sys").executable).parent
+# What a shell has without the project's .venv: the system tools the docs use.
+SYSTEM = {"make", "curl", "jq", "echo", "export", "cp", "kill", "time", "apt-get", "chattr", "rm"}
+# An inline command: a program, maybe after VARIABLE=value words. Bare python, pip and adk with arguments
+# are caught as commands too, so that the check below can say they fail in a plain shell.
+INLINE = re.compile(r"^(?:[A-Z_]+=\S+ )*(?:\.venv/bin/|make\b|pip3? |python3? |adk \w+ \S)")
+SETTING = re.compile(r"^[A-Z_]+=")
+# A ticket id as the docs print it (T-… stands for any); placeholders of other values.
+PLACEHOLDERS = {"T-…": "T-000000000000", "TICKET": "T-000000000000", "NAME": "carol"}
+
+
+def doc_commands() -> list[tuple[str, str]]:
+    """(where, command) for every command the docs print."""
+    found = []
+    for doc in DOCS:
+        text = doc.read_text()
+        for block in re.findall(r"```console\n(.*?)```", text, re.S):
+            found += [(doc.name, line[2:]) for line in block.splitlines() if line.startswith("$ ")]
+        found += [(doc.name, span) for span in re.findall(r"`([^`\n]+)`", text) if INLINE.match(span)]
+    return found
+
+
+def words(command: str) -> list[str]:
+    """The command's words after its VARIABLE=value settings, without a trailing comment or `&`."""
+    for placeholder, value in PLACEHOLDERS.items():
+        command = command.replace(placeholder, value)
+    try:
+        split = shlex.split(command, comments=True)
+    except ValueError:  # a command continued on the block's next line
+        split = shlex.split(command.split("'", 1)[0], comments=True)
+    while split and SETTING.match(split[0]):
+        split.pop(0)
+    return [word for word in split if word != "&"]
+
+
+def make_targets() -> set[str]:
+    makefile = (ROOT / "Makefile").read_text()
+    return {target.replace("$(VENV)", ".venv") for target in re.findall(r"^([\w./$()-]+):", makefile, re.M)}
+
+
+def refusal(command: str) -> str | None:
+    """Why a plain shell in the project folder cannot run `command` as printed; None when it can."""
+    if re.match(r"^[A-Z_0-9]+=\$\(", command):
+        return None  # VARIABLE=$(curl ...): the console session runs it (tests/test_docs.py)
+    program, *args = words(command) or [""]
+    if program in {"python", "python3", "pip", "pip3", "adk", "expenses", "pytest"}:
+        return f"`{program}` is found only in an activated virtualenv: print .venv/bin/{program}"
+    if program == "make":
+        unknown = [a for a in args if not a.startswith("-") and "=" not in a and a not in make_targets()]
+        return f"no make target {unknown}" if unknown else None
+    if program.startswith(".venv/bin/"):
+        name = program.removeprefix(".venv/bin/")
+        if not (VENV_BIN / name).exists():
+            return f"make demo installs no {program}"
+        return _arguments(name, args)
+    if "=" in program or program.startswith("$") or program in SYSTEM:
+        return None  # a shell assignment ($(...) included) or a system tool
+    return f"{program} is neither in .venv/bin nor a system tool the docs name"
+
+
+def named_only(args: list[str]) -> bool:
+    """`.venv/bin/expenses` or `.venv/bin/expenses show` in a sentence: the program or a command, named."""
+    return len(args) <= 1 and set(args) <= set(COMMANDS)
+
+
+def _arguments(name: str, args: list[str]) -> str | None:
+    if name == "expenses":
+        if named_only(args):
+            return None
+        try:
+            parser().parse_args(args)
+        except SystemExit as exit_:
+            return None if exit_.code == 0 else f"`expenses` refuses the arguments {args}"
+        return None
+    if name == "pip" and args[:1] == ["install"]:
+        extras = {e for a in args for e in re.findall(r"\.\[([\w,]+)\]", a) for e in e.split(",")}
+        declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+        if not re.search(r"(?:^|\s)-e\s+'?\.", " ".join(args)) and "-r" not in args:
+            return "install the project from its folder (`-e '.[extra]'`): it is not on the package index"
+        return f"no extra {extras - set(declared)} in pyproject.toml" if extras - set(declared) else None
+    if name == "python" and args[:1] == ["-m"]:
+        if importlib.util.find_spec(args[1]) is None:
+            return f"no module {args[1]}"
+        missing = [a for a in args[2:] if a.startswith("tests/") and not (ROOT / a.split("::")[0]).exists()]
+        return f"no such tests: {missing}" if missing else None
+    if name == "python" and args[:1] != ["main.py"]:
+        return f"python {args[:1]}: the docs run main.py or a module"
+    return None
+
+
+def test_the_docs_print_commands_and_this_test_reads_them_all():
+    commands = doc_commands()
+    assert len(commands) > 100
+    assert {where for where, _command in commands} >= {"README.md", "deployment.md", "gemini.md", "slack.md",
+                                                        "testing.md", "security.md", "http-api.md"}
+    # What a plain shell cannot run is caught: a bare program, a make target or an extra that does not exist.
+    assert refusal("python main.py") and refusal("pip install 'long-running-agent[slack]'")
+    assert refusal("make tests") and refusal(".venv/bin/pip install -e '.[slak]'")
+    assert refusal(".venv/bin/expenses aprove T-… --approver bob") and refusal("adk run long_running_agent")
+    assert refusal(".venv/bin/python -m pytest tests/test_nothing") and not refusal("make web ARGS='--port 8081'")
+
+
+def test_every_command_the_docs_print_names_a_program_a_plain_shell_runs():
+    refused = {f"{where}: {command}": why for where, command in doc_commands() if (why := refusal(command))}
+    assert refused == {}
+
+
+@pytest.mark.subprocess
+def test_the_approver_cli_and_demo_commands_the_docs_print_run_as_printed(tmp_path):
+    """Each `.venv/bin/expenses` and `.venv/bin/python main.py` command, in a fresh clone's bash.
+
+    Against a ticket that does not exist a command ends in one `error:` line; either way no shell error,
+    no usage error and no traceback. Commands given a Gemini key are left out: they would reach Gemini.
+    """
+    project = cloned_project(tmp_path)
+    made_venv(project)
+    env = plain_env(tmp_path / "home", EXPENSES_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path}/docs.db")
+    runnable = sorted({command.split("  #")[0] for _where, command in doc_commands()
+                       if re.match(r"^(?:[A-Z_]+=\S+ )*\.venv/bin/(?:expenses|python main\.py)", command)
+                       and "GOOGLE" not in command and not named_only(words(command)[1:])})
+    assert len(runnable) > 15
+    for command in runnable:
+        for placeholder, value in PLACEHOLDERS.items():
+            command = command.replace(placeholder, value)
+        done = subprocess.run(["bash", "-c", command], cwd=project, env=env, capture_output=True, text=True,
+                              timeout=300)
+        said = done.stdout + done.stderr
+        assert done.returncode in (0, 1, 3), f"{command}: exit {done.returncode}\n{said[-2000:]}"
+        assert "Traceback" not in said and "command not found" not in said, said
+        assert "usage:" not in said or command.endswith("--help"), said
