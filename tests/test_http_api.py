@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import timedelta
+import os
+import socket
+import subprocess
+import sys
 
 import pytest
 from support.http import (
@@ -28,7 +31,11 @@ from support.http import (
     user_text,
 )
 from support.models import ledger_at
+from support.processes import ROOT
 from support.servers import APP, LUNCH
+from support.tickets import open_ticket_for
+
+from long_running_agent.web.server import port_in_use
 
 pytestmark = pytest.mark.subprocess
 
@@ -249,16 +256,10 @@ async def test_inbox_page_is_served_without_external_assets(client):
 async def test_a_decision_whose_conversation_cannot_be_reached_answers_json_with_the_fix(client, server):
     ledger = ledger_at(server.database_url)
     # Opened under `adk web --session_service_uri memory://` in another process.
-    elsewhere = await ledger.tickets.open(
-        app_name=APP, user_id="dave", session_id="s-elsewhere", call_id="adk-1", call_name="ask_for_approval",
-        purpose="printer", amount_cents=25000, ttl=timedelta(hours=1),
-        session_store="memory:otherhost/0/1:4242:7",
-    )
+    elsewhere = await open_ticket_for(ledger, 25000, user="dave", session="s-elsewhere", purpose="printer",
+                                      session_store="memory:otherhost/0/1:4242:7")
     # Opened here, but its conversation was deleted since.
-    gone = await ledger.tickets.open(
-        app_name=APP, user_id="dave", session_id="s-deleted", call_id="adk-2", call_name="ask_for_approval",
-        purpose="monitor", amount_cents=30000, ttl=timedelta(hours=1),
-    )
+    gone = await open_ticket_for(ledger, 30000, user="dave", session="s-deleted", purpose="monitor")
 
     approved = await client.post(f"/api/approvals/{elsewhere.id}/approve", headers=as_approver("bob"))
 
@@ -377,3 +378,36 @@ async def test_adks_own_refusals_and_unreadable_bodies_answer_error_message_fix(
         body = assert_error(answer, 404 if code == "not_found" else 400, code.strip())
         assert body["fix"] and "detail" not in body
     assert (await ledger_at(server.database_url).tickets.get(ticket_id)).status == "pending"
+
+
+# --- starting it --------------------------------------------------------------------
+
+def test_make_web_on_a_busy_port_says_so_before_any_banner_and_names_a_command_for_another(tmp_path):
+    env = os.environ | {"EXPENSES_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db"}
+    with socket.socket() as running:  # held as a running server holds it
+        running.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        running.bind(("127.0.0.1", 0))
+        running.listen()
+        port = running.getsockname()[1]
+        started = subprocess.run([sys.executable, "-m", "long_running_agent.web", "--port", str(port)], cwd=ROOT,
+                                 env=env, capture_output=True, text=True, timeout=120)
+    assert started.returncode != 0 and started.stdout == ""
+    assert started.stderr.splitlines() == [
+        f"error: 127.0.0.1 port {port} is already in use (is another make web running?); serve on another port with:",
+        f"  make web ARGS='--port {port + 1}'"]
+
+
+def test_a_port_a_stopped_server_left_in_time_wait_is_not_reported_busy():
+    with socket.socket() as listener:
+        # As uvicorn listens: Linux lets a port be bound again in TIME_WAIT only if both sockets ask to.
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _address = listener.accept()
+            accepted.close()  # the server's side closes first, so it is the one left in TIME_WAIT
+            client.recv(1)
+    with socket.socket() as plain, pytest.raises(OSError):  # the port is held: without SO_REUSEADDR, no bind
+        plain.bind(("127.0.0.1", port))
+    assert not port_in_use("127.0.0.1", port)

@@ -8,13 +8,11 @@ tickets too, so each test checks its pages against the ledger itself.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import httpx
 import pytest
 from support.http import as_approver, assert_error, payouts, request_over_run
 from support.models import ledger_at
-from support.tickets import APP, decide_and_mark_delivered, decided_not_delivered, open_tickets
+from support.tickets import decide_and_mark_delivered, decided_not_delivered, open_ticket_for, open_tickets
 
 pytestmark = pytest.mark.subprocess
 
@@ -110,11 +108,8 @@ async def test_a_delivered_decision_leaves_the_undelivered_list(client, server):
 async def test_a_failed_delivery_is_listed_with_when_and_why_and_can_be_settled(client, server):
     ledger = ledger_at(server.database_url)
     # A conversation kept in a session database nobody listens for (port 1 on loopback).
-    ticket = await ledger.tickets.open(
-        app_name=APP, user_id="dave", session_id="unreadable-store", call_id="adk-1", call_name="ask_for_approval",
-        purpose="team lunch", amount_cents=25_000, ttl=timedelta(days=3),
-        session_store="database:postgresql+asyncpg://nobody@127.0.0.1:1/sessions",
-    )
+    ticket = await open_ticket_for(ledger, 25_000, user="dave", session="unreadable-store", purpose="team lunch",
+                                   session_store="database:postgresql+asyncpg://nobody@127.0.0.1:1/sessions")
 
     approved = await client.post(f"/api/approvals/{ticket.id}/approve", headers=as_approver("bob"))
 

@@ -18,11 +18,12 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlencode
 
 from slack_sdk.signature import SignatureVerifier
+
+from support.loopback import Loopback, QuietHandler
 
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 BOT_TOKEN = "xoxb-0000-test-token"
@@ -46,12 +47,12 @@ class FakeSlack:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: Loopback | None = None
         self._response_posts = 0
 
     def url(self, path: str) -> str:
         assert self._server is not None, "start the fake Slack first"
-        return f"http://127.0.0.1:{self._server.server_port}{path}"
+        return f"http://127.0.0.1:{self._server.port}{path}"
 
     def at(self, path: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -73,7 +74,7 @@ class FakeSlack:
     def __enter__(self) -> FakeSlack:
         slack = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 body = json.loads(raw) if raw else {}
@@ -99,17 +100,12 @@ class FakeSlack:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, *_args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+        self._server = Loopback(Handler)
         return self
 
     def __exit__(self, *_exc: object) -> None:
         assert self._server is not None
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.stop()
 
 
 def signed(payload: dict[str, Any] | str, *, at: float, secret: str = SIGNING_SECRET) -> tuple[bytes, dict[str, str]]:

@@ -7,10 +7,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from long_running_agent.notifications import SIGNATURE_HEADER, verify
+from support.loopback import Loopback, QuietHandler
 
 SECRET = "test-webhook-secret-0123456789abcdef"
 # The length of a dribbled answer: at one byte per `trickle` seconds, far longer than any deadline.
@@ -54,12 +54,12 @@ class Receiver:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._closing = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: Loopback | None = None
 
     @property
     def url(self) -> str:
         assert self._server is not None, "start the receiver first"
-        return f"http://127.0.0.1:{self._server.server_port}/hook"
+        return f"http://127.0.0.1:{self._server.port}/hook"
 
     def events(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -74,7 +74,7 @@ class Receiver:
     def __enter__(self) -> Receiver:
         receiver = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with receiver._lock:
@@ -103,16 +103,10 @@ class Receiver:
                     if receiver._closing.wait(receiver.trickle):
                         return
 
-            def log_message(self, *_args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        # A short poll: shutdown() waits for it, and so does every test's teardown (0.5 s by default).
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+        self._server = Loopback(Handler)
         return self
 
     def __exit__(self, *_exc: object) -> None:
         assert self._server is not None
         self._closing.set()  # slow answers end now, so the server closes at once
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.stop()

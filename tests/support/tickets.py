@@ -27,13 +27,14 @@ async def open_tickets(ledger: Ledger, count: int, prefix: str = "listed", user:
 
 async def open_ticket_for(
     ledger: Ledger, amount_cents: int, *, user: str = "alice", purpose: str = "conference sponsorship",
-    session: str = "s-1", message: str | None = None, dual_above_cents: int = 500_000,
+    session: str = "s-1", message: str | None = None, dual_above_cents: int = 500_000, session_store: str = "app",
 ) -> Ticket:
-    """One pending ticket under the two-person rule's default line ($5,000), as `ask_for_approval` opens it."""
+    """One pending ticket under the two-person rule's default line ($5,000), as `ask_for_approval` opens it;
+    its conversation kept in `session_store` (approval/conversations.py)."""
     return await ledger.tickets.open(
         app_name=APP, user_id=user, session_id=session, call_id=f"adk-{uuid.uuid4().hex[:8]}",
         call_name="ask_for_approval", purpose=purpose, amount_cents=amount_cents, ttl=timedelta(days=3),
-        message_id=message, dual_above_cents=dual_above_cents,
+        message_id=message, dual_above_cents=dual_above_cents, session_store=session_store,
     )
 
 
