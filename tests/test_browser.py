@@ -26,7 +26,7 @@ from support.http import request_over_run
 from support.models import ledger_at
 from support.project import expenses, fresh_project, plain_adk
 from support.servers import TOKENS, WebServer, web_server
-from support.tickets import decide_and_mark_delivered, decided_not_delivered, open_tickets
+from support.tickets import decide_and_mark_delivered, decided_not_delivered, open_ticket_for, open_tickets
 
 from long_running_agent.refusals.model import ModelUnavailable
 
@@ -294,6 +294,17 @@ async def test_an_approver_sees_no_decision_buttons_on_their_own_request(context
 
     other = await open_inbox(context, "carol")
     await expect(other.locator(f'#pending tr[data-ticket="{ticket_id}"] button.approve')).to_have_count(1)
+
+
+async def test_the_inbox_shows_beside_a_ticket_the_requesters_other_requests_today(context, server):
+    ledger = ledger_at(server.database_url)
+    first = await open_ticket_for(ledger, 450_000, user="frank", purpose="team dinner", session="s-frank-1")
+    second = await open_ticket_for(ledger, 450_000, user="frank", purpose="dinner for the team", session="s-frank-2")
+
+    inbox = await open_inbox(context, "bob")
+    await expect(inbox.locator(f'#pending tr[data-ticket="{second.id}"] .today')).to_have_text(
+        f"frank today: $9,000.00 in all: {first.id} ($4,500.00, pending) for team dinner")
+    await expect(inbox.locator(f'#pending tr[data-ticket="{second.id}"]')).to_contain_text("needs 2 approvers")
 
 
 async def test_the_inbox_link_of_a_slack_message_shows_its_ticket(context, server):
