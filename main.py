@@ -32,7 +32,7 @@ async def run_demo(desk: Desk, runner: Runner, out: Transcript, requester: str, 
                    approve: bool) -> tuple[int, str]:
     """The request, its decision and the resume; returns the exit status and what happened."""
     session = await runner.session_service.create_session(app_name=runner.app_name, user_id=requester)
-    print("\n== 1. The employee asks; the agent pays at once or opens an approval ticket ==")
+    print("\n== 1. The employee asks the agent ==")
     out.say("user", request)
     events = await out.send(runner, requester, session.id, user_text(request))
     call = pending_call(events)

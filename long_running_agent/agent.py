@@ -22,6 +22,7 @@ from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools.long_running_tool import LongRunningFunctionTool
 
 from .approval.guard import ApprovalGuard
+from .approval.run import delivers_nothing
 from .approval.turn_order import prepare_model_request
 from .desk import Desk
 from .model.failure import model_failed
@@ -38,8 +39,12 @@ and the approved amount; otherwise say nothing was paid, and why. Never say mone
 reimburse returned "paid"."""
 
 
-def build_agent(settings: Settings, model: str | BaseLlm) -> LlmAgent:
-    """The expense agent, with the limits of `settings` in its instruction."""
+def build_agent(settings: Settings, model: str | BaseLlm, *, answer_model_failures: bool = False) -> LlmAgent:
+    """The expense agent, with the limits of `settings` in its instruction.
+
+    `answer_model_failures`: a model that fails is the agent's answer (what to check), unless the run delivers a
+    decision; for surfaces that would show the raised failure as a traceback or a plain-text 500 (plain adk).
+    """
     return LlmAgent(
         name=AGENT_NAME,
         model=model,
@@ -48,20 +53,22 @@ def build_agent(settings: Settings, model: str | BaseLlm) -> LlmAgent:
         # The conversation as the ledger knows it, in turns Gemini accepts (approval/turn_order.py).
         before_model_callback=prepare_model_request,
         # A Gemini that cannot be reached or refuses: one refusal saying what to check (model/failure.py).
-        on_model_error_callback=partial(model_failed, address=settings.model.gemini_address),
+        on_model_error_callback=partial(model_failed, address=settings.model.gemini_address,
+                                        answer=delivers_nothing if answer_model_failures else None),
     )
 
 
-def build_app(desk: Desk, *, model: str | BaseLlm | None = None, plugins: Sequence[BasePlugin] = ()) -> App:
+def build_app(desk: Desk, *, model: str | BaseLlm | None = None, plugins: Sequence[BasePlugin] = (),
+              answer_model_failures: bool = False) -> App:
     """The app every surface runs: the agent (on `model`, default the desk's choice) plus the approval guard.
 
     The guard checks every approval against the desk's ledger, and hands each run the desk (approval/run.py).
     """
-    agent = build_agent(desk.settings, model or desk.model.name)
+    agent = build_agent(desk.settings, model or desk.model.name, answer_model_failures=answer_model_failures)
     return App(name=APP_NAME, root_agent=agent, plugins=[ApprovalGuard(desk), *plugins])
 
 
 # What `adk web`, `adk api_server` and `adk run` load: the app on the settings in .env and the environment
-# (one it cannot use stops the program with one line naming it).
-app = Desk(settings_or_exit(stop=True), app=build_app).app
+# (one it cannot use stops the program with one line naming it), answering a failed model with what to check.
+app = Desk(settings_or_exit(stop=True), app=partial(build_app, answer_model_failures=True)).app
 root_agent = app.root_agent

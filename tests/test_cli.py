@@ -89,7 +89,7 @@ PAID, REFUSED, ASKED, PENDING = 0, 1, 4, 5
     ("Reimburse $6,000 for a server", PENDING, [], 1),  # the first of two approvals
     ("Reimburse $250 for the team lunch and $480 for the conference ticket", PENDING, [25_000], 1),
 ], ids=["paid-at-once", "paid-once-approved", "question", "refused", "second-approver", "second-ticket"])
-def test_free_text_ends_with_the_exit_status_of_what_happened(sqlite_url, text, status, paid, pending):
+def test_free_text_ends_with_the_exit_status_and_captions_of_what_happened(sqlite_url, text, status, paid, pending):
     result = run("--text", text, url=sqlite_url)
 
     assert result.returncode == status, result.stdout + result.stderr
@@ -100,6 +100,13 @@ def test_free_text_ends_with_the_exit_status_of_what_happened(sqlite_url, text, 
     assert last.startswith("The flow completed") == (status == PAID)
     for ticket in waiting:  # the last line says who acts next, as a command to run
         assert f"{EXPENSES} approve {ticket.id} --approver NAME" in last
+    # No step's caption claims what did not happen: a ticket or an approver where none was asked, a payment.
+    captions = " ".join(re.findall(r"^== \d+\. (.+) ==$", result.stdout, re.MULTILINE))
+    assert captions
+    if "calls ask_for_approval" not in result.stdout:
+        assert not re.search(r"ticket|approv", captions, re.IGNORECASE), captions
+    if not paid:
+        assert not re.search(r"\bpa(y|ys|id)\b", captions, re.IGNORECASE), captions
 
 
 async def _payouts_and_pending(url: str) -> tuple[list, list]:
@@ -251,6 +258,7 @@ def test_a_decision_whose_conversation_was_deleted_is_settled_by_an_approver(sql
 
     early = run("settle", ticket_id, "--approver", "bob", url=sqlite_url)
     assert early.returncode == 1 and "still pending" in early.stderr
+    assert f"{EXPENSES} approve {ticket_id}" in early.stderr and "deliver" not in early.stderr
     asyncio.run(delete_conversation())
 
     approved = run("approve", ticket_id, "--approver", "bob", url=sqlite_url)

@@ -30,7 +30,7 @@ from google.adk.runners import Runner
 from google.genai import errors, types
 from support.conversation import Conversation, calls, event_texts, function_response, pending_calls, responses
 from support.desks import current
-from support.fake_gemini import FakeGemini, Reply, gemini_call, gemini_text
+from support.fake_gemini import BAD_KEY, Failure, FakeGemini, Reply, gemini_call, gemini_text
 from support.models import ledger_at, session_service
 
 from long_running_agent.agent import build_app
@@ -145,7 +145,7 @@ class Pending:
     ticket_id: str
 
 
-Start = Callable[[list[Reply]], Awaitable[Wired]]
+Start = Callable[..., Awaitable[Wired]]  # (script, **build_app options)
 
 
 @pytest.fixture
@@ -159,7 +159,7 @@ async def start(database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
     fakes: list[FakeGemini] = []
     runners: list[Runner] = []
 
-    async def _start(script: list[Reply]) -> Wired:
+    async def _start(script: list[Reply | Failure], **app_options: Any) -> Wired:
         fake = FakeGemini(script).start()
         fakes.append(fake)
         for name in _UNWANTED_SETTINGS:
@@ -168,7 +168,7 @@ async def start(database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
         monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.base_url)
         # A new Gemini per test: google-genai's client is cached on the model
         # instance (per event loop) and reads the key and base URL when built.
-        runner = Runner(app=build_app(current(), model=Gemini(model=MODEL)),
+        runner = Runner(app=build_app(current(), model=Gemini(model=MODEL), **app_options),
                         session_service=session_service(database_url))
         runners.append(runner)
         return Wired(fake, await Conversation(runner, REQUESTER).start(), ledger_at(database_url))
@@ -362,6 +362,31 @@ async def test_a_model_call_beyond_the_script_fails_loudly(start: Start) -> None
     assert raised.value.kind == "service" and isinstance(raised.value.__cause__, errors.ServerError)
 
     assert len(wired.fake.errors) == 1 and "only 0 replies were scripted" in wired.fake.errors[0]
+
+
+async def test_under_plain_adk_a_refused_key_is_the_agents_answer_saying_what_to_check(start: Start) -> None:
+    # Plain adk's app: raised, the failure would be adk run's traceback and a plain-text 500 on /run.
+    wired = await start([BAD_KEY], answer_model_failures=True)
+
+    events = await wired.chat.say(REQUEST)
+
+    answer = event_texts(events)[-1]
+    assert ModelUnavailable.parts(answer) and answer.endswith(ModelUnavailable.NEXT["key"]), answer
+    assert [e.author for e in events if e.author != "user"] == ["expense_agent"]
+
+
+async def test_under_plain_adk_a_decision_whose_delivery_meets_a_failed_model_stays_undelivered(
+        start: Start) -> None:
+    wired = await start([*approval_script()[:2], BAD_KEY], answer_model_failures=True)
+    pending = await ask(wired)
+
+    # The run must fail: had it ended with an answer, the approval would count as delivered, and never be paid.
+    with pytest.raises(ModelUnavailable):
+        await approve(wired, pending)
+
+    ticket = await wired.ledger.tickets.get(pending.ticket_id)
+    assert (ticket.status, ticket.delivered_at) == ("approved", None) and ticket.delivery_error
+    assert await wired.ledger.payouts.find(ticket_id=pending.ticket_id) == []
 
 
 async def test_refusal_note_never_reaches_gemini(start: Start) -> None:

@@ -18,10 +18,13 @@ from pathlib import Path
 import httpx
 import pytest
 from support.environment import app_variables
+from support.fake_gemini import BAD_KEY, FakeGemini
 from support.http import as_approver, json_texts, run_body, user_text
 from support.processes import ROOT
 from support.project import ADK, cloned_project, expenses, fresh_project, plain_adk, plain_env, ticket_in
 from support.servers import APP, LUNCH, web_server
+
+from long_running_agent.refusals.model import ModelUnavailable
 
 pytestmark = pytest.mark.subprocess
 
@@ -193,6 +196,12 @@ def test_adk_run_refuses_the_typed_answer_and_hears_the_decision_made_elsewhere(
     terminal = Terminal(project, home)
     try:
         ticket_id = terminal.ask(LUNCH)
+        # ADK's own user asks, as the README says where it shows `adk run`, and cannot approve its own ticket.
+        requester = re.search(r'"requested_by": "(\w+)"', expenses(project, home, "show", ticket_id).stdout)
+        assert requester and f"`{requester[1]}`" in (ROOT / "README.md").read_text().split(
+            "### In plain `adk web`")[1].split("\n### ")[0]
+        own = expenses(project, home, "approve", ticket_id, "--approver", requester[1])
+        assert own.returncode == 1 and f"{requester[1]} requested ticket {ticket_id}" in own.stderr
         terminal.type("approved")  # ADK sends this as the call's answer; only an approver may decide
         note = terminal.wait_for("not accepted")
         assert f"expenses approve {ticket_id}" in note
@@ -315,3 +324,25 @@ def test_plain_adk_servers_with_a_bad_setting_stop_at_the_agents_first_load_with
     assert [line for line in log.splitlines() if line.startswith("error:")] == [
         next(line for line in log.splitlines() if line.startswith(SAYS))]
     assert "Traceback" not in log and "Could not record" not in log
+
+
+def test_plain_adk_answers_a_refused_gemini_key_with_what_to_check_not_a_traceback_or_a_500(tmp_path):
+    project, home = fresh_project(tmp_path), tmp_path / "home"
+    with FakeGemini([BAD_KEY] * 2) as fake:
+        env = plain_env(home, AGENT_MODEL="gemini-3.5-flash", GOOGLE_API_KEY="not-a-valid-key", GEMINI_API_KEY="",
+                        GOOGLE_GENAI_USE_VERTEXAI="", GOOGLE_GENAI_USE_ENTERPRISE="", GOOGLE_GENAI_API_VERSION="",
+                        GOOGLE_GEMINI_BASE_URL=fake.base_url)
+        ran = subprocess.run([str(ADK), "run", "long_running_agent"], cwd=project, env=env, input=f"{LUNCH}\n",
+                             capture_output=True, text=True, timeout=300)
+        with plain_adk("api_server", project, home, env=env) as server:
+            answer = httpx.post(f"{server.base_url}/run", timeout=60, json=run_body(
+                "alice", new_session(server, "alice"), user_text(LUNCH)))
+    assert fake.errors == [] and fake.unused == 0
+
+    assert "Traceback" not in ran.stdout + ran.stderr, ran.stdout + ran.stderr
+    # The agent's answer, after adk run's prompt (typed input echoes no newline).
+    [said] = [line.split("[expense_agent]: ", 1)[1] for line in ran.stdout.splitlines()
+              if "[expense_agent]: " in line and line.endswith(ModelUnavailable.NEXT["key"])]
+    assert said.startswith("The model gemini-3.5-flash") and fake.base_url in said, said
+    assert answer.status_code == 200, answer.text  # not ADK's plain-text 500
+    assert json_texts(answer.json()) == [said]

@@ -131,6 +131,17 @@ def test_a_next_step_names_each_surfaces_own_way_to_do_it():
         refusal.next_for(API).replace("POST /api/approvals/T-0123456789ab/deliver", "X"))
 
 
+@pytest.mark.parametrize("ticket, action", [
+    (PENDING, "approve"), (APPROVED, "deliver"), (DELIVERED, "show"),
+    (replace(APPROVED, delivery_error="gone", settled_at=NOW, settled_by="carol"), "show"),
+], ids=["pending", "not-yet-failed", "delivered", "settled"])
+def test_a_refused_settle_names_the_step_the_tickets_state_calls_for(ticket, action):
+    next_step = NotSettleable(ticket).next_for(CLI)
+    assert f"{EXPENSES} {action} {ticket.id}" in next_step
+    # Delivering a decided ticket again does nothing, and a pending one has nothing to deliver.
+    assert (f"{EXPENSES} deliver" in next_step) == (action == "deliver"), next_step
+
+
 @pytest.mark.subprocess
 def test_the_cli_says_the_refusal_the_api_answers_with_a_command_for_the_route(sqlite_url):
     refused = run("approve", "T-000000000000", "--approver", "bob", url=sqlite_url)

@@ -92,6 +92,12 @@ def found_run(context: Any) -> ApprovalRun | None:
     return run if isinstance(run, ApprovalRun) else None
 
 
+def delivers_nothing(context: Any) -> bool:
+    """Whether the run of `context` delivers no decision: only such a run may end well when its model fails."""
+    run = found_run(context)
+    return run is None or not run.delivering
+
+
 def approval_run(context: Any) -> ApprovalRun:
     """The run `context` belongs to; a RuntimeError in an app without the approval guard."""
     run = found_run(context)

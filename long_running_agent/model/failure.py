@@ -8,7 +8,7 @@ once, in the refusal's words, or as `log_model_failures` asks.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import httpx
@@ -19,10 +19,13 @@ from google.adk.models.llm_response import LlmResponse
 from google.adk.models.registry import LLMRegistry
 from google.auth import exceptions as auth_errors
 from google.genai import errors as genai_errors
+from google.genai import types
 
 from ..error_text import causes
 from ..ledger.inputs import printable
 from ..refusals.model import ModelUnavailable
+
+logger = logging.getLogger(__name__)
 
 # "once" (one paragraph, no traceback), "none" (the surface says it itself) or "tracebacks" (as ADK logs them).
 Mode = Literal["once", "none", "tracebacks"]
@@ -33,16 +36,23 @@ NO_KEY = "No API key was provided"
 
 
 def model_failed(callback_context: CallbackContext, llm_request: LlmRequest, error: Exception, *,
-                 address: str) -> LlmResponse | None:
+                 address: str, answer: Callable[[CallbackContext], bool] | None = None) -> LlmResponse | None:
     """The agent's on_model_error_callback: a Gemini that cannot be reached or refuses raises ModelUnavailable.
 
     Raised, not answered: a run whose model failed must fail, so a decision being delivered stays
     undelivered (approval/guard.py) and is delivered again later. Other errors go on as ADK raised them.
+    Where `answer` says a run may end well (plain adk, whose surfaces would show a raised failure as a
+    traceback or a plain-text 500), the agent answers with the failure's paragraph instead.
     """
     failure = unavailable(error, llm_request.model or "", address)
     if failure is None:
         return None
     _quiet_adk_loggers()
+    if answer is not None and answer(callback_context):
+        # Once, and with ADK's traceback where ADK logs at DEBUG (`adk web --log_level debug`).
+        logger.warning("%s", failure, exc_info=error if logging.getLogger(ADK_LOGGER).isEnabledFor(logging.DEBUG)
+                       else None)
+        return LlmResponse(content=types.Content(role="model", parts=[types.Part(text=str(failure))]))
     raise failure from error
 
 

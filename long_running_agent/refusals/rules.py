@@ -100,15 +100,17 @@ class NotApproved(LedgerError):
 
 class NotSettleable(LedgerError):
     code = "not_settleable"
-    next_step = "{show} shows its state; deliver it with {deliver} while its conversation can be reached."
+    next_step = "Deliver it with {deliver}; settle it only if that fails. {show} shows its state."
 
     def __init__(self, ticket: Ticket) -> None:
-        state = ("still pending" if ticket.status is TicketStatus.PENDING
-                 else "already delivered to its conversation" if ticket.delivered_at
-                 else f"already settled by {ticket.settled_by}" if ticket.settled_at
-                 else "not yet shown to be undeliverable (no delivery has failed)")
+        done = "Nothing to do: {show} shows its history."
+        state, next_step = (
+            ("still pending", "An approver decides it first: {decide}.") if ticket.status is TicketStatus.PENDING
+            else ("already delivered to its conversation", done) if ticket.delivered_at
+            else (f"already settled by {ticket.settled_by}", done) if ticket.settled_at
+            else ("not yet shown to be undeliverable (no delivery has failed)", None))
         super().__init__(f"Ticket {ticket.id} is {state}; only a decision that cannot reach its "
-                         "conversation is settled.", ticket_id=ticket.id)
+                         "conversation is settled.", ticket_id=ticket.id, next_step=next_step)
 
 
 class DatabaseFileGone(LedgerError):

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
+import os
 import socket
 import sys
 import warnings
@@ -163,6 +165,26 @@ async def prepare_database(desk: Desk) -> None:
         await desk.close()
 
 
+def port_in_use(host: str, port: int) -> bool:
+    """Whether another server listens on host:port, found by binding it as asyncio's create_server (uvicorn) does.
+
+    Other failures (a host not of this machine, a port below 1024) are left to uvicorn, which names them.
+    """
+    try:
+        for family, kind, proto, _name, address in socket.getaddrinfo(
+                host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE):
+            with socket.socket(family, kind, proto) as sock:
+                # As asyncio does on POSIX: a port a stopped server left in TIME_WAIT can be served again at once.
+                if os.name == "posix":
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind(address)
+    except OSError as error:
+        return error.errno == errno.EADDRINUSE
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     # ADK flags its own in-memory credential service as experimental on every start; nothing here can act on it.
     warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]", category=UserWarning)
@@ -178,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
 
     desk = Desk(settings_or_exit(), app=build_app)
     config = desk.settings
+    # Checked before the banner: uvicorn finds out only after it, and says just "[Errno 98]".
+    if port_in_use(args.host, args.port):
+        host = "" if args.host == "127.0.0.1" else f"--host {args.host} "
+        print(f"error: {args.host} port {args.port} is already in use (is another make web running?); serve on "
+              f"another port with:\n  make web ARGS='{host}--port {args.port + 1}'", file=sys.stderr)
+        return 1
     try:
         asyncio.run(prepare_database(desk))
     except SchemaError as error:
