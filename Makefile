@@ -1,4 +1,4 @@
-# make demo | make test | make test-fast | make test-adk [ADK='2.8.0 2.13.0'] | make web [ARGS='--port 8080'] | make bench
+# make demo | make test | make test-fast | make test-mutations [ARGS='--every-test --postgres'] | make test-adk [ADK='2.8.0 2.13.0'] | make web [ARGS='--port 8080'] | make bench
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -10,7 +10,7 @@ PYTEST_ARGS := -n auto --dist worksteal --durations=10
 # has /dev/shm: SQLite syncs each commit to disk, which costs the flow tests a third of their time.
 PYTEST := $(if $(wildcard /dev/shm),TMPDIR=$${TMPDIR:-/dev/shm}) $(PY) -m pytest
 
-.PHONY: demo test test-fast test-adk web bench lint clean lock
+.PHONY: demo test test-fast test-mutations test-adk web bench lint clean lock
 
 $(VENV)/.app: pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ test: $(VENV)/.dev
 test-fast: $(VENV)/.dev
 	INVARIANT_EXAMPLES=$${INVARIANT_EXAMPLES:-10} $(PYTEST) $(PYTEST_ARGS) \
 		-m "not subprocess and not browser and not postgres"
+
+# Each money defect that once shipped, put back alone into a temporary copy of the project: the invariant tests must
+# fail on every one (.ci/mutants.py prints which test caught each; ARGS='--help' for its options; docs/testing.md).
+test-mutations: $(VENV)/.dev
+	$(PY) .ci/mutants.py $(ARGS)
 
 # The core suite (.ci/noxfile.py) on each supported google-adk release in a virtualenv of its own,
 # or on the releases named: make test-adk ADK="2.8.0 2.13.0".

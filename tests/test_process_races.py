@@ -38,8 +38,8 @@ REQUESTERS = ("alice", "bob", "erin", "frank", "grace", "heidi", "ivan", "judy",
 AMOUNTS = (120_000, 200_000, 300_000, 450_000, 600_000)
 ACTORS = ("http", "ledger-1", "ledger-2")
 HTTP_OPS = {"approve", "reject", "settle", "deliver"}  # what the approvals API offers
-TICKETS = 36
-SLOT = 0.25  # seconds from one ticket's decisions to the next one's
+TICKETS = 48
+SLOT = 0.2  # seconds from one ticket's decisions to the next one's
 LATER = 2  # slots from a ticket's decisions to its payouts
 EXPIRING = 6  # every sixth ticket's window ends as its decisions come in
 LONG = timedelta(hours=1)
@@ -47,10 +47,8 @@ PURPOSE = "team offsite"
 
 
 def test_decisions_and_payouts_racing_in_three_processes_keep_the_money_invariants(db_url, tmp_path):
-    seed = random.randrange(2**32)
-    rng = random.Random(seed)
-    _away_from_midnight()
-    record = Record(APPROVERS, LINE)
+    rng, record = random.Random(), Record(APPROVERS, LINE)
+    # No sweep of the server's own during the test: each expiry is one a process saw accepted, and recorded.
     with web_server(tmp_path, database_url=db_url, EXPIRY_SWEEP_SECONDS="3600") as server:
         workers = [_start(actor, db_url, server.base_url, tmp_path) for actor in ACTORS]
         try:
@@ -73,8 +71,8 @@ def test_decisions_and_payouts_racing_in_three_processes_keep_the_money_invarian
             decisions, wrong = read(tmp_path / f"{actor}.jsonl")
             record.decisions += decisions
             errors += wrong
-        assert not errors, f"seed {seed}: answers no user should get:\n" + "\n".join(errors)
-        asyncio.run(_ask_again_and_check(db_url, record, seed))
+        assert not errors, "answers no user should get:\n" + "\n".join(errors)
+        asyncio.run(_ask_again_and_check(db_url, record))
     log = server.log.read_text()
     assert "Traceback" not in log and " 500 " not in log, log[-3000:]
 
@@ -83,7 +81,7 @@ def _start(actor: str, db_url: str, base_url: str, tmp_path: Path) -> subprocess
     """A worker process: the project's package from ROOT, the tests' helpers from tests/."""
     target = {"actor": actor, "database_url": db_url, "base_url": base_url, "approvers": sorted(APPROVERS),
               "tokens": TOKENS}
-    env = os.environ | {"PYTHONPATH": str(ROOT / "tests"), "EXPENSES_DATABASE_URL": db_url}
+    env = os.environ | {"PYTHONPATH": str(ROOT / "tests")}
     with (tmp_path / f"{actor}.log").open("w") as log:
         return subprocess.Popen([sys.executable, "-m", "support.race_worker", json.dumps(target),
                                  str(tmp_path / f"{actor}.jsonl")], cwd=ROOT, env=env, text=True,
@@ -113,7 +111,7 @@ async def _open_and_plan(db_url: str, record: Record, rng: random.Random) -> tup
         await ledger.close()
     steps = []
     for i, (ticket_id, conversation) in sorted(opened.items()):
-        at = record.requests[ticket_id].window_ends[1].timestamp() - start - 0.015 if i in expiring else i * SLOT
+        at = record.requests[ticket_id].window_ends[1].timestamp() - start if i in expiring else i * SLOT
         steps += _decisions(ticket_id, record, rng, at, expiring=i in expiring)
         steps += _payouts(ticket_id, conversation, record, rng, at=(i + LATER + 0.5) * SLOT)
     return start, steps
@@ -132,22 +130,24 @@ async def _open(ledger: Ledger, record: Record, requester: str, cents: int, ttl:
 
 def _decisions(ticket_id: str, record: Record, rng: random.Random, at: float, *, expiring: bool
                ) -> list[dict[str, Any]]:
-    """Three decisions at the same moment, one from each process: two approvals, and one more of anything."""
+    """Three decisions at the same moment, one from each process: two approvals, and one more of anything
+    (most often a third approval)."""
     asked = record.requests[ticket_id]
-    amounts = [None, asked.cents * 9 // 10, asked.cents // 2]
+    amounts = [None, *(asked.cents * tenths // 10 for tenths in (9, 7, 5))]
     first, second, third = rng.sample(sorted(APPROVERS), 3)
+    # Different amounts: whichever approval lands last must not raise what another approved.
+    one, other, more = rng.sample(amounts, 3)
     anything = [
-        {"op": "approve", "who": third, "cents": rng.choice(amounts)},
-        {"op": "approve", "who": first, "cents": rng.choice(amounts)},  # the same approver again
-        {"op": "approve", "who": asked.requester if asked.requester in APPROVERS else third, "cents": None},
+        {"op": "approve", "who": third, "cents": more},
+        {"op": "approve", "who": first, "cents": more},  # the same approver again
+        {"op": "approve", "who": asked.requester if asked.requester in APPROVERS else third, "cents": None},  # own
         {"op": "reject", "who": third},
         {"op": "withdraw", "who": asked.requester},
         {"op": "expire"},
     ]
-    # As a window ends, the expiry comes from one process and the approvals from the others.
-    ops = [{"op": "approve", "who": first, "cents": rng.choice(amounts)},
-           {"op": "approve", "who": second, "cents": rng.choice(amounts)},
-           {"op": "expire"} if expiring else rng.choice(anything)]
+    # Just after a window ended, the approvals may still find the ticket pending, or expired by the third.
+    ops = [{"op": "approve", "who": first, "cents": one}, {"op": "approve", "who": second, "cents": other},
+           rng.choices(anything, weights=(4, 2, 1, 2, 1, 4 if expiring else 1))[0]]
     return _at_once(ops, ticket_id, rng, at)
 
 
@@ -157,38 +157,32 @@ def _payouts(ticket_id: str, conversation: list[str], record: Record, rng: rando
     cents = record.requests[ticket_id].cents
     ops = [{"op": rng.choice(["settle", "deliver"]), "who": rng.choice(sorted(APPROVERS))},
            {"op": "deliver", "who": rng.choice(sorted(APPROVERS))},
-           {"op": "reimburse", "cents": rng.choice([cents, cents * 9 // 10, cents // 2]), "purpose": PURPOSE,
+           {"op": "reimburse", "cents": cents * rng.choice((10, 9, 7, 5)) // 10, "purpose": PURPOSE,
             "conversation": conversation}]
     return _at_once(ops, ticket_id, rng, at)
 
 
 def _at_once(ops: list[dict[str, Any]], ticket_id: str, rng: random.Random, at: float) -> list[dict[str, Any]]:
-    """One op per process, the server's one the API offers; a few milliseconds apart, so that the processes'
-    reads and writes interleave differently each time."""
+    """One op per process, the server's one the API offers; up to 10 ms apart, so that the processes' reads and
+    writes interleave differently each time."""
     by_http = rng.choice([op for op in ops if op["op"] in HTTP_OPS])
     rest = [op for op in ops if op is not by_http]
     rng.shuffle(rest)
-    return [op | {"actor": actor, "ticket": ticket_id, "at": at + rng.uniform(0, 0.03)}
+    return [op | {"actor": actor, "ticket": ticket_id, "at": at + rng.uniform(0, 0.01)}
             for actor, op in zip(ACTORS, [by_http, *rest], strict=True)]
 
 
-async def _ask_again_and_check(db_url: str, record: Record, seed: int) -> None:
-    """Each requester asks once more (what still counts toward their day decides its approvers), then the check."""
+async def _ask_again_and_check(db_url: str, record: Record) -> None:
+    """Each requester asks for what is left of their day under the line, then the check.
+
+    What the rejected, withdrawn and expired requests leave decides whether it needs one approver or two.
+    """
     ledger = Ledger(db_url, approvers=APPROVERS)
     try:
         for requester in REQUESTERS:
-            await _open(ledger, record, requester, 150_000, LONG)
-        try:
-            await check_money_invariants(ledger, record)
-        except AssertionError as broken:
-            raise AssertionError(f"seed {seed}: {broken}") from None
+            left = LINE - record.asked(requester, datetime.now(UTC).date())
+            await _open(ledger, record, requester, left if left > 0 else 150_000, LONG)
+        await check_money_invariants(ledger, record)
     finally:
         await ledger.close()
 
-
-def _away_from_midnight() -> None:
-    """Start after midnight UTC rather than just before it: each request's day is the day the test asked on."""
-    now = datetime.now(UTC)
-    left = (datetime.combine(now.date() + timedelta(days=1), datetime.min.time(), UTC) - now).total_seconds()
-    if left < 60:
-        time.sleep(left + 1)

@@ -114,6 +114,17 @@ async def test_a_rejected_request_no_longer_counts_and_a_new_day_starts_afresh(s
     assert [t.id for t in await ledger.tickets.combined_with(crossing)] == [again.id]
 
 
+async def test_the_calls_of_one_message_add_up_either_side_of_midnight(db_url, clock: FakeClock):
+    ledger = ledger_at(db_url)
+    clock.now = clock.now.replace(hour=23, minute=59, second=59)
+    before = await open_ticket_for(ledger, 450_000, purpose="server", message="turn-1")
+    clock.advance(seconds=2)  # the next UTC day: the requester's day starts afresh, the message does not
+    after = await open_ticket_for(ledger, 100_000, purpose="rack", message="turn-1", session="s-2")
+    other = await open_ticket_for(ledger, 100_000, purpose="cables", session="s-3")
+
+    assert [t.approvals_needed for t in (before, after, other)] == [1, 2, 1]
+
+
 async def test_requests_racing_in_two_processes_cross_the_line_once(db_url):
     for round_ in range(5):
         ledgers = [Ledger(db_url) for _ in range(2)]

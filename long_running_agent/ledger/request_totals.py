@@ -28,6 +28,9 @@ _ADD: dict[tuple[bool, int], Any] = {}
 
 # The group of every request and payout of a requester's day.
 REQUESTER = "requester"
+# The day a message's total is kept under: a message's calls add up whatever their day, so that two calls of
+# one turn, one just before midnight UTC and one just after, still count together.
+MESSAGE_DAY = date(1970, 1, 1)
 # A requester's other tickets of the day that approvers see listed; the rest are counted.
 SHOWN = 5
 
@@ -37,13 +40,17 @@ def groups_of(message_id: str | None) -> list[str]:
     return [REQUESTER] + ([f"message:{message_id}"] if message_id else [])
 
 
+def _day_of(group: str, day: date) -> date:
+    return day if group == REQUESTER else MESSAGE_DAY
+
+
 async def add(db: AsyncConnection, user_id: str, day: date, groups: list[str], cents: int) -> int:
-    """`total += cents` in each group of the requester's day, in one upsert; returns the largest new total."""
+    """`total += cents` in each group (the requester's `day`, a message's), in one upsert; the largest new total."""
     key = (db.dialect.name == "postgresql", len(groups))
     if key not in _ADD:
         upsert = postgresql_insert if key[0] else sqlite_insert
         statement = upsert(RequestTotalRow).values([
-            {"requester": bindparam("requester"), "day": bindparam("day"),
+            {"requester": bindparam("requester"), "day": bindparam(f"day_{n}"),
              "request_group": bindparam(f"group_{n}"), "total_cents": bindparam("cents")}
             for n in range(len(groups))
         ])
@@ -51,8 +58,9 @@ async def add(db: AsyncConnection, user_id: str, day: date, groups: list[str], c
             index_elements=[RequestTotalRow.requester, RequestTotalRow.day, RequestTotalRow.request_group],
             set_={"total_cents": RequestTotalRow.total_cents + statement.excluded.total_cents},
         ).returning(RequestTotalRow.total_cents)
-    totals = await db.scalars(_ADD[key], {"requester": requester_of(user_id), "day": day, "cents": cents,
-                                          **{f"group_{n}": group for n, group in enumerate(groups)}})
+    totals = await db.scalars(_ADD[key], {"requester": requester_of(user_id), "cents": cents, **{
+        name: value for n, group in enumerate(groups) for name, value in (
+            (f"group_{n}", group), (f"day_{n}", _day_of(group, day)))}})
     return max(int(total) for total in totals)
 
 
@@ -62,8 +70,8 @@ async def take_back(db: AsyncConnection, row: Any) -> None:
     for group in (row.request_groups or "").splitlines():
         await db.execute(
             update(RequestTotalRow)
-            .where(RequestTotalRow.requester == requester_of(row.user_id), RequestTotalRow.day == day,
-                   RequestTotalRow.request_group == group)
+            .where(RequestTotalRow.requester == requester_of(row.user_id),
+                   RequestTotalRow.day == _day_of(group, day), RequestTotalRow.request_group == group)
             .values(total_cents=RequestTotalRow.total_cents - row.amount_cents)
         )
 

@@ -1,99 +1,163 @@
-"""The money invariants, stated once, read from the ledger's tables.
+"""The money invariants, stated once, judged against what the test asked for and what the ledger accepted.
 
-Every test that drives the ledger through random or racing sequences checks
-these after each step (tests/test_money_invariants.py):
+A test keeps a `Record` of what it did: each request (who asked, on which UTC day, how much, when, and how many
+approvers the two-person rule gives it, worked out from the record's earlier requests), and each decision the
+ledger accepted (who approved which amount, or rejected, withdrew or expired which ticket, and when the call ran).
+`check_money_invariants` reads the ledger's tickets, payouts and kept pending count, and judges them against that
+record alone, never against the rest of what the ledger wrote (its running totals, a ticket's groups):
 
 1. at most one payout per ticket;
-2. a payout, and what an approved ticket will pay, is at most every approving
-   approver's amount, and that at most the amount asked;
-3. nothing is paid without the required number of distinct approvers, all of
-   them configured and none of them the requester;
-4. a rejected, withdrawn or expired ticket never pays;
-5. every approved ticket is paid, can still be delivered, or has a recorded
-   failed delivery that `settle` accepts;
-6. split requests: the payouts of one-approver tickets of one requester on one
-   UTC day, whatever their purposes, or from one message, add up to at most
-   the two-person line;
-7. the pending count the database keeps (the inbox's total) is the number of
-   pending tickets.
+2. a ticket pays the smallest amount its accepted approvals approved (one without an amount approves the amount
+   asked), and an approved ticket not yet paid will pay that;
+3. a ticket is approved only by as many approvals as the two-person rule gives it, each accepted from a
+   configured approver who is not the requester, no approver twice;
+4. a ticket is decided once: of the approval that decides it, a rejection, a withdrawal and an expiry, at most one
+   is accepted, and the ticket's status is that one's (pending without one); only an approved ticket pays;
+5. the window: no approval is accepted once it has ended, no expiry before;
+6. every approved ticket is paid, can still be delivered, or has a recorded failed delivery that `settle` accepts;
+7. the two-person rule: a request needs two approvers exactly when, with it, what its requester asked for that UTC
+   day, or in the same message whatever the day, and may still be paid (not rejected, withdrawn or expired) comes
+   to more than the line; and what is paid on one approver's word to one requester for one day, or for one
+   message, is at most the line;
+8. the pending count the database keeps is the number of pending tickets.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import date, datetime, timedelta
 
 from sqlalchemy import func, select
 
 from long_running_agent.ledger import Ledger, TicketStatus
-from long_running_agent.ledger.policy import requester_of
 from long_running_agent.ledger.schema import PayoutRow, PendingCountRow, TicketRow
+
+# What an accepted decision did; an approval either decides its ticket or is the first of two.
+APPROVED, FIRST_APPROVAL = "approved", "first approval"
+ENDS = {APPROVED: TicketStatus.APPROVED, "rejected": TicketStatus.REJECTED, "withdrawn": TicketStatus.WITHDRAWN,
+        "expired": TicketStatus.EXPIRED}
+
+
+@dataclass(frozen=True)
+class Request:
+    requester: str
+    day: date
+    cents: int
+    # The window ends its TTL after the ticket was opened: after the call began, before it returned.
+    window_ends: tuple[datetime, datetime]
+    approvers_needed: int
+    message: str | None = None  # ADK's invocation: the calls of one turn
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A decision the ledger accepted: `cents` is what an approval approved; `began`/`ended` bracket the call."""
+
+    ticket_id: str
+    action: str  # APPROVED, FIRST_APPROVAL or another key of ENDS
+    actor: str
+    began: datetime
+    ended: datetime
+    cents: int | None = None
 
 
 @dataclass
-class Approvals:
-    """What each approval that the ledger accepted approved: (approver, cents), per ticket."""
+class Record:
+    """What the test asked the ledger for, under which rules, and what the ledger accepted."""
 
-    given: dict[str, list[tuple[str, int]]] = field(default_factory=lambda: defaultdict(list))
+    approvers: frozenset[str]
+    line_cents: int  # DUAL_APPROVAL_ABOVE
+    requests: dict[str, Request] = field(default_factory=dict)
+    decisions: list[Decision] = field(default_factory=list)
 
-    def record(self, ticket_id: str, approver: str, cents: int) -> None:
-        self.given[ticket_id].append((approver, cents))
+    def asked(self, requester: str, day: date) -> int:
+        """What `requester` asked for on `day` and may still be paid, by the record."""
+        return sum(r.cents for ticket_id, r in self.requests.items()
+                   if (r.requester, r.day) == (requester, day) and self.still_counts(ticket_id))
+
+    def asked_in(self, requester: str, message: str | None) -> int:
+        """What `requester` asked for in `message`, whatever the day, and may still be paid, by the record."""
+        return sum(r.cents for ticket_id, r in self.requests.items()
+                   if message and (r.requester, r.message) == (requester, message) and self.still_counts(ticket_id))
+
+    def approvers_needed(self, requester: str, day: date, cents: int, message: str | None = None) -> int:
+        """What the two-person rule gives a new request, from the requests recorded so far."""
+        before = max(self.asked(requester, day), self.asked_in(requester, message))
+        return 2 if before + cents > self.line_cents else 1
+
+    def request(self, ticket_id: str, requester: str, began: datetime, ended: datetime, cents: int,
+                ttl: timedelta, message: str | None = None) -> Request:
+        """Record a request the ledger opened between `began` and `ended`; its day is the day it began (UTC)."""
+        day = began.date()
+        request = Request(requester, day, cents, (began + ttl, ended + ttl),
+                          self.approvers_needed(requester, day, cents, message), message)
+        self.requests[ticket_id] = request
+        return request
+
+    def accepted(self, decision: Decision) -> None:
+        self.decisions.append(decision)
+
+    def of(self, ticket_id: str) -> list[Decision]:
+        return [d for d in self.decisions if d.ticket_id == ticket_id]
+
+    def still_counts(self, ticket_id: str) -> bool:
+        """Whether a request may still be paid: no rejection, withdrawal or expiry of it was accepted."""
+        return not any(d.action in ENDS and d.action != APPROVED for d in self.of(ticket_id))
 
 
-async def check_money_invariants(
-    ledger: Ledger, *, approvals: Approvals, approvers: frozenset[str], dual_above_cents: int
-) -> None:
+async def check_money_invariants(ledger: Ledger, record: Record) -> None:
     async with await ledger.database.session() as db:
-        tickets = {row.id: row for row in await db.scalars(select(TicketRow))}
-        payouts = list(await db.scalars(select(PayoutRow).where(PayoutRow.ticket_id.is_not(None))))
+        tickets = list(await db.scalars(select(TicketRow)))
+        paid: dict[str, list[int]] = defaultdict(list)
+        for payout in await db.scalars(select(PayoutRow).where(PayoutRow.ticket_id.is_not(None))):
+            paid[payout.ticket_id or ""].append(payout.amount_cents)
         kept_pending = int(await db.scalar(select(func.coalesce(func.sum(PendingCountRow.pending), 0))) or 0)
-    pending = sum(1 for row in tickets.values() if TicketStatus(row.status) is TicketStatus.PENDING)
-    assert kept_pending == pending, f"the kept pending count is {kept_pending}, with {pending} tickets pending"
-    paid: dict[str, list[PayoutRow]] = defaultdict(list)
-    for payout in payouts:
-        paid[payout.ticket_id or ""].append(payout)
 
-    single_approver_paid: dict[tuple[str, object, str], int] = defaultdict(int)
-    for ticket_id, row in tickets.items():
-        ticket_payouts = paid.get(ticket_id, [])
+    one_approver_paid: dict[tuple[str, date | str], int] = defaultdict(int)
+    for row in tickets:
+        asked = record.requests.get(row.id)
+        assert asked is not None, f"{row.id} is a ticket nobody asked for"
+        assert (row.amount_cents, row.approvals_needed) == (asked.cents, asked.approvers_needed), (
+            f"{row.id}: {row.amount_cents} cents for {row.approvals_needed} approvers; the record says "
+            f"{asked.cents} cents for {asked.approvers_needed}")  # 7
+        decisions = record.of(row.id)
+        approvals = [d for d in decisions if d.action in (APPROVED, FIRST_APPROVAL)]
+        names = [d.actor for d in approvals]
+        assert len(set(names)) == len(names), f"{row.id} approved twice by one approver: {names}"  # 3
+        assert set(names) <= record.approvers, f"{row.id} approved by {names}, not all approvers"
+        assert asked.requester not in names, f"{row.id} approved by its requester {asked.requester}"
+        late = [d for d in approvals if d.began >= asked.window_ends[1]]
+        assert not late, f"{row.id}: approvals accepted after its window ended: {late}"  # 5
+
+        ends = [d for d in decisions if d.action in ENDS]
+        assert len(ends) <= 1, f"{row.id} decided more than once: {ends}"  # 4
         status = TicketStatus(row.status)
-        assert len(ticket_payouts) <= 1, f"{ticket_id} was paid {len(ticket_payouts)} times"
-        if status is not TicketStatus.APPROVED:
-            assert not ticket_payouts, f"{ticket_id} is {status} and was paid"
-        if row.amount_cents > dual_above_cents:
-            assert row.approvals_needed == 2, f"{ticket_id} asks for more than the line with one approver"
-        given = approvals.given.get(ticket_id, [])
-        if status is TicketStatus.PENDING:
-            assert [name for name, _ in given] == ([row.first_approved_by] if row.first_approved_by else []), (
-                ticket_id, given, row.first_approved_by)
+        expected = ENDS[ends[0].action] if ends else TicketStatus.PENDING
+        assert status is expected, f"{row.id} is {status.value}; what the ledger accepted makes it {expected.value}"
+        if status is TicketStatus.EXPIRED:
+            assert ends[0].ended >= asked.window_ends[0], f"{row.id} expired before its window ended"  # 5
         if status is TicketStatus.APPROVED:
-            deciders = [row.first_approved_by, row.decided_by] if row.approvals_needed == 2 else [row.decided_by]
-            assert len(given) == row.approvals_needed, f"{ticket_id}: {given} for {row.approvals_needed}"
-            assert sorted(deciders) == sorted(name for name, _ in given), (ticket_id, deciders, given)
-            assert len(set(deciders)) == row.approvals_needed, f"{ticket_id} approved twice by one person"
-            assert set(deciders) <= approvers, f"{ticket_id} approved by {deciders}"
-            assert requester_of(row.user_id) not in deciders, f"{ticket_id} approved by its requester"
-            payable = row.amount_cents if row.approved_cents is None else row.approved_cents
-            assert payable <= min(cents for _, cents in given), f"{ticket_id} would pay more than {given}"
-            if not ticket_payouts:
-                # Unpaid: still deliverable (no attempt failed), or settleable (one did).
-                assert row.settled_at is None, f"{ticket_id} was settled without its payout"
-                assert row.delivered_at is None, f"{ticket_id} was delivered and never paid"
-        for payout in ticket_payouts:
-            assert payout.amount_cents <= row.amount_cents, f"{ticket_id} paid more than was asked"
-            for approver, cents in given:
-                assert payout.amount_cents <= cents, f"{ticket_id} paid more than {approver} approved"
-            if row.approvals_needed == 1:
-                day = _utc_day(row)
-                single_approver_paid[(requester_of(row.user_id), day, "requester")] += payout.amount_cents
-                for group in (row.request_groups or "").splitlines():
-                    if group.startswith("message:"):
-                        single_approver_paid[(row.user_id, day, group)] += payout.amount_cents
-    for group, total in single_approver_paid.items():
-        assert total <= dual_above_cents, f"{group}: {total} cents paid on one approver's word each"
+            assert len(names) == asked.approvers_needed, (
+                f"{row.id} approved by {names}; it needs {asked.approvers_needed} approvers")  # 3
 
+        payouts = paid.get(row.id, [])
+        assert len(payouts) <= 1, f"{row.id} was paid {len(payouts)} times: {payouts}"  # 1
+        assert not payouts or status is TicketStatus.APPROVED, f"{row.id} is {status.value} and was paid"  # 4
+        if status is TicketStatus.APPROVED:
+            smallest = min(asked.cents if d.cents is None else d.cents for d in approvals)
+            will_pay = payouts or [row.amount_cents if row.approved_cents is None else row.approved_cents]
+            assert will_pay == [smallest], f"{row.id} pays {will_pay[0]} cents; its approvers approved {approvals}"  # 2
+            if not payouts:
+                # Unpaid: still deliverable (no attempt failed), or settleable (one did).  6
+                assert row.settled_at is None, f"{row.id} was settled without its payout"
+                assert row.delivered_at is None, f"{row.id} was delivered and never paid"
+            elif len(set(names)) == 1:
+                one_approver_paid[(asked.requester, asked.day)] += payouts[0]
+                if asked.message:
+                    one_approver_paid[(asked.requester, asked.message)] += payouts[0]
+    for (requester, when), total in one_approver_paid.items():
+        assert total <= record.line_cents, f"{requester} was paid {total} cents for {when} on one approver's word each"
 
-def _utc_day(row: TicketRow) -> object:
-    created = row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=UTC)
-    return created.astimezone(UTC).date()
+    pending = sum(1 for row in tickets if TicketStatus(row.status) is TicketStatus.PENDING)
+    assert kept_pending == pending, f"the kept pending count is {kept_pending}, with {pending} tickets pending"  # 8
