@@ -95,37 +95,44 @@ if __name__ == "__main__":
 def measure_concurrency(stores: Stores, plan: list[tuple[str, str, int, int]]) -> list[dict[str, Any]]:
     """Run each (system, store, flows, repeats) of `plan` in fresh processes; medians per entry.
 
-    Wall time and flows/s are medians over the repeats; errors, double
-    payouts and peak RSS are the worst repeat's.
+    The entries take turns, repeat by repeat (repeat 1 of each, then repeat 2 of those that have
+    one, ...), so runs compared with each other ran minutes apart at most. Wall time and flows/s
+    are medians over the repeats; errors, double payouts and peak RSS are the worst repeat's.
     """
+    entries = [(system, store, flows, repeats) for system, store, flows, repeats in plan if stores.has(store)]
+    runs: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(entries))}
+    for repeat in range(max((entry[3] for entry in entries), default=0)):
+        for i, (system, store, flows, repeats) in enumerate(entries):
+            if repeat < repeats:
+                runs[i].append(_run_child(stores, system, store, flows))
     rows = []
-    for system, store, flows, repeats in plan:
-        if not stores.has(store):
-            continue
-        runs = []
-        for _ in range(repeats):
-            url = asyncio.run(stores.fresh(store))
-            child = subprocess.run(
-                [sys.executable, "-m", "benchmarks.concurrency", "--system", system, "--store", store,
-                 *(["--url", url] if url else []), "--flows", str(flows)],
-                capture_output=True, text=True, timeout=900, env=child_env(),
-            )
-            if child.returncode != 0:
-                raise RuntimeError(f"concurrency run failed:\n{child.stderr[-3000:]}")
-            runs.append(json.loads(child.stdout.strip().splitlines()[-1]))
-        worst = max(runs, key=lambda r: (r["errors"], r["double_payouts"]))
+    for i, (system, store, flows, repeats) in enumerate(entries):
+        worst = max(runs[i], key=lambda r: (r["errors"], r["double_payouts"]))
         rows.append({
             "system": system,
             "store": store,
             "flows": flows,
             "repeats": repeats,
-            "wall_s": statistics.median(r["wall_s"] for r in runs),
-            "flows_per_s": statistics.median(r["completed"] / r["wall_s"] for r in runs),
+            "wall_s": statistics.median(r["wall_s"] for r in runs[i]),
+            "flows_per_s": statistics.median(r["completed"] / r["wall_s"] for r in runs[i]),
             "errors": worst["errors"],
             "error_kinds": worst["error_kinds"],
             "double_payouts": worst["double_payouts"],
-            "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
-            "cpu_ms_per_flow": statistics.median(r["cpu_ms_per_flow"] for r in runs),
-            "runs": runs,
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in runs[i]),
+            "cpu_ms_per_flow": statistics.median(r["cpu_ms_per_flow"] for r in runs[i]),
+            "runs": runs[i],
         })
     return rows
+
+
+def _run_child(stores: Stores, system: str, store: str, flows: int) -> dict[str, Any]:
+    url = asyncio.run(stores.fresh(store))
+    child = subprocess.run(
+        [sys.executable, "-m", "benchmarks.concurrency", "--system", system, "--store", store,
+         *(["--url", url] if url else []), "--flows", str(flows)],
+        capture_output=True, text=True, timeout=900, env=child_env(),
+    )
+    if child.returncode != 0:
+        raise RuntimeError(f"concurrency run failed:\n{child.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
+    return result

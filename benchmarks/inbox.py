@@ -2,17 +2,19 @@
 
 What is timed is `ledger.inbox.read(...)` with the inbox's defaults: the one
 call behind `GET /api/approvals` (and, without the recent decisions, behind
-`.venv/bin/expenses inbox`). It runs six queries: the expiry sweep's SELECT of
+`.venv/bin/expenses inbox`). It runs eight queries: the expiry sweep's SELECT of
 overdue tickets, a page of 50 pending tickets and their total, a page of 50
-decisions not delivered yet and their total, and the 10 latest decisions.
+decisions not delivered yet and their total, the 10 latest decisions, and the
+page's requesters' other tickets and payouts without approval that day.
 
 The store holds what a busy ledger holds. One real request leaves a pending
 ticket; SQL copies that ticket row (scale.py's `copy_sql`) into `decided`
 approved tickets whose decisions were delivered long ago, a few approved
 ones whose delivery failed (what the undelivered list of a real inbox
-holds), and then pending ones, growing through the sizes. Only the
-ticket table is copied: the inbox reads nothing else. After each growth the
-store is ANALYZEd (VACUUM ANALYZE on PostgreSQL) as autovacuum would be.
+holds), and then pending ones, growing through the sizes, each copy another
+requester's. Only the ticket table is copied: the inbox reads nothing else but
+the (empty) daily payouts. After each growth the store is ANALYZEd (VACUUM
+ANALYZE on PostgreSQL) as autovacuum would be.
 
 Per size: the median of the whole read, the median of each query (timed at
 the driver, from sending the statement to its result), and each query's plan
@@ -38,9 +40,13 @@ from .flows import OURS, open_system
 from .scale import analyze, copy_sql
 from .stores import Stores
 
-# The six queries of one read, in the order ledger.inbox.read sends them.
+# The eight queries of one read, in the order ledger.inbox.read sends them.
 QUERIES = ("overdue tickets", "pending page", "pending total", "undelivered page", "undelivered total",
-           "recent decisions")
+           "recent decisions", "requesters' tickets that day", "requesters' payouts that day")
+# Those that read the backlog, and must read it through an index; the last two read only the page's
+# requesters' rows of one day (found by ix_approval_tickets_user_created and the daily rules' key), few
+# whatever the backlog, so their plans are shown but a small sort or a scan of an empty table is no fault.
+BACKLOG_QUERIES = QUERIES[:6]
 UNDELIVERED = 5
 _DECIDED = {"status": "'approved'", "decided_by": "'bench-approver'", "decided_at": "created_at"}
 _DELIVERED = _DECIDED | {"delivered_at": "created_at"}
@@ -144,6 +150,8 @@ async def _fill(engine: AsyncEngine, template: str, *, first: int, last: int, ta
                 values: dict[str, str] | None = None) -> None:
     if last < first:
         return
+    # Each copy is another requester's: a page of the inbox reads its requesters' other tickets of the day.
+    values = {"user_id": f"user_id || '-{tag}' || CAST(n.i AS TEXT)"} | (values or {})
     async with engine.begin() as conn:
         await conn.execute(text(copy_sql(engine.dialect.name, "approval_tickets", tag=tag, values=values)),
                            {"first": first, "last": last, "template": template})
@@ -183,7 +191,8 @@ async def measure_inbox(
                     "fill_s": fill_s,
                     **timed,
                     "plans": dict(zip(QUERIES, plans, strict=True)),
-                    "unindexed": [q for q, p in zip(QUERIES, plans, strict=True) if not reads_an_index(dialect, p)],
+                    "unindexed": [q for q, p in zip(QUERIES, plans, strict=True)
+                                  if q in BACKLOG_QUERIES and not reads_an_index(dialect, p)],
                 })
                 started = time.perf_counter()
         finally:

@@ -1,13 +1,15 @@
 """One flow at a time on each store: latency, model calls, request bytes, duplicates.
 
 All configurations are open together (this project's each on a desk of its
-own, flows.py) and take turns: each repeat runs a batch of flows in a row on
-every configuration before the next repeat starts, so a burst of noise on
-this shared machine lands on all of them alike. A batch's figure is its mean
-flow time; a configuration's figure is the median of its batches. After the
-timed repeats, one more flow per configuration counts the model calls of its
-request and of its approval, then is approved a second time (the same
-FunctionResponse, resent) to count what a duplicate approval costs.
+own, flows.py) and take turns flow by flow: each repeat (a pass) runs one flow
+on every configuration in turn, a number of times, so a burst of noise on this
+shared machine lands on all of them alike. A pass's figure for a
+configuration is the median of its flows there; a configuration's figure is
+the median of its passes, and a ratio between two configurations is taken
+pass by pass (`pass_ratios`), so a busy minute cannot favour one side. After the timed repeats, one more flow per
+configuration counts the model calls of its request and of its approval, then
+is approved a second time (the same FunctionResponse, resent) to count what a
+duplicate approval costs.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .flows import SYSTEMS, Pending, System, open_system
+from .flows import SYSTEMS, FlowTimes, Pending, System, open_system
 from .stores import Stores
 
 
@@ -32,18 +34,19 @@ async def measure_per_flow(
     try:
         for repeat in range(repeats + 1):
             size = warmup_flows if repeat == 0 else flows_per_repeat
-            for i, system in enumerate(systems):
-                times = []
-                for _ in range(size):
+            times: dict[int, list[FlowTimes]] = {i: [] for i in range(len(systems))}
+            for _ in range(size):
+                for i, system in enumerate(systems):  # one flow each in turn: a second of noise hits them all
                     counter += 1
                     pending, took = await system.flow(counter)
                     flows[i].append(pending)
-                    times.append(took)
-                if repeat:
+                    times[i].append(took)
+            if repeat:
+                for i, took_each in times.items():
                     batches[i].append((
-                        statistics.fmean(t.total_s for t in times),
-                        statistics.fmean(t.request_s for t in times),
-                        statistics.fmean(t.approve_s for t in times),
+                        statistics.median(t.total_s for t in took_each),
+                        statistics.median(t.request_s for t in took_each),
+                        statistics.median(t.approve_s for t in took_each),
                     ))
         rows, per_system_cost = [], []
         for i, system in enumerate(systems):
@@ -58,6 +61,8 @@ async def measure_per_flow(
                 "flow_s": statistics.median(b[0] for b in batches[i]),
                 "request_s": statistics.median(b[1] for b in batches[i]),
                 "approve_s": statistics.median(b[2] for b in batches[i]),
+                # Each repeat's figure, in order: repeat k of every configuration ran in the same minute.
+                "batches_s": [b[0] for b in batches[i]],
                 "repeats": repeats,
                 "flows_timed": repeats * flows_per_repeat,
             })
@@ -76,6 +81,15 @@ async def measure_per_flow(
         memory = next(r["flow_s"] for r in rows if r["system"] == row["system"] and r["store"] == "memory")
         row["x_memory"] = row["flow_s"] / memory
     return rows, _cost_summary(per_system_cost)
+
+
+def pass_ratios(per_flow: list[dict[str, Any]], store: str) -> list[float]:
+    """Ours / the seed's on `store`, once per repeat: both measured in the same minute of the run."""
+    by = {(r["system"], r["store"]): r for r in per_flow}
+    ours, seed = by.get(("ours", store)), by.get(("seed", store))
+    if ours is None or seed is None:
+        return []
+    return [mine / theirs for mine, theirs in zip(ours["batches_s"], seed["batches_s"], strict=True)]
 
 
 async def _counted_flow(system: System, n: int) -> dict[str, int]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -51,15 +52,16 @@ class Sizes:
 
 
 FULL = Sizes(
-    per_flow_repeats=5,
-    flows_per_repeat=10,
+    # Three passes of the ours-versus-seed comparison; each ratio's worst pass is what a target is judged on.
+    per_flow_repeats=3,
+    flows_per_repeat=20,
     warmup_flows=3,
-    # A 1,000-flow run takes 80-100 s here, so it runs once; 100-flow runs repeat.
+    # A 1,000-flow run takes one to three minutes here, so it runs once, on SQLite (its target); the
+    # 100-flow runs repeat, taking turns, for the CPU ratio's passes.
     concurrency=[
         ("ours", "sqlite", 100, 3), ("seed", "sqlite", 100, 3),
         ("ours", "sqlite", 1000, 1), ("seed", "sqlite", 1000, 1),
         ("ours", "postgres", 100, 3), ("seed", "postgres", 100, 3),
-        ("ours", "postgres", 1000, 1),
         # ADK's runner with no storage to speak of: the framework's own ceiling here.
         ("seed", "memory", 1000, 1),
     ],
@@ -67,13 +69,13 @@ FULL = Sizes(
     inbox_decided=100_000,
     resume_sizes=[100, 100_000],
     inbox_repeats=25,
-    resume_repeats=7,
+    resume_repeats=5,
     demo_repeats=7,
     breakdown_flows=10,
-    # About 20 s per 1-replica run and 25 s per 2-replica run here.
-    replica_flows=150,
+    # About 20 s per 1-replica run and 25 s per 2-replica run on a quiet machine.
+    replica_flows=100,
     replica_in_flight=16,
-    replica_repeats=3,
+    replica_repeats=2,
 )
 
 QUICK = Sizes(
@@ -97,6 +99,9 @@ QUICK = Sizes(
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target of the issue, with what was measured and whether it is met."""
+    from .inbox import BACKLOG_QUERIES
+    from .per_flow import pass_ratios
+
     cost = results["cost"]
     per_flow = {(r["system"], r["store"]): r for r in results["per_flow"]}
     out: list[dict[str, Any]] = []
@@ -132,24 +137,21 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             f"{row['flow_s'] * 1000:.1f} ms vs {memory * 1000:.1f} ms = {row['x_memory']:.2f}x"
             if row else "PostgreSQL not available",
             row["x_memory"] <= 2 if row else None)
-    # The guarantees' price: ours / the seed's pattern, one flow at a time, on the same store.
+    # The guarantees' price: ours / the seed's pattern, one flow at a time, on the same store, in each pass;
+    # judged on the worst pass, so a target holds on every run rather than on a lucky one.
     for store, most in (("postgres", 1.25), ("sqlite", 1.5), ("memory", 2.0)):
-        ours_row, seed_row = per_flow.get(("ours", store)), per_flow.get(("seed", store))
         label = {"memory": "in-memory", "sqlite": "SQLite file", "postgres": "PostgreSQL"}[store]
-        if ours_row and seed_row:
-            ratio = ours_row["flow_s"] / seed_row["flow_s"]
-            add(f"One flow, ours / seed on the same store <= {most:g}x ({label})",
-                f"{ours_row['flow_s'] * 1000:.1f} ms vs {seed_row['flow_s'] * 1000:.1f} ms = {ratio:.2f}x",
-                ratio <= most)
-        else:
-            add(f"One flow, ours / seed on the same store <= {most:g}x ({label})", "not measured", None)
+        ratios = pass_ratios(results["per_flow"], store)
+        add(f"One flow, ours / seed on the same store <= {most:g}x in every pass ({label})",
+            spread(ratios) if ratios else "not measured", max(ratios) <= most if ratios else None)
     by_run = {(r["system"], r["store"], r["flows"]): r for r in results["concurrency"]}
     ours_cpu, seed_cpu = by_run.get(("ours", "postgres", 100)), by_run.get(("seed", "postgres", 100))
     if ours_cpu and seed_cpu:
-        ratio = ours_cpu["cpu_ms_per_flow"] / seed_cpu["cpu_ms_per_flow"]
-        add("CPU per flow, 100 flows at once on PostgreSQL, <= 1.3x the seed's",
-            f"{ours_cpu['cpu_ms_per_flow']:.1f} ms vs {seed_cpu['cpu_ms_per_flow']:.1f} ms = {ratio:.2f}x",
-            ratio <= 1.3)
+        ratios = [mine["cpu_ms_per_flow"] / theirs["cpu_ms_per_flow"]
+                  for mine, theirs in zip(ours_cpu["runs"], seed_cpu["runs"], strict=True)]
+        add("CPU per flow, 100 flows at once on PostgreSQL, <= 1.3x the seed's in every pass",
+            f"{ours_cpu['cpu_ms_per_flow']:.1f} ms vs {seed_cpu['cpu_ms_per_flow']:.1f} ms; {spread(ratios)}",
+            max(ratios) <= 1.3)
     breakdown = {(r["system"], r["store"]): r for r in results["breakdown"]}
     ours_trips = [r for r in results["breakdown"] if r["system"] == "ours"]
     if ours_trips:
@@ -180,8 +182,8 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                     f"{top['median_s'] * 1000:.1f} ms vs {low['median_s'] * 1000:.1f} ms = {ratio:.2f}x",
                     ratio <= 1.5)
             unindexed = sorted({f"{q} at {r['pending']:,}" for r in rows for q in r["unindexed"]})
-            add(f"Every inbox query reads an index, no sort on the side, at every size ({store})",
-                "; ".join(unindexed) if unindexed else f"{len(rows[0]['plans'])} queries, all indexed (EXPLAIN)",
+            add(f"Every inbox query of the backlog reads an index, no sort on the side, at every size ({store})",
+                "; ".join(unindexed) if unindexed else f"{len(BACKLOG_QUERIES)} queries, all indexed (EXPLAIN)",
                 not unindexed)
         rows = sorted((r for r in results["resume"] if r["store"] == store), key=lambda r: r["pending"])
         if len(rows) >= 2:
@@ -198,12 +200,17 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     demo = results["demo"]
     add("python main.py < 2.5 s wall, cold", f"{demo['wall_s']:.2f} s, {demo['peak_rss_mb']:.0f} MB peak RSS",
         demo["wall_s"] < 2.5)
-    if "adk_import_wall_s" in demo:
-        add("python main.py cold, as a ratio to a bare `import google.adk` (reported)",
-            f"{demo['wall_s']:.2f} s vs {demo['adk_import_wall_s']:.2f} s = {demo['x_adk_import']:.0f}x "
-            f"(the seed's ADK imports alone: {demo['seed_imports_wall_s']:.2f} s; import main: "
-            f"{demo['import_wall_s']:.2f} s)", "reported")
+    if "x_seed_first_call" in demo:
+        ratios = demo["x_seed_first_call"]
+        add("python main.py cold to its first model call <= 1.5x the seed's pattern cold (median of pairs)",
+            f"{demo['first_call_s']:.2f} s vs {demo['seed_first_call_s']:.2f} s; {spread(ratios)}",
+            statistics.median(ratios) <= 1.5)
     return out
+
+
+def spread(ratios: list[float]) -> str:
+    """A ratio over passes: its median and its range."""
+    return f"{statistics.median(ratios):.2f}x (min {min(ratios):.2f}x, max {max(ratios):.2f}x, {len(ratios)} passes)"
 
 
 STORE_NAMES = {"memory": "in-memory", "sqlite": "SQLite", "postgres": "PostgreSQL"}
@@ -284,9 +291,9 @@ def explain(results: dict[str, Any]) -> list[str]:
     if "adk_import_wall_s" in demo:
         note += (f"; a bare `import google.adk` takes {demo['adk_import_wall_s']:.2f} s (ADK loads its parts "
                  f"lazily), what the seed's pattern imports from ADK {demo['seed_imports_wall_s']:.2f} s. "
-                 "The rest of the import is the model client, SQLAlchemy and this project's modules; "
-                 "Alembic is imported only when the schema must change, and the run itself creates the "
-                 "tables of a new database and runs two flows")
+                 "The rest of the import is SQLAlchemy (which ADK's DatabaseSessionService needs too) and "
+                 "this project's modules; the run itself creates the tables of a new database in one step, "
+                 "without Alembic (imported only to upgrade an older schema), and runs two flows")
     notes.append(note + ".")
     return notes
 
@@ -341,7 +348,7 @@ def _inbox_notes(rows: list[dict[str, Any]]) -> list[str]:
             "decisions, the overdue tickets out of an index range that is empty unless some are due. "
             "The pending total sums the count the database keeps in the same transaction as each ticket "
             "write (migration 0007's triggers), instead of counting one index entry per pending ticket. "
-            f"The six queries took {queries:.1f} ms of the "
+            f"The {len(QUERIES)} queries took {queries:.1f} ms of the "
             f"{top['median_s'] * 1000:.1f} ms; the rest is the ORM building {rows_built} tickets, the session "
             "and the connection check-out."
         )

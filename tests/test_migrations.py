@@ -6,17 +6,19 @@ The release 0.1 databases come from tests/support/releases.py.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import re
 import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, make_url
 from support.desks import current
 from support.models import ledger_at
 from support.processes import run, serve
@@ -45,10 +47,56 @@ async def _schema_differences(url: str) -> list[object]:
         return await connection.run_sync(_differences)
 
 
+def _upgrade_with_alembic(connection: Connection) -> None:
+    from alembic import command
+
+    cfg = migrate.config()
+    cfg.attributes["connection"] = connection
+    command.upgrade(cfg, "head")
+
+
 async def test_the_migrations_build_exactly_the_tables_the_code_declares(db_url):
-    assert await ledger_at(db_url).prepare() == (None, migrate.head())
+    async with ledger_at(db_url).engine.begin() as connection:
+        await connection.run_sync(_upgrade_with_alembic)
 
     assert await _schema_differences(db_url) == [], "ledger/schema.py and ledger/migrations/ disagree; add a migration"
+
+
+def _migration(name: str) -> ModuleType:
+    [path] = (migrate.MIGRATIONS / "versions").glob(f"{name}_*.py")
+    spec = importlib.util.spec_from_file_location(f"migration_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_a_new_database_is_built_in_one_step_as_the_migrations_would_build_it(db_url):
+    ledger = ledger_at(db_url)
+    assert await ledger.prepare() == (None, migrate.head())
+
+    assert await _schema_differences(db_url) == []
+    assert await _stamped(db_url) == migrate.head()
+    counter = _migration("0007")  # the pending tickets' counter: the same triggers, counting from 0
+    assert migrate._SQLITE_COUNT == counter.SQLITE_TRIGGERS
+    assert migrate._POSTGRESQL_COUNT == (counter.POSTGRESQL_FUNCTION, *counter.POSTGRESQL_TRIGGERS)
+    async with ledger.engine.connect() as connection:
+        assert (await connection.execute(text("SELECT shard, pending FROM pending_counts"))).all() == [(0, 0)]
+
+
+def _objects(path: Path) -> set[tuple[str, str, str | None]]:
+    with sqlite3.connect(path) as db:
+        return {(kind, name, sql if kind == "trigger" else None) for kind, name, sql in db.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
+
+
+async def test_a_new_sqlite_file_has_every_table_index_and_trigger_the_migrations_make(sqlite_url, tmp_path):
+    migrated = f"sqlite+aiosqlite:///{tmp_path}/migrated.db"
+    async with ledger_at(migrated).engine.begin() as connection:
+        await connection.run_sync(_upgrade_with_alembic)
+    await ledger_at(sqlite_url).prepare()
+
+    assert _objects(tmp_path / "migrated.db") == _objects(Path(make_url(sqlite_url).database or ""))
 
 
 @pytest.mark.subprocess

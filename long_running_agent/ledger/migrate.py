@@ -1,7 +1,9 @@
 """The database at the schema this code needs: Alembic migrations, one process at a time (docs/deployment.md).
 
 Each upgrade is one transaction. Processes that start together take turns on a start-up lock (a PostgreSQL advisory
-lock, or a lock file beside a SQLite file) while the ledger is migrated and ADK's session tables are created.
+lock, or a lock file beside a SQLite file) while the ledger is migrated and ADK's session tables are created. A new
+database gets this code's tables in one step, without Alembic, which takes longer to import than the demo takes to run
+(benchmarks/README.md); tests/test_migrations.py checks that it is the database the migrations build.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import event, inspect, text
+from sqlalchemy import Column, MetaData, PrimaryKeyConstraint, String, Table, event, inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -87,13 +89,16 @@ def _current(connection: Connection) -> str | None:
 
 
 def _upgrade(connection: Connection) -> tuple[str | None, str]:
+    found = _current(connection)
+    if found is None:
+        _create_at_head(connection)
+        return None, head()
     from alembic import command
     from alembic.runtime.migration import MigrationContext
 
     cfg = config()
     cfg.attributes["connection"] = connection
     before = MigrationContext.configure(connection).get_current_revision()
-    found = _current(connection)
     try:
         if found is not None and found != before:
             command.stamp(cfg, found)  # mark release 0.1's tables as what they are
@@ -104,6 +109,59 @@ def _upgrade(connection: Connection) -> tuple[str | None, str]:
         # The transaction is rolled back as this leaves it: nothing was changed.
         raise SchemaMismatch(found, head(), _driver_message(error)) from error
     return found, head()
+
+
+# Migration 0007's counter of pending tickets, as its triggers keep it (the migration keeps its own copy: history).
+_SQLITE_ADD = ("INSERT INTO pending_counts (shard, pending) VALUES (0, {delta}) "
+               "ON CONFLICT (shard) DO UPDATE SET pending = pending + excluded.pending;")
+_MOVED = "CASE WHEN NEW.status = 'pending' THEN 1 ELSE -1 END"
+_SQLITE_COUNT = (
+    "CREATE TRIGGER pending_count_insert AFTER INSERT ON approval_tickets WHEN NEW.status = 'pending' "
+    f"BEGIN {_SQLITE_ADD.format(delta=1)} END",
+    "CREATE TRIGGER pending_count_update AFTER UPDATE OF status ON approval_tickets "
+    "WHEN (OLD.status = 'pending') <> (NEW.status = 'pending') "
+    f"BEGIN {_SQLITE_ADD.format(delta=_MOVED)} END",
+    "CREATE TRIGGER pending_count_delete AFTER DELETE ON approval_tickets WHEN OLD.status = 'pending' "
+    f"BEGIN {_SQLITE_ADD.format(delta=-1)} END",
+)
+_POSTGRESQL_COUNT = (
+    """
+CREATE FUNCTION count_pending_tickets() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    delta bigint := 0;
+BEGIN
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        delta := delta + (SELECT count(*) FROM added WHERE status = 'pending');
+    END IF;
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        delta := delta - (SELECT count(*) FROM removed WHERE status = 'pending');
+    END IF;
+    IF delta <> 0 THEN
+        INSERT INTO pending_counts (shard, pending) VALUES (floor(random() * 16)::int, delta)
+        ON CONFLICT (shard) DO UPDATE SET pending = pending_counts.pending + excluded.pending;
+    END IF;
+    RETURN NULL;
+END $$
+""",
+    "CREATE TRIGGER pending_count_insert AFTER INSERT ON approval_tickets "
+    "REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION count_pending_tickets()",
+    "CREATE TRIGGER pending_count_update AFTER UPDATE ON approval_tickets "
+    "REFERENCING OLD TABLE AS removed NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION count_pending_tickets()",
+    "CREATE TRIGGER pending_count_delete AFTER DELETE ON approval_tickets "
+    "REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION count_pending_tickets()",
+)
+
+
+def _create_at_head(connection: Connection) -> None:
+    """A database with no ledger yet: schema.py's tables, 0007's counter, the head revision stamped as by Alembic."""
+    Base.metadata.create_all(connection)
+    connection.exec_driver_sql("INSERT INTO pending_counts (shard, pending) VALUES (0, 0)")
+    for statement in _POSTGRESQL_COUNT if connection.dialect.name == "postgresql" else _SQLITE_COUNT:
+        connection.exec_driver_sql(statement)
+    version = Table("alembic_version", MetaData(), Column("version_num", String(32), nullable=False),
+                    PrimaryKeyConstraint("version_num", name="alembic_version_pkc"))
+    version.create(connection, checkfirst=True)
+    connection.execute(version.insert().values(version_num=head()))
 
 
 def _driver_message(error: DBAPIError) -> str:
