@@ -159,10 +159,14 @@ async def test_inbox_queries_read_indexes_and_the_pending_total_reads_its_kept_c
         event.remove(ledger.engine.sync_engine, "before_cursor_execute", capture)
         assert (len(inbox.pending), inbox.total_pending, len(inbox.undelivered), inbox.total_undelivered,
                 len(inbox.recent_decisions)) == (10, 30, 5, 5, 10)
-        assert len(sent) == 6, sent  # the expiry sweep's SELECT, then five reads
+        # The expiry sweep's SELECT, five reads, then the page's requesters' days: their tickets, their payouts.
+        assert len(sent) == 8, sent
 
-        expiry_plan, page_plan, count_plan, undelivered_plan, undelivered_count_plan, recent_plan = await plans(
-            ledger, sent)
+        (expiry_plan, page_plan, count_plan, undelivered_plan, undelivered_count_plan, recent_plan, day_plan,
+         paid_plan) = await plans(ledger, sent)
+        # A requester's day reads along their tickets' index and their payouts' key, never the whole table.
+        assert "ix_approval_tickets_user_created" in day_plan, day_plan
+        assert "daily_auto_approvals_1" in paid_plan or "pk_daily_auto_approvals" in paid_plan, paid_plan
 
         if ledger.engine.dialect.name == "sqlite":
             assert "INDEX ix_approval_tickets_status_expires (status=? AND expires_at<?)" in expiry_plan, expiry_plan
