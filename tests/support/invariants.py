@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from typing import NamedTuple
 
 from sqlalchemy import func, select
 
@@ -39,15 +40,16 @@ ENDS = {APPROVED: TicketStatus.APPROVED, "rejected": TicketStatus.REJECTED, "wit
         "expired": TicketStatus.EXPIRED}
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
+    """A request as the test made it; its window ends its TTL after the ticket opened (after the call began,
+    before it returned), and `message` is ADK's invocation: the calls of one turn."""
+
     requester: str
     day: date
     cents: int
-    # The window ends its TTL after the ticket was opened: after the call began, before it returned.
     window_ends: tuple[datetime, datetime]
     approvers_needed: int
-    message: str | None = None  # ADK's invocation: the calls of one turn
+    message: str | None = None
 
 
 @dataclass(frozen=True)
