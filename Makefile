@@ -8,7 +8,10 @@ LOCK := .ci/constraints.txt
 PYTEST_ARGS := -n auto --dist worksteal --durations=10
 # The tests' throwaway files (a SQLite file per test, copies of the project) in memory where the machine
 # has /dev/shm: SQLite syncs each commit to disk, which costs the flow tests a third of their time.
-PYTEST := $(if $(wildcard /dev/shm),TMPDIR=$${TMPDIR:-/dev/shm}) $(PY) -m pytest
+# Bytecode written even where PYTHONDONTWRITEBYTECODE is set (container images often set it): without it each
+# test process compiles the tests and pytest's plugins again (hypothesis alone, about 2 s) and each process a
+# test starts compiles the app. It goes to __pycache__ folders, which git ignores.
+PYTEST := $(if $(wildcard /dev/shm),TMPDIR=$${TMPDIR:-/dev/shm}) PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 
 .PHONY: demo test test-fast test-mutations test-adk web bench lint clean lock
 

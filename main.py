@@ -45,7 +45,7 @@ async def run_demo(desk: Desk, runner: Runner, out: Transcript, requester: str, 
                                                 reason=None if approve else "not a business expense")
     out.say("approver", f"bob {'approved' if approve else 'rejected'} ticket {decision.id}")
     if decision.status is TicketStatus.PENDING:  # the two-person rule: the first of two approvals
-        return PENDING, f"A second approver decides it: {EXPENSES} approve {ticket_id} --approver NAME"
+        return PENDING, f"{decision.still_missing}; next: {EXPENSES} approve {ticket_id} --approver NAME"
     print("\n== 3. The app sends the updated FunctionResponse: same id and name, role user ==")
     updated = types.FunctionResponse(
         id=call.id,  # the id of the original ask_for_approval call
@@ -83,7 +83,7 @@ async def demo(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
     await desk.prepare()  # the database at this version's schema, or one line saying what to run
     requester = f"demo-{secrets.token_hex(3)}"
     print(f"Model:    {desk.model}\nDatabase: {database_in_words(config.database_url)}")
-    print(f"Policy:   up to ${config.approval_threshold:,} paid at once (once per purpose, "
+    print(f"Policy:   up to ${desk.policy.approval_threshold:,} paid at once (once per purpose, "
           f"${config.daily_auto_approval_limit:,} a day); more needs an approver")
     print(f"Employee: {requester} (new each run: the daily rules start from zero)")
     async with desk.runner() as runner:  # build_app(desk): the agent and its guard plugin (agent.py)

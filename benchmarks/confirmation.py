@@ -65,7 +65,7 @@ def above(limit: Decimal) -> Callable[..., bool]:
 
 def confirmation_agent(bank: Bank, settings: Settings) -> LlmAgent:
     """ADK's confirmation above the threshold of `settings`, the one this project's agent applies."""
-    limit = settings.approval_threshold
+    limit = settings.rules.threshold
     return LlmAgent(
         name="expense_agent",
         model=OFFLINE_MODEL,

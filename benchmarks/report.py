@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from . import audit_chain
+
 STORE_LABELS = {"memory": "in-memory", "sqlite": "SQLite file", "postgres": "PostgreSQL"}
 SEED_SERVICES = {
     "memory": "InMemorySessionService",
@@ -203,6 +205,7 @@ def markdown(results: dict[str, Any]) -> str:
         "App, Runner, LongRunningFunctionTool, DatabaseSessionService).",
         "",
     ]
+    lines += audit_chain.report(results.get("audit_chain", []))
     if results.get("notes"):
         lines += ["## Notes", ""] + [f"- {note}" for note in results["notes"]] + [""]
     return "\n".join(lines)

@@ -11,9 +11,10 @@ ADK's own tool confirmation (1); one flow at a time on in-memory, SQLite and
 PostgreSQL stores (2); 100 and 1,000 concurrent flows on each durable store
 (3); the approver inbox's real read with 1k/10k/100k pending tickets and 100k
 decided ones (4); resuming one ticket with 100 vs 100k pending (5); flows per
-second with 1 and 2 server replicas on one PostgreSQL database (6); and
-`python main.py` cold (7). Writes benchmarks/results.md, benchmarks/results.json
-and docs/performance.png.
+second with 1 and 2 server replicas on one PostgreSQL database (6);
+`python main.py` cold (7); and what the audit trail's hash chain costs per
+flow (8). Writes benchmarks/results.md, benchmarks/results.json and
+docs/performance.png.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Sizes:
     replica_flows: int  # per replica and run
     replica_in_flight: int  # per replica
     replica_repeats: int
+    chain_flows_per_repeat: int  # per pass, chained and plain each (audit_chain.py)
 
 
 FULL = Sizes(
@@ -76,6 +78,7 @@ FULL = Sizes(
     replica_flows=100,
     replica_in_flight=16,
     replica_repeats=2,
+    chain_flows_per_repeat=30,
 )
 
 QUICK = Sizes(
@@ -94,11 +97,13 @@ QUICK = Sizes(
     replica_flows=6,
     replica_in_flight=3,
     replica_repeats=1,
+    chain_flows_per_repeat=3,
 )
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target of the issue, with what was measured and whether it is met."""
+    from .audit_chain import target_rows
     from .inbox import BACKLOG_QUERIES
     from .per_flow import pass_ratios
 
@@ -205,6 +210,8 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         add("python main.py cold to its first model call <= 1.5x the seed's pattern cold (median of pairs)",
             f"{demo['first_call_s']:.2f} s vs {demo['seed_first_call_s']:.2f} s; {spread(ratios)}",
             statistics.median(ratios) <= 1.5)
+    for target, measured, met in target_rows(results.get("audit_chain", [])):
+        add(target, measured, met)
     return out
 
 
@@ -377,6 +384,7 @@ def _replica_notes(replicas: dict[str, Any], machine: dict[str, Any]) -> list[st
 
 
 def run(sizes: Sizes, *, with_postgres: bool) -> dict[str, Any]:
+    from .audit_chain import measure_audit_chain
     from .breakdown import measure_breakdown
     from .concurrency import measure_concurrency
     from .demo import measure_demo
@@ -404,6 +412,11 @@ def run(sizes: Sizes, *, with_postgres: bool) -> dict[str, Any]:
         step("where one flow's time goes")
         results["breakdown"] = asyncio.run(measure_breakdown(
             found, flows=sizes.breakdown_flows, warmup_flows=sizes.warmup_flows,
+        ))
+        step("what the audit chain costs per flow")
+        results["audit_chain"] = asyncio.run(measure_audit_chain(
+            found, repeats=sizes.per_flow_repeats, flows_per_repeat=sizes.chain_flows_per_repeat,
+            warmup_flows=sizes.warmup_flows,
         ))
         step("concurrent flows (a fresh process per run)")
         results["concurrency"] = measure_concurrency(found, sizes.concurrency)

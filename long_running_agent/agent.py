@@ -48,7 +48,7 @@ def build_agent(settings: Settings, model: str | BaseLlm, *, answer_model_failur
     return LlmAgent(
         name=AGENT_NAME,
         model=model,
-        instruction=INSTRUCTION.format(limit=settings.approval_threshold, most=settings.max_amount),
+        instruction=INSTRUCTION.format(limit=settings.rules.threshold, most=settings.max_amount),
         tools=[LongRunningFunctionTool(func=ask_for_approval), reimburse, withdraw_request],
         # The conversation as the ledger knows it, in turns Gemini accepts (approval/turn_order.py).
         before_model_callback=prepare_model_request,

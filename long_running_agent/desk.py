@@ -24,6 +24,7 @@ from .ledger.engine import create_engine
 from .ledger.migrate import startup_lock
 from .ledger.policy import Policy
 from .model.choice import ModelChoice, choose_model
+from .observability.spans import Watch
 from .settings import Settings
 
 Clock = Callable[[], datetime]
@@ -43,12 +44,15 @@ class Desk:
         self.clock = clock
         self._app_factory = app
         self._app: App | None = None
+        self._policy: Policy | None = None
         # One engine per database, for its ledger and ADK's session store alike: with SQLite's rollback
         # journal, two connections to one file in one process wait for each other (benchmarks/README.md).
         self._engines: dict[str, AsyncEngine] = {}
         self._ledgers: dict[str, Ledger] = {}
         self._sessions: dict[str, BaseSessionService] = {}
         self._background: set[asyncio.Task[Any]] = set()
+        # Where every ledger of this desk runs its steps: a server's metrics listen to it (observability/).
+        self.watch = Watch()
 
     @property
     def model(self) -> ModelChoice:
@@ -64,15 +68,13 @@ class Desk:
         return self._app
 
     @property
-    def approvers(self) -> frozenset[str] | None:
-        return frozenset(self.settings.approvers.values()) or None
-
-    @property
     def policy(self) -> Policy:
-        config = self.settings
-        return Policy(approval_threshold=config.approval_threshold, max_amount=config.max_amount,
-                      daily_auto_approval_limit=config.daily_auto_approval_limit,
-                      dual_approval_above=config.dual_approval_above, approval_ttl=config.approval_ttl)
+        """The rules as the settings say (APPROVAL_POLICY's file is read once per desk)."""
+        if self._policy is None:
+            config = self.settings
+            self._policy = Policy(rules=config.rules, max_amount=config.max_amount, approval_ttl=config.approval_ttl,
+                                  daily_auto_approval_limit=config.daily_auto_approval_limit)
+        return self._policy
 
     def engine_at(self, database_url: str) -> AsyncEngine:
         if database_url not in self._engines:
@@ -90,7 +92,7 @@ class Desk:
             self._ledgers[database_url] = Ledger(
                 database_url, clock=self.clock, auto_migrate=self.settings.auto_migrate or not own,
                 engine=self.engine_at(database_url), outbox=self.settings.webhook_url is not None,
-                approvers=self.approvers, policy=self.policy)
+                policy=self.policy, watch=self.watch)
         return self._ledgers[database_url]
 
     @property

@@ -169,6 +169,14 @@ class _Poster:
 
     async def send(self, notification: Notification, allowed: float) -> Attempt | None:
         """POST it within `allowed` seconds; None if `allowed`, cut below the deadline, ran out (no attempt counted)."""
+        with self.ledger.watch.step("outbox.send", ticket=notification.ticket_id) as step:
+            attempt = await self._send(notification, allowed)
+            step.note(event=notification.event)
+            if attempt is not None and not attempt.postponed:
+                step.note(sent=attempt.sent)
+            return attempt
+
+    async def _send(self, notification: Notification, allowed: float) -> Attempt | None:
         payload = json.loads(notification.payload)
         url = self.url
         if notification.event in (SLACK_UPDATE, SLACK_REPLY):

@@ -10,18 +10,21 @@ import importlib.util
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, HttpUrl, TypeAdapter, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from .ledger import policy_file
+from .ledger.inputs import InputError, name
+from .ledger.quorum import Approver, Rules
 from .names import PYTHON
 from .refusals.startup import SettingsError
 
@@ -29,7 +32,6 @@ from .refusals.startup import SettingsError
 # `make web` and plain `adk web` started from anywhere share one ledger.
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_DATABASE_URL = f"sqlite+aiosqlite:///{PROJECT_DIR / '.data' / 'expenses.db'}"
-MIN_TOKEN = 8
 MIN_SECRET = 16
 GEMINI_ADDRESS = "https://generativelanguage.googleapis.com"
 
@@ -80,30 +82,6 @@ def _duration(unit: str, **bounds: int) -> BeforeValidator:
     return BeforeValidator(lambda v: timedelta(**{unit: float(number.validate_python(v))}) if isinstance(v, str) else v)
 
 
-def _entries(raw: str) -> Iterator[tuple[str, str, str]]:
-    """Each entry of a comma-separated `left:right` list: (the entry, left, right), right "" without a colon."""
-    for entry in filter(None, (item.strip() for item in raw.split(","))):
-        left, sep, right = (part.strip() for part in entry.partition(":"))
-        yield entry, left, right if sep else ""
-
-
-def _approvers(raw: Any) -> Any:
-    """`name:token,name:token` as {token: name}, names in their canonical form."""
-    if not isinstance(raw, str):
-        return raw
-    approvers: dict[str, str] = {}
-    for entry, who, token in _entries(raw):
-        if not who or not token:
-            raise ValueError(f"entry {entry!r} must look like name:token (e.g. bob:s3cret-t0ken).")
-        canonical = _name(who, "approver name")
-        if len(token) < MIN_TOKEN:
-            raise ValueError(f"the token of {canonical} is too short; use {MIN_TOKEN} or more characters.")
-        if token in approvers:
-            raise ValueError(f"{approvers[token]} and {canonical} have the same token; give each their own.")
-        approvers[token] = canonical
-    return approvers
-
-
 # Slack's member ids: U012AB3CD (W… on Enterprise Grid).
 _SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,30}$")
 
@@ -113,7 +91,7 @@ def _slack_approvers(raw: Any) -> Any:
     if not isinstance(raw, str):
         return raw
     mapped: dict[str, str] = {}
-    for entry, user, who in _entries(raw):
+    for entry, user, who in policy_file.entries(raw):
         if not _SLACK_USER.match(user) or not who:
             raise ValueError(f"entry {entry[:60]!r} must look like SlackUserId:name (e.g. U012AB3CD:bob; the id is "
                              "under the person's Slack profile, ⋮ > Copy member ID).")
@@ -147,8 +125,6 @@ def _names(raw: Any) -> Any:
 
 
 def _name(raw: str, field: str) -> str:
-    from .ledger.inputs import InputError, name
-
     try:
         return name(raw, field)
     except InputError as error:
@@ -186,12 +162,19 @@ class Settings(BaseSettings):
         default=timedelta(hours=72), alias="APPROVAL_TTL_HOURS",
         description="hours, more than 0 and at most 8760, e.g. 72")
     dev_chat_approval: Flag = Field(default=False, alias="DEV_CHAT_APPROVAL", description="true or false")
-    approvers: Annotated[dict[str, str], NoDecode, BeforeValidator(_approvers)] = Field(default={}, alias="APPROVERS")
+    approvers: Annotated[dict[str, Approver], NoDecode, BeforeValidator(policy_file.approvers)] = Field(default={},
+                                                                                            alias="APPROVERS")
+    approval_policy: Path | None = Field(default=None, alias="APPROVAL_POLICY")
     sweep_interval: Annotated[timedelta, _duration("seconds", gt=0, le=3600)] = Field(
         default=timedelta(seconds=30), alias="EXPIRY_SWEEP_SECONDS",
         description="seconds, more than 0 and at most 3600, e.g. 30")
     trusted_user_header: Text = Field(default=None, alias="TRUSTED_USER_HEADER")
     production: Flag = Field(default=False, alias="PRODUCTION_MODE", description="true or false")
+    # What operators see (docs/operations.md); OpenTelemetry reads the other OTEL_* variables itself.
+    metrics_token: Text = Field(default=None, alias="METRICS_TOKEN")
+    log_format: Literal["text", "json"] = Field(default="text", alias="LOG_FORMAT", description="text or json")
+    trace_content: Flag = Field(default=False, alias="TRACE_CONTENT", description="true or false")
+    otlp_endpoint: Text = Field(default=None, alias="OTEL_EXPORTER_OTLP_ENDPOINT")
     daily_auto_approval_limit: Decimal = Field(
         default=Decimal(250), alias="DAILY_AUTO_APPROVAL_LIMIT", ge=0, le=10_000_000, decimal_places=2,
         description="0 or a number of dollars and cents up to 10000000, e.g. 250")
@@ -220,9 +203,8 @@ class Settings(BaseSettings):
     slack_team_id: Text = Field(default=None, alias="SLACK_TEAM_ID")
     slack_response_url_hosts: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_hosts)] = Field(
         default=SLACK_HOSTS, alias="SLACK_RESPONSE_URL_HOSTS")
-    model: Annotated[ModelSettings, NoDecode, BeforeValidator(
-        lambda v: ModelSettings(v.strip() or None, _gemini_credentials(), _gemini_address())
-        if isinstance(v, str) else v,
+    model: Annotated[ModelSettings, NoDecode, BeforeValidator(lambda v: ModelSettings(
+        v.strip() or None, _gemini_credentials(), _gemini_address()) if isinstance(v, str) else v,
     )] = Field(default_factory=model_settings, alias="AGENT_MODEL")
 
     @model_validator(mode="after")
@@ -241,20 +223,26 @@ class Settings(BaseSettings):
                 "or more: every webhook is signed with it (a receiver checks X-Signature-256; Slack ignores it). "
                 f"One way: {PYTHON} -c 'import secrets; print(secrets.token_hex(32))'")
         if self.dual_approval_above < self.approval_threshold:
-            raise ValueError(
-                f"DUAL_APPROVAL_ABOVE={self.dual_approval_above} is below APPROVAL_THRESHOLD="
-                f"{self.approval_threshold}: amounts in between would be paid with no approval at all. "
-                f"Set DUAL_APPROVAL_ABOVE to {self.approval_threshold} or more.")
-        if len(self.approvers) == 1:
+            raise ValueError(f"DUAL_APPROVAL_ABOVE={self.dual_approval_above} is below APPROVAL_THRESHOLD="
+                             f"{self.approval_threshold}: amounts in between would be paid with no approval at all. "
+                             f"Set DUAL_APPROVAL_ABOVE to {self.approval_threshold} or more.")
+        if self.approval_policy is None and len(self.approvers) == 1:
             [only] = self.approvers.values()
-            raise ValueError(
-                f"APPROVERS names one approver ({only}), but requests above DUAL_APPROVAL_ABOVE "
-                f"(${self.dual_approval_above:,}), alone or added up, need two different approvers. "
-                "Add a second name:token to APPROVERS.")
-        unknown = [n for n in self.escalate_to if self.approvers and n not in self.approvers.values()]
+            raise ValueError(f"APPROVERS names one approver ({only.name}), but requests above DUAL_APPROVAL_ABOVE "
+                             f"(${self.dual_approval_above:,}), alone or added up, need two different approvers. "
+                             "Add a second name:token to APPROVERS.")
+        if self.approval_policy is not None:
+            if {"approval_threshold", "dual_approval_above"} & self.model_fields_set:
+                raise ValueError("APPROVAL_POLICY is set, so its tiers say what needs approval: unset "
+                                 "APPROVAL_THRESHOLD and DUAL_APPROVAL_ABOVE (its lowest tier's `above` is one).")
+            try:
+                _ = self.rules  # the file read and checked at start
+            except ValueError as error:
+                raise ValueError(f"APPROVAL_POLICY: {error}") from None
+        unknown = [n for n in self.escalate_to if self.approvers and n not in self.approver_names]
         if unknown:
             raise ValueError(f"ESCALATE_TO names {', '.join(unknown)}, who is not in APPROVERS; escalate to "
-                             f"approvers who can decide: {', '.join(sorted(self.approvers.values()))}.")
+                             f"approvers who can decide: {', '.join(sorted(self.approver_names))}.")
         if self.remind_before is not None and self.remind_before >= self.approval_ttl:
             raise ValueError(
                 f"APPROVAL_REMIND_BEFORE_HOURS={self.remind_before.total_seconds() / 3600:g} must be less than "
@@ -282,7 +270,7 @@ class Settings(BaseSettings):
         if not self.slack_approvers:
             raise ValueError("SLACK_SIGNING_SECRET is set, so SLACK_APPROVERS must say which Slack users approve "
                              "as whom, e.g. SLACK_APPROVERS=U012AB3CD:bob,U045EF6GH:carol.")
-        names = set(self.approvers.values())
+        names = self.approver_names
         strangers = sorted({n for n in self.slack_approvers.values() if n not in names})
         if strangers:
             known = ", ".join(sorted(names)) or "nobody: APPROVERS is not set"
@@ -296,6 +284,18 @@ class Settings(BaseSettings):
             raise ValueError("SLACK_SIGNING_SECRET is set, but slack_sdk is not installed: "
                              f"{PYTHON} -m pip install -e '.[slack]' (from the project folder).")
         return self
+
+    @property
+    def approver_names(self) -> frozenset[str]:
+        return frozenset(a.name for a in self.approvers.values())
+
+    @property
+    def rules(self) -> Rules:
+        """Who approves what: APPROVAL_POLICY's file, or APPROVAL_THRESHOLD and DUAL_APPROVAL_ABOVE as two tiers."""
+        members = {a.name: a.groups for a in self.approvers.values()} or None
+        if self.approval_policy is not None:
+            return policy_file.load(self.approval_policy, members)
+        return Rules.from_thresholds(self.approval_threshold, self.dual_approval_above, members)
 
     @property
     def slack(self) -> bool:

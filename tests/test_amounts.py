@@ -15,10 +15,11 @@ from decimal import Decimal
 
 import httpx
 import pytest
+from support import cli
 from support.conversation import Conversation, calls, event_texts, responses
 from support.http import as_approver, request_over_run
 from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
-from support.processes import request_ticket, run
+from support.processes import run
 
 from long_running_agent.ledger import inputs
 
@@ -116,27 +117,28 @@ def _one_line_refusal(result) -> bool:
             and "Traceback" not in result.stdout + result.stderr and "decimal" not in result.stderr)
 
 
-@pytest.mark.subprocess
 def test_a_request_with_a_forty_digit_amount_is_refused_in_one_line(sqlite_url):
-    result = run("request", f"Reimburse ${FORTY_DIGITS} for a yacht", "--user", "alice", url=sqlite_url)
+    result = cli.expenses("request", f"Reimburse ${FORTY_DIGITS} for a yacht", "--user", "alice", url=sqlite_url)
 
     assert _one_line_refusal(result), (result.returncode, result.stdout, result.stderr)
     assert "$1,000,000" in result.stdout  # the agent's answer, in the transcript
-    assert "No pending tickets." in run("inbox", url=sqlite_url).stdout
+    assert "No pending tickets." in cli.expenses("inbox", url=sqlite_url).stdout
 
 
 @pytest.mark.subprocess
 def test_approve_amount_and_the_demo_amount_refuse_hostile_amounts_in_one_line(sqlite_url):
-    ticket_id = request_ticket(sqlite_url)  # $250 for the team lunch
-    commands = {
+    ticket_id = cli.request_ticket(sqlite_url)  # $250 for the team lunch
+    approvals = {
         f"approve --amount {amount}": ["approve", ticket_id, "--approver", "bob", f"--amount={amount}", "--reason", "x"]
         for amount in (TWENTY_NINE_NINES, "1e308", "-$-5", "--5", "NaN", "-5")
-    } | {f"demo --amount {amount}": [f"--amount={amount}"] for amount in (FORTY_DIGITS, "nan")}
+    }
+    demos = {f"demo --amount {amount}": [f"--amount={amount}"] for amount in (FORTY_DIGITS, "nan")}  # main.py
 
-    refused = {name: _one_line_refusal(run(*args, url=sqlite_url)) for name, args in commands.items()}
+    refused = {name: _one_line_refusal(cli.expenses(*args, url=sqlite_url)) for name, args in approvals.items()} | {
+        name: _one_line_refusal(run(*args, url=sqlite_url)) for name, args in demos.items()}
 
-    assert refused == dict.fromkeys(commands, True)
-    shown = run("show", ticket_id, url=sqlite_url)
+    assert refused == dict.fromkeys(approvals | demos, True)
+    shown = cli.expenses("show", ticket_id, url=sqlite_url)
     assert '"status": "pending"' in shown.stdout and "Paid:" not in shown.stdout
 
 

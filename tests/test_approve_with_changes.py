@@ -12,10 +12,10 @@ import asyncio
 from datetime import timedelta
 
 import pytest
+from support import cli
 from support.conversation import event_texts, pending_request, request_large, responses
 from support.desks import current
 from support.models import ScriptedModel, call_part, ledger_at, text_part
-from support.processes import request_ticket, run
 
 from long_running_agent.approval.courier import decide_and_deliver
 from long_running_agent.ledger import AlreadyDecided, Ledger
@@ -125,13 +125,12 @@ async def test_two_approvers_changing_the_amount_at_once_end_with_one_decision(d
     assert [e.action for e in await ledger_at(db_url).tickets.audit(ticket_id)].count("approved") == 1
 
 
-@pytest.mark.subprocess
 def test_the_cli_approves_less_with_a_reason_and_says_so(sqlite_url):
-    ticket_id = request_ticket(sqlite_url)  # $250 for the team lunch
+    ticket_id = cli.request_ticket(sqlite_url)  # $250 for the team lunch
 
-    missing = run("approve", ticket_id, "--approver", "bob", "--amount", "200", url=sqlite_url)
-    above = run("approve", ticket_id, "--approver", "bob", "--amount", "$260", "--reason", "x", url=sqlite_url)
-    approved = run("approve", ticket_id, "--approver", "bob", "--amount", "200", "--reason", "per diem",
+    missing = cli.expenses("approve", ticket_id, "--approver", "bob", "--amount", "200", url=sqlite_url)
+    above = cli.expenses("approve", ticket_id, "--approver", "bob", "--amount", "$260", "--reason", "x", url=sqlite_url)
+    approved = cli.expenses("approve", ticket_id, "--approver", "bob", "--amount", "200", "--reason", "per diem",
                    url=sqlite_url)
 
     assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1
@@ -140,7 +139,7 @@ def test_the_cli_approves_less_with_a_reason_and_says_so(sqlite_url):
     assert approved.returncode == 0, approved.stderr
     assert f"Ticket {ticket_id} is approved by bob for $200.00 of the $250.00 asked" in approved.stdout
     assert "of the $250.00 you asked: per diem" in approved.stdout
-    shown = run("show", ticket_id, url=sqlite_url).stdout
+    shown = cli.expenses("show", ticket_id, url=sqlite_url).stdout
     assert '"approved_amount": 200.0' in shown and "Paid: P-" in shown and "$200.00 at" in shown
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.audit_chain import measure_audit_chain
 from benchmarks.breakdown import measure_breakdown
 from benchmarks.concurrency import run_flows
 from benchmarks.inbox import QUERIES, UNDELIVERED, measure_inbox
@@ -65,6 +66,14 @@ async def test_breakdown_times_the_ledger_only_where_there_is_one(stores: Stores
     assert all(session_calls > 0 for session_calls, _ledger in calls.values())
     trips = {(r["system"], r["store"]): r["ledger_round_trips"] for r in rows}
     assert trips[("seed", "sqlite")] == 0 and 0 < trips[("ours", "sqlite")] <= 6
+
+
+async def test_the_audit_chain_is_measured_against_flows_that_really_wrote_plain_rows(stores: Stores) -> None:
+    rows = await measure_audit_chain(stores, repeats=1, flows_per_repeat=2, warmup_flows=1)
+
+    assert [r["store"] for r in rows] == ["memory", "sqlite"]
+    assert all(r["chains_hold"] and r["chains_verified"] == 3 for r in rows), "three flows each, their chains hold"
+    assert all(r["plain_rows_chained"] == 0 for r in rows), "the plain side's flows wrote unchained rows"
 
 
 async def test_concurrent_flows_pay_each_ticket_exactly_once(stores: Stores) -> None:

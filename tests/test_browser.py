@@ -16,6 +16,7 @@ import os
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -28,6 +29,8 @@ from support.project import expenses, fresh_project, plain_adk
 from support.servers import TOKENS, WebServer, web_server
 from support.tickets import decide_and_mark_delivered, decided_not_delivered, open_ticket_for, open_tickets
 
+from long_running_agent.ledger import policy_file
+from long_running_agent.ledger.evidence import digest as ticket_digest
 from long_running_agent.refusals.model import ModelUnavailable
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -259,22 +262,22 @@ async def test_two_approvers_in_the_inbox_above_the_two_person_threshold(context
     row = bob.locator(f'#pending tr[data-ticket="{ticket_id}"]')
     await expect(row).to_contain_text("needs 2 approvers")
     await row.locator("button.approve").click()
-    await expect(bob.locator("#notice")).to_contain_text(f"Approved {ticket_id}. 1 of 2 approvals: a second "
-                                                         "approver decides it.")
-    await expect(row).to_contain_text("1 of 2 approvals (bob)")  # still pending, and bob cannot approve again
-    await expect(row).to_contain_text("You approved it: a second approver decides.")
+    await expect(bob.locator("#notice")).to_contain_text(f"Approved {ticket_id}. 1 of 2: needs 1 more approver; "
+                                                         "approved by bob.")
+    # Still pending, and bob cannot approve again.
+    await expect(row).to_contain_text("1 of 2: needs 1 more approver; approved by bob")
+    await expect(row).to_contain_text("You approved it; 1 of 2: needs 1 more approver.")
     await expect(row.locator("button.approve")).to_have_count(0)
     await assert_no_csp_violations(bob)
 
     # The requester sees the progress after a reload; nothing is paid yet.
     await chat.reload()
-    await expect(chat.get_by_text(re.compile(rf"bob approved ticket {ticket_id} \(1 of 2 approvals\); it now waits "
-                                             "for a second approver"))).to_be_visible()
+    await expect(chat.get_by_text(f"bob approved ticket {ticket_id} (1 of 2: needs 1 more approver).")).to_be_visible()
     assert (await ledger_view(server, ticket_id))["payouts"] == []
 
     carol = await open_inbox(context, "carol")
     other = carol.locator(f'#pending tr[data-ticket="{ticket_id}"]')
-    await expect(other).to_contain_text("1 of 2 approvals (bob)")
+    await expect(other).to_contain_text("1 of 2: needs 1 more approver; approved by bob")
     await other.locator("button.approve").click()
     await expect(carol.locator("#notice")).to_contain_text("was paid")
     await expect(carol.locator(f'#decided tr[data-ticket="{ticket_id}"]')).to_contain_text("approved")
@@ -283,6 +286,36 @@ async def test_two_approvers_in_the_inbox_above_the_two_person_threshold(context
     await expect(chat.get_by_text(re.compile(r"\$6,000\.00 for conference sponsorship was paid"))).to_be_visible()
     view = await ledger_view(server, ticket_id)
     assert view["ticket"]["approved_by"] == ["bob", "carol"] and len(view["payouts"]) == 1
+
+
+async def test_under_a_policy_of_groups_the_inbox_says_what_is_missing_by_group(tmp_path):
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[[tier]]\nabove = 100\nneed = { finance = 1, cfo = 1 }\n")
+    groups = f"bob:{TOKENS['bob']}:finance,carol:{TOKENS['carol']}:cfo,alice:{TOKENS['alice']}"
+    with web_server(tmp_path, APPROVAL_POLICY=str(policy), APPROVERS=groups, APPROVAL_THRESHOLD="") as server:
+        ledger = ledger_at(server.database_url)
+        rules = policy_file.load(policy, {a.name: a.groups for a in policy_file.approvers(groups).values()})
+        ticket = await ledger.tickets.open(  # its own requester: nobody else's requests add to its day
+            app_name="long_running_agent", user_id="gina", session_id="s-gina", call_id="adk-gina",
+            call_name="ask_for_approval", purpose="a server", amount_cents=90_000, ttl=timedelta(days=3),
+            rules=rules)
+        async with browser_on(server.base_url) as context:
+            bob = await open_inbox(context, "bob")
+            row = bob.locator(f'#pending tr[data-ticket="{ticket.id}"]')
+            await expect(row.locator(".approvals")).to_have_text("needs 1 from finance and 1 from cfo")
+            await row.locator("button.approve").click()
+            await expect(bob.locator("#notice")).to_contain_text(
+                f"Approved {ticket.id}. 1 of 2: needs 1 more from cfo; approved by bob for finance.")
+            await expect(row).to_contain_text("You approved it; 1 of 2: needs 1 more from cfo.")
+
+            carol = await open_inbox(context, "carol")
+            other = carol.locator(f'#pending tr[data-ticket="{ticket.id}"]')
+            await expect(other.locator(".approvals")).to_have_text(
+                "1 of 2: needs 1 more from cfo; approved by bob for finance")
+            await assert_no_csp_violations(carol)
+        # The page said where each decision came from, and what it showed.
+        [decision] = (await ledger.evidence(ticket.id))["decisions"]
+        assert (decision["channel"], decision["shown_sha256"]) == ("inbox", ticket_digest(ticket))
 
 
 async def test_an_approver_sees_no_decision_buttons_on_their_own_request(context):

@@ -1,4 +1,7 @@
-"""As users run them: main.py (the demo), and the `expenses` approver CLI across separate processes."""
+"""As users run them: main.py (the demo), and the `expenses` approver CLI across separate processes.
+
+What a command says and refuses is checked in this process, through the CLI's own `main(argv)` (support/cli.py).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from support import cli
 from support.desks import current
 from support.models import ledger_at
 from support.processes import ROOT, request_ticket, run, start
@@ -18,9 +22,10 @@ from support.tickets import decided_not_delivered, open_tickets
 from long_running_agent.ledger import TicketStatus
 from long_running_agent.names import EXPENSES
 
-pytestmark = pytest.mark.subprocess
+# Each test that starts a process says so; the others run `expenses` in this process (support/cli.py).
 
 
+@pytest.mark.subprocess
 def test_demo_shows_the_whole_flow_and_exits_zero(sqlite_url):
     result = run(url=sqlite_url)
 
@@ -36,6 +41,7 @@ def test_demo_shows_the_whole_flow_and_exits_zero(sqlite_url):
     assert "Event(" not in out and "model_dump" not in out
 
 
+@pytest.mark.subprocess
 def test_the_demo_repeats_itself_on_one_database_and_leaves_no_ticket_pending(sqlite_url):
     first, second = run(url=sqlite_url), run(url=sqlite_url)
 
@@ -67,6 +73,7 @@ async def _ledger_state(url: str) -> tuple[list, list]:
         await current().close()
 
 
+@pytest.mark.subprocess
 def test_demo_reject_pays_nothing_and_free_text_works(sqlite_url):
     rejected = run("--reject", url=sqlite_url)
     assert rejected.returncode == 0, rejected.stderr
@@ -81,6 +88,7 @@ def test_demo_reject_pays_nothing_and_free_text_works(sqlite_url):
 PAID, REFUSED, ASKED, PENDING = 0, 1, 4, 5
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("text, status, paid, pending", [
     ("Reimburse $45 for a taxi", PAID, [4_500], 0),  # paid at once, with no approval
     ("Reimburse $250 for the team lunch", PAID, [25_000], 0),  # approved by the demo's approver, then paid
@@ -117,6 +125,7 @@ async def _payouts_and_pending(url: str) -> tuple[list, list]:
         await current().close()
 
 
+@pytest.mark.subprocess
 def test_main_py_given_an_approver_command_names_the_expenses_command_and_exits_two(sqlite_url):
     env = os.environ | {"EXPENSES_DATABASE_URL": sqlite_url, "AGENT_MODEL": "offline-expense-model"}
     result = subprocess.run([sys.executable, "main.py", "approve", "T-0123456789ab", "--approver", "bob"], cwd=ROOT,
@@ -127,6 +136,7 @@ def test_main_py_given_an_approver_command_names_the_expenses_command_and_exits_
     assert f"{EXPENSES} approve T-0123456789ab --approver bob" in line
 
 
+@pytest.mark.subprocess
 def test_request_then_approve_in_another_process_pays_once(db_url):
     ticket_id = request_ticket(db_url)
 
@@ -142,7 +152,7 @@ def test_request_then_approve_in_another_process_pays_once(db_url):
 
     shown = run("show", ticket_id, url=db_url)
     actions = re.findall(r"^\s+\S+ \S+\s+(\w+)\s+by", shown.stdout, re.M)
-    assert actions == ["requested", "approved", "paid", "delivered"], shown.stdout
+    assert actions == ["requested", "approved", "evidence", "paid", "delivered"], shown.stdout
     assert len(asyncio.run(_payouts(db_url, ticket_id))) == 1
 
 
@@ -153,6 +163,7 @@ async def _payouts(url: str, ticket_id: str):
         await current().close()
 
 
+@pytest.mark.subprocess
 def test_two_processes_approving_at_once_pay_once(db_url):
     ticket_id = request_ticket(db_url)
 
@@ -166,21 +177,22 @@ def test_two_processes_approving_at_once_pay_once(db_url):
 
 
 def test_cli_errors_are_clear_and_nonzero(sqlite_url):
-    unknown = run("approve", "T-doesnotexist", "--approver", "bob", url=sqlite_url)
+    unknown = cli.expenses("approve", "T-doesnotexist", "--approver", "bob", url=sqlite_url)
     assert unknown.returncode == 1 and "No ticket 'T-doesnotexist'" in unknown.stderr
 
-    ticket_id = request_ticket(sqlite_url)
-    own = run("approve", ticket_id, "--approver", "alice", url=sqlite_url)
+    ticket_id = cli.request_ticket(sqlite_url)
+    own = cli.expenses("approve", ticket_id, "--approver", "alice", url=sqlite_url)
     assert own.returncode == 1 and "cannot approve" in own.stderr
 
-    no_reason = run("reject", ticket_id, "--approver", "bob", url=sqlite_url)
+    no_reason = cli.expenses("reject", ticket_id, "--approver", "bob", url=sqlite_url)
     assert no_reason.returncode == 2 and "--reason" in no_reason.stderr
 
-    rejected = run("reject", ticket_id, "--approver", "bob", "--reason", "no receipt", url=sqlite_url)
+    rejected = cli.expenses("reject", ticket_id, "--approver", "bob", "--reason", "no receipt", url=sqlite_url)
     assert rejected.returncode == 0 and "rejected" in rejected.stdout
     assert len(asyncio.run(_payouts(sqlite_url, ticket_id))) == 0
 
 
+@pytest.mark.subprocess
 def test_bad_settings_get_a_clear_error(sqlite_url, monkeypatch):
     monkeypatch.setenv("APPROVAL_THRESHOLD", "lots")
     result = run("inbox", url=sqlite_url)
@@ -188,7 +200,7 @@ def test_bad_settings_get_a_clear_error(sqlite_url, monkeypatch):
 
 
 def test_a_decision_whose_process_died_is_delivered_by_resume(sqlite_url):
-    ticket_id = request_ticket(sqlite_url)
+    ticket_id = cli.request_ticket(sqlite_url)
 
     async def decide_only() -> None:
         await ledger_at(sqlite_url).tickets.decide(ticket_id, approver="bob", approve=True)
@@ -196,13 +208,13 @@ def test_a_decision_whose_process_died_is_delivered_by_resume(sqlite_url):
 
     asyncio.run(decide_only())  # recorded, but nothing resumed the conversation
 
-    approve = run("approve", ticket_id, "--approver", "bob", url=sqlite_url)
+    approve = cli.expenses("approve", ticket_id, "--approver", "bob", url=sqlite_url)
     assert approve.returncode == 1 and f"{EXPENSES} deliver {ticket_id}" in approve.stderr
 
-    resumed = run("deliver", ticket_id, url=sqlite_url)
+    resumed = cli.expenses("deliver", ticket_id, url=sqlite_url)
     assert resumed.returncode == 0 and "was paid" in resumed.stdout
 
-    again = run("deliver", ticket_id, url=sqlite_url)
+    again = cli.expenses("deliver", ticket_id, url=sqlite_url)
     assert again.returncode == 0 and "nothing to do" in again.stdout
     assert len(asyncio.run(_payouts(sqlite_url, ticket_id))) == 1
 
@@ -221,9 +233,9 @@ async def _open_five_and_strand_one(url: str) -> tuple[list[str], str]:
 def test_inbox_pages_through_pending_tickets_and_lists_undelivered_decisions(sqlite_url):
     pending, stuck = asyncio.run(_open_five_and_strand_one(sqlite_url))
 
-    first = run("inbox", "--limit", "2", url=sqlite_url)
-    middle = run("inbox", "--limit", "2", "--offset", "2", url=sqlite_url)
-    last = run("inbox", "--limit", "2", "--offset", "4", url=sqlite_url)
+    first = cli.expenses("inbox", "--limit", "2", url=sqlite_url)
+    middle = cli.expenses("inbox", "--limit", "2", "--offset", "2", url=sqlite_url)
+    last = cli.expenses("inbox", "--limit", "2", "--offset", "4", url=sqlite_url)
 
     listed = [re.findall(r"^(T-[0-9a-f]{12}) +dave ", page.stdout, re.M) for page in (first, middle, last)]
     assert listed == [pending[:2], pending[2:4], pending[4:]], [page.stdout for page in (first, middle, last)]
@@ -236,18 +248,18 @@ def test_inbox_pages_through_pending_tickets_and_lists_undelivered_decisions(sql
         assert re.search(rf"^{stuck} +approved +bob +{failed_at} +conversation stuck-0 of dave is not in",
                          page.stdout, re.M), page.stdout
     assert f"{EXPENSES} deliver" in first.stdout
-    beyond = run("inbox", "--offset", "50", url=sqlite_url)
+    beyond = cli.expenses("inbox", "--offset", "50", url=sqlite_url)
     assert beyond.returncode == 0 and "there are 5" in beyond.stdout and "--offset 0" in beyond.stdout
 
 
 @pytest.mark.parametrize("args", [["--limit", "0"], ["--limit", "201"], ["--offset", "-1"], ["--limit", "ten"]])
 def test_inbox_refuses_a_page_that_is_not_one(sqlite_url, args):
-    result = run("inbox", *args, url=sqlite_url)
+    result = cli.expenses("inbox", *args, url=sqlite_url)
     assert result.returncode == 2 and f"argument {args[0]}:" in result.stderr and result.stdout == ""
 
 
 def test_a_decision_whose_conversation_was_deleted_is_settled_by_an_approver(sqlite_url):
-    ticket_id = request_ticket(sqlite_url)
+    ticket_id = cli.request_ticket(sqlite_url)
 
     async def delete_conversation() -> None:
         desk = current()
@@ -256,24 +268,25 @@ def test_a_decision_whose_conversation_was_deleted_is_settled_by_an_approver(sql
                                            session_id=ticket.session_id)
         await desk.close()
 
-    early = run("settle", ticket_id, "--approver", "bob", url=sqlite_url)
+    early = cli.expenses("settle", ticket_id, "--approver", "bob", url=sqlite_url)
     assert early.returncode == 1 and "still pending" in early.stderr
     assert f"{EXPENSES} approve {ticket_id}" in early.stderr and "deliver" not in early.stderr
     asyncio.run(delete_conversation())
 
-    approved = run("approve", ticket_id, "--approver", "bob", url=sqlite_url)
+    approved = cli.expenses("approve", ticket_id, "--approver", "bob", url=sqlite_url)
     assert approved.returncode == 3, (approved.stdout, approved.stderr)
     assert f"{EXPENSES} settle {ticket_id}" in approved.stderr
 
-    settled = run("settle", ticket_id, "--approver", "carol", url=sqlite_url)
+    settled = cli.expenses("settle", ticket_id, "--approver", "carol", url=sqlite_url)
 
     assert settled.returncode == 0, settled.stderr
     assert "paid $250.00" in settled.stdout and "without the conversation" in settled.stdout
     assert len(asyncio.run(_payouts(sqlite_url, ticket_id))) == 1
-    again = run("settle", ticket_id, "--approver", "carol", url=sqlite_url)
+    again = cli.expenses("settle", ticket_id, "--approver", "carol", url=sqlite_url)
     assert again.returncode == 1 and "already settled" in again.stderr
 
 
+@pytest.mark.subprocess
 def test_a_database_that_cannot_be_reached_is_one_line_that_says_what_to_check():
     closed = f"postgresql+asyncpg://postgres:secret@127.0.0.1:{free_port()}/expenses"
 

@@ -16,11 +16,11 @@ from datetime import timedelta
 import httpx
 import pytest
 from sqlalchemy import update
+from support import cli
 from support.conversation import event_texts, request_large
 from support.desks import current
 from support.http import as_approver, function_responses, request_over_run
 from support.models import ledger_at
-from support.processes import request_ticket, run
 from support.servers import APP, web_server
 
 from long_running_agent.approval.courier import Outcome, deliver_due
@@ -67,9 +67,8 @@ async def test_the_sweep_delivers_expiries_and_stalled_decisions_but_not_fresh_o
     assert await deliver_due(current(), actor="sweep", grace=timedelta(0)) == []
 
 
-@pytest.mark.subprocess
 def test_any_approver_command_delivers_an_expiry(sqlite_url):
-    ticket_id = request_ticket(sqlite_url)
+    ticket_id = cli.request_ticket(sqlite_url)
 
     async def overdue() -> None:
         await make_overdue(sqlite_url, ticket_id)
@@ -77,11 +76,11 @@ def test_any_approver_command_delivers_an_expiry(sqlite_url):
 
     asyncio.run(overdue())
 
-    inbox = run("inbox", url=sqlite_url)
+    inbox = cli.expenses("inbox", url=sqlite_url)
 
     assert inbox.returncode == 0, inbox.stderr
     assert f"delivered the expired decision on {ticket_id}" in inbox.stdout
-    shown = run("show", ticket_id, url=sqlite_url)
+    shown = cli.expenses("show", ticket_id, url=sqlite_url)
     assert re.search(r"^Delivered: \d{4}-", shown.stdout, re.M), shown.stdout
 
 

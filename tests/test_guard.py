@@ -352,7 +352,7 @@ async def test_decided_tickets_cannot_change_again(sqlite_url):
                    ledger.tickets.decide(ticket_id, approver="carol", approve=False)):
         with pytest.raises(AlreadyDecided):
             await change
-    assert [e.action for e in await ledger.tickets.audit(ticket_id)] == ["requested", "approved"]
+    assert [e.action for e in await ledger.tickets.audit(ticket_id)] == ["requested", "approved", "evidence"]
 
 
 async def test_delivery_that_failed_midway_can_be_retried(sqlite_url):

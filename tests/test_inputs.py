@@ -7,10 +7,10 @@ import re
 from datetime import timedelta
 
 import pytest
+from support import cli
 from support.conversation import Conversation, event_texts, responses
 from support.desks import current
 from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
-from support.processes import request_ticket, run
 
 from long_running_agent.ledger import inputs
 
@@ -36,9 +36,8 @@ def test_terminal_output_shows_control_characters_instead_of_obeying_them():
     assert inputs.printable("lunch\x1b]0;pwned\x07") == "lunch\\x1b]0;pwned\\x07"
 
 
-@pytest.mark.subprocess
 def test_the_approver_cli_applies_the_same_rules_on_both_backends(db_url):
-    ticket_id = request_ticket(db_url)
+    ticket_id = cli.request_ticket(db_url)
 
     cases = {
         "own ticket, other spelling": ["approve", ticket_id, "--approver", "Alice"],
@@ -49,15 +48,14 @@ def test_the_approver_cli_applies_the_same_rules_on_both_backends(db_url):
         "nobody asks": ["request", "Reimburse $250 for a desk", "--user", ""],
     }
     for case, args in cases.items():
-        result = run(*args, url=db_url)
+        result = cli.expenses(*args, url=db_url)
         assert result.returncode == 1, (case, result.stdout, result.stderr)
         assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr, (case, result.stderr)
 
-    shown = run("show", ticket_id, url=db_url)
+    shown = cli.expenses("show", ticket_id, url=db_url)
     assert '"status": "pending"' in shown.stdout
 
 
-@pytest.mark.subprocess
 def test_the_cli_never_prints_control_characters_from_the_ledger(sqlite_url):
     async def open_raw() -> str:
         # Written straight into the ledger, as an older version or another tool could have.
@@ -70,7 +68,7 @@ def test_the_cli_never_prints_control_characters_from_the_ledger(sqlite_url):
 
     ticket_id = asyncio.run(open_raw())
     for command in (["inbox"], ["show", ticket_id]):
-        out = run(*command, url=sqlite_url).stdout
+        out = cli.expenses(*command, url=sqlite_url).stdout
         assert "\x1b" not in out and "\\x1b]0;pwned" in out, out
 
 

@@ -4,7 +4,8 @@ A Hypothesis state machine drives the ledger through random sequences of
 requests, approvals (with and without an amount), rejections, withdrawals,
 expiries, deliveries, failed deliveries, settlements and stray `reimburse`
 calls, by two requesters and three configured approvers (one of whom also
-asks), on two connections; some steps run two operations on the same ticket
+asks) under a policy of groups (finance, and above the line finance and cfo),
+on two connections; some steps run two operations on the same ticket
 at the same moment, one on each connection. After every step it checks the
 invariants. Then every pair of decision operations is raced, many times.
 
@@ -19,6 +20,7 @@ import itertools
 import os
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -40,10 +42,15 @@ from support.postgres import new_postgres_database
 
 from long_running_agent.ledger import Conversation, Ledger, LedgerError, Ticket, TicketExpired, TicketStatus
 from long_running_agent.ledger.inputs import InputError
+from long_running_agent.ledger.policy import Policy
+from long_running_agent.ledger.quorum import EVERYONE, Rules, Tier
 from long_running_agent.ledger.schema import Base, PendingCountRow
 
 APP = "long_running_agent"
-APPROVERS = frozenset({"bob", "carol", "dave"})
+# The policy as data: one approver from finance, or above the line one from finance and one from cfo; dave is in
+# both groups, so bob and carol (finance only) cannot approve above the line together.
+APPROVERS = {"bob": frozenset({"finance"}), "carol": frozenset({"finance"}), "dave": frozenset({"finance", "cfo"})}
+NEEDS = {1: {"finance": 1}, 2: {"finance": 1, "cfo": 1}}
 REQUESTERS = ("alice", "bob")
 DUAL_ABOVE = 500_000  # $5,000, DUAL_APPROVAL_ABOVE's default
 AMOUNTS = (20_000, 150_000, 300_000, 450_000, 600_000)
@@ -64,15 +71,17 @@ class Money:
 
     def __init__(self, url: str) -> None:
         self.clock = FakeClock(START)
-        self.ledgers = [Ledger(url, clock=self.clock, approvers=APPROVERS) for _ in range(2)]
-        self.record = Record(APPROVERS, DUAL_ABOVE)
+        rules = Rules(tuple(Tier(Decimal(line), tuple(NEEDS[n].items())) for n, line in ((1, 100), (2, 5000))),
+                      {name: groups | {EVERYONE} for name, groups in APPROVERS.items()})
+        self.ledgers = [Ledger(url, clock=self.clock, policy=Policy(rules=rules)) for _ in range(2)]
+        self.record = Record(APPROVERS, DUAL_ABOVE, NEEDS)
         self.calls = itertools.count()
 
     async def start_afresh(self) -> None:
         """Empty tables, the clock back at the start: for the next sequence, on the same connections."""
         await empty(self.ledgers[0])
         self.clock.now = START
-        self.record = Record(APPROVERS, DUAL_ABOVE)
+        self.record = Record(APPROVERS, DUAL_ABOVE, NEEDS)
 
     async def check(self) -> None:
         await check_money_invariants(self.ledgers[0], self.record)
@@ -85,7 +94,6 @@ class Money:
         ticket = await self.ledgers[0].tickets.open(
             app_name=APP, user_id=requester, session_id=f"chat-{requester}", call_id=f"call-{next(self.calls)}",
             call_name="ask_for_approval", purpose=purpose, amount_cents=cents, ttl=TTL, message_id=message,
-            dual_above_cents=DUAL_ABOVE,
         )
         self.record.request(ticket.id, requester, self.clock(), self.clock(), cents, TTL, message)
         return ticket

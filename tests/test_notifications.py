@@ -19,6 +19,7 @@ from datetime import timedelta
 import httpx
 import pytest
 from sqlalchemy import func, select, update
+from support import cli
 from support.conversation import Conversation, pending_calls, responses
 from support.desks import current
 from support.http import as_approver, assert_error, function_responses, new_session, run_body, user_text
@@ -271,7 +272,6 @@ async def test_what_users_write_reaches_slack_as_text_never_as_a_mention_or_a_li
     assert rejected["ticket"]["reason"] == "see <!here> & <http://x.example>"
 
 
-@pytest.mark.subprocess
 async def test_a_receiver_that_always_fails_is_given_up_and_shown(desk, sqlite_url, webhook, clock):
     webhook.fail_first = 10_000
     _chat, ticket_id = await ask()
@@ -283,7 +283,7 @@ async def test_a_receiver_that_always_fails_is_given_up_and_shown(desk, sqlite_u
     assert len(webhook.received) == MAX_ATTEMPTS and await send() == []
     await desk.close()
 
-    shown = run("show", ticket_id, url=sqlite_url)
+    shown = await asyncio.to_thread(cli.expenses, "show", ticket_id, url=sqlite_url)
     section = shown.stdout[shown.stdout.index("Notifications ("):]
     assert normalize(section) == normalize(shown_in_docs("given up"))
 

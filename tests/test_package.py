@@ -131,10 +131,12 @@ def test_settings_are_frozen():
         load_settings().approval_threshold = Decimal("1")  # type: ignore[misc]
 
 
-def test_approvers_are_parsed_from_name_token_pairs(monkeypatch):
-    monkeypatch.setenv("APPROVERS", "Bob :tok-bbbbbb, carol:tok-cccccc")
-    # Names in their one canonical spelling, as the ledger compares them.
-    assert load_settings().approvers == {"tok-bbbbbb": "bob", "tok-cccccc": "carol"}
+def test_approvers_are_parsed_from_name_token_pairs_with_their_groups(monkeypatch):
+    monkeypatch.setenv("APPROVERS", "Bob :tok-bbbbbb, carol:tok-cccccc:Finance+cfo")
+    # Names in their one canonical spelling, as the ledger compares them; everyone is in the group "approvers".
+    approvers = load_settings().approvers
+    assert {token: (a.name, sorted(a.groups)) for token, a in approvers.items()} == {
+        "tok-bbbbbb": ("bob", ["approvers"]), "tok-cccccc": ("carol", ["approvers", "cfo", "finance"])}
 
 
 @pytest.mark.parametrize("value, limit", [
@@ -232,7 +234,7 @@ def _imports(folder: Path, skip: list[Path] = ()) -> set[str]:
 
 
 # Parts of the package that need an extra, and import it only there (the core app runs without it).
-OPTIONAL_PARTS = {"long_running_agent/slack": "slack"}
+OPTIONAL_PARTS = {"long_running_agent/slack": "slack", "long_running_agent/observability/tracing.py": "otel"}
 
 
 @pytest.mark.parametrize("code, extra", [
@@ -254,8 +256,10 @@ def test_every_package_the_code_imports_is_declared(code, extra):
         if top in sys.stdlib_module_names or top in ours:
             continue
         candidates = [_normal(d) for d in installed.get(top, [top])]
-        if len(candidates) > 1:  # a namespace package: google.adk is google-adk
-            candidates = [d for d in candidates if d == _normal("-".join(module.split(".")[:2]))]
+        if len(candidates) > 1:  # a namespace package: google.adk is google-adk; opentelemetry.trace, -api's
+            parts = module.split(".")
+            named = {_normal("-".join(parts[:n])) for n in range(2, len(parts) + 1)}
+            candidates = [d for d in candidates if d in named] or [d for d in candidates if d == f"{top}-api"]
         if not set(candidates) & _requirements(extra, declared):
             missing.add(" or ".join(candidates) or f"the distribution of {module}")
     assert missing == set(), f"declare these in pyproject.toml, for {code}"

@@ -123,7 +123,7 @@ async def _open(ledger: Ledger, record: Record, requester: str, cents: int, ttl:
     began = datetime.now(UTC)
     ticket = await ledger.tickets.open(
         app_name=APP, user_id=requester, session_id=conversation[2], call_id="call-1", call_name="ask_for_approval",
-        purpose=PURPOSE, amount_cents=cents, ttl=ttl, dual_above_cents=LINE)
+        purpose=PURPOSE, amount_cents=cents, ttl=ttl)
     record.request(ticket.id, requester, began, datetime.now(UTC), cents, ttl)
     return ticket.id, conversation
 

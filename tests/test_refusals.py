@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
-from support.processes import run
+from support import cli
 
 from long_running_agent.approval.notes import CHAT, tool_error
 from long_running_agent.cli.render import CLI
@@ -65,7 +65,7 @@ API_ANSWERS = [
     (AlreadyDecided(replace(PENDING, status=TicketStatus.WITHDRAWN, decided_by="alice")), 409, "withdrawn"),
     (TicketExpired(replace(PENDING, status=TicketStatus.EXPIRED)), 409, "ticket_expired"),
     (NotAllowed("T-0123456789ab", "alice"), 403, "not_allowed"),
-    (AlreadyApprovedByYou(replace(PENDING, approvals_needed=2, first_approved_by="bob")), 409,
+    (AlreadyApprovedByYou(replace(PENDING, approvals_needed=2, counted="bob=approvers"), "bob"), 409,
      "already_approved_by_you"),
     (NotRequester("T-0123456789ab", "bob"), 403, "not_requester"),
     (NotSettleable(DELIVERED), 409, "not_settleable"),
@@ -142,9 +142,8 @@ def test_a_refused_settle_names_the_step_the_tickets_state_calls_for(ticket, act
     assert (f"{EXPENSES} deliver" in next_step) == (action == "deliver"), next_step
 
 
-@pytest.mark.subprocess
 def test_the_cli_says_the_refusal_the_api_answers_with_a_command_for_the_route(sqlite_url):
-    refused = run("approve", "T-000000000000", "--approver", "bob", url=sqlite_url)
+    refused = cli.expenses("approve", "T-000000000000", "--approver", "bob", url=sqlite_url)
 
     api = refusal_error(TicketNotFound("T-000000000000")).body()
     assert refused.returncode == 1

@@ -67,7 +67,7 @@ async def test_an_approved_flow_makes_at_most_six_ledger_round_trips(db_url, des
     assert len(visits.ledger) <= MAX_LEDGER_ROUND_TRIPS, visits.ledger
     # Every guarantee was still written: decided, paid once, delivered once, each in the trail.
     actions = [entry.action for entry in await ledger.tickets.audit(ticket_id)]
-    assert actions == ["requested", "approved", "paid", "delivered"]
+    assert actions == ["requested", "approved", "evidence", "paid", "delivered"]
     assert len(await ledger.payouts.find(ticket_id=ticket_id)) == 1
 
 

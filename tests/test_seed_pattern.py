@@ -64,8 +64,7 @@ def call_of(user: str = "alice", call_id: str = "adk-1", message: str | None = "
 
 @pytest.fixture
 async def ledger(db_url):
-    ledger = Ledger(db_url, policy=Policy(approval_threshold=Decimal("100"), daily_auto_approval_limit=Decimal("50"),
-                                          dual_approval_above=Decimal("5000")))
+    ledger = Ledger(db_url, policy=Policy(daily_auto_approval_limit=Decimal("50")))
     yield ledger
     await ledger.close()
 

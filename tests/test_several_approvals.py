@@ -8,13 +8,14 @@ paid once, and the requester is told each outcome as it arrives.
 
 from __future__ import annotations
 
+import asyncio
 from itertools import permutations
 
 import pytest
+from support import cli
 from support.conversation import Conversation, calls, event_texts, pending_calls, responses
 from support.desks import current
 from support.models import RecordedOfflineModel, ledger_at, runner_with
-from support.processes import run
 
 from long_running_agent.approval.courier import decide_and_deliver, deliver
 from long_running_agent.ledger import AlreadyDecided, TicketStatus
@@ -48,7 +49,6 @@ async def test_one_message_opens_a_ticket_per_large_expense_and_pays_the_small_o
     assert all(t.id in told for t in tickets.values()) and "$45.00 for taxi was paid" in told
 
 
-@pytest.mark.subprocess
 async def test_each_ticket_is_decided_on_its_own_in_any_order_and_paid_once(db_url):
     model = RecordedOfflineModel()
     chat, _events = await ask_three(db_url, model)
@@ -64,7 +64,8 @@ async def test_each_ticket_is_decided_on_its_own_in_any_order_and_paid_once(db_u
     assert await ledger.tickets.get(tickets["team lunch"].id) == tickets["team lunch"]  # untouched, still pending
 
     before = len(model.requests)
-    rejected = run("reject", tickets["team lunch"].id, "--approver", "carol", "--reason", "no receipt", url=db_url)
+    rejected = await asyncio.to_thread(cli.expenses, "reject", tickets["team lunch"].id, "--approver", "carol",
+                                       "--reason", "no receipt", url=db_url)
     assert rejected.returncode == 0, rejected.stderr
     assert "was rejected by carol (no receipt). Nothing was paid." in rejected.stdout
     # The paid approval beside it is not paid again: no reimburse call at all in that delivery.

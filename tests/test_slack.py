@@ -160,12 +160,18 @@ async def test_a_first_of_two_approvals_shows_on_the_message_and_the_second_appr
     [update] = await fake_slack.arrived("/response/1")
     [_requested, first_approval] = await fake_slack.arrived("/hook", 2)
     assert first.status_code == 200
-    assert outcome(update) == "1 of 2 approvals: bob" and buttons(update) == []
+    assert outcome(update) == "1 of 2: needs 1 more approver; approved by bob" and buttons(update) == []
     # The channel's new message for the first approval carries the buttons for a second approver.
     assert first_approval["type"] == "ticket.first_approval"
-    assert "*Approvals*\n1 of 2" in [f["text"] for b in first_approval["blocks"] for f in b.get("fields", [])]
+    assert first_approval["text"].endswith("from alice): 1 of 2: needs 1 more approver.")
+    fields = [f["text"] for b in first_approval["blocks"] for f in b.get("fields", [])]
+    assert "*Approvals*\n1 of 2: needs 1 more approver" in fields
     assert buttons({"blocks": first_approval["blocks"]}) == ["approve", "reject", "approve_less"]
     assert await ledger_says(ticket_id) == (TicketStatus.PENDING, [])
+    # The decision's evidence: through Slack, as the user and workspace Slack's signed request named.
+    [decision] = (await current().ledger.evidence(ticket_id))["decisions"]
+    assert (decision["channel"], decision["principal"]) == (
+        "slack", {"slack_user": BOB, "slack_team": "T0TEAM", "approver": "bob"})
 
 
 async def test_after_a_first_approval_for_less_the_messages_show_the_amount_it_approved(app, fake_slack):
@@ -180,7 +186,7 @@ async def test_after_a_first_approval_for_less_the_messages_show_the_amount_it_a
     await work_done()
     [opened] = await fake_slack.arrived("/api/views.open")
 
-    assert outcome(update) == "1 of 2 approvals: bob, $5,500.00 of the $6,000.00 asked"
+    assert outcome(update) == "1 of 2: needs 1 more approver; approved by bob, $5,500.00 of the $6,000.00 asked"
     # The second approver's message: what Approve pays now, in the field, the confirmation and the form.
     fields = [f["text"] for b in first_approval["blocks"] for f in b.get("fields", [])]
     assert "*Amount*\n$5,500.00 of the $6,000.00 asked" in fields
@@ -443,7 +449,8 @@ async def test_the_same_approver_twice_on_the_two_person_rule_is_one_approval(ap
     await all_sent(ticket_id)
 
     [refusal] = [m for m in fake_slack.at("/response/2") if m.get("response_type") == "ephemeral"]
-    assert "bob already gave the first of two approvals" in refusal["text"]
+    assert f"bob already approved ticket {ticket_id}" in refusal["text"]
+    assert "no approver counts twice" in refusal["text"]
     assert await ledger_says(ticket_id) == (TicketStatus.PENDING, [])
 
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from support import cli
 from support.clock import FakeClock
 from support.conversation import Conversation, responses
 from support.desks import configure, current
 from support.http import as_approver
 from support.models import RecordedOfflineModel, ledger_at, runner_with
-from support.processes import run
 from support.servers import TOKENS, in_process
 from support.tickets import open_ticket_for
 
@@ -166,12 +166,11 @@ async def test_the_api_and_the_slack_message_show_the_requesters_other_requests_
                                                              Buttons(forms=True)))
 
 
-@pytest.mark.subprocess
 def test_the_cli_shows_the_requesters_other_requests_today_under_each_ticket(sqlite_url):
     for purpose in ("team dinner", "dinner for the team"):
-        asked = run("request", f"Reimburse $4,500 for {purpose}", "--user", "alice", url=sqlite_url)
+        asked = cli.expenses("request", f"Reimburse $4,500 for {purpose}", "--user", "alice", url=sqlite_url)
         assert asked.returncode == 0, asked.stderr
-    lines = run("inbox", url=sqlite_url).stdout.splitlines()
+    lines = cli.expenses("inbox", url=sqlite_url).stdout.splitlines()
 
     [first_at] = [n for n, line in enumerate(lines) if line.endswith("  team dinner")]
     [second_at] = [n for n, line in enumerate(lines) if "dinner for the team  [needs 2 approvers]" in line]
@@ -179,7 +178,7 @@ def test_the_cli_shows_the_requesters_other_requests_today_under_each_ticket(sql
     assert lines[first_at + 1].split() == (
         f"alice today: $9,000.00 in all: {second} ($4,500.00, pending) for dinner for the team").split()
     assert f"{first} ($4,500.00, pending) for team dinner" in lines[second_at + 1]
-    shown = run("show", second, url=sqlite_url).stdout
+    shown = cli.expenses("show", second, url=sqlite_url).stdout
     assert f"alice today: $9,000.00 in all: {first} ($4,500.00, pending) for team dinner" in shown
     assert TicketStatus.PENDING in shown
 

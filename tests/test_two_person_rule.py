@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from support import cli
 from support.conversation import Conversation, event_texts, pending_calls, responses
 from support.desks import current
 from support.models import RecordedOfflineModel, ledger_at, runner_with
-from support.processes import request_ticket, run
 from support.tickets import open_ticket_for
 
 from long_running_agent.approval.courier import Outcome, decide_and_deliver, deliver
@@ -66,12 +66,12 @@ async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_ur
     assert update.response == {"status": "pending", "ticket_id": ticket_id, "approvals": "1 of 2"}
     [note] = [e for e in session.events if (e.custom_metadata or {}).get(NOTE_MARK)]
     assert note.author == "expense_agent"
-    assert "bob approved ticket" in note.content.parts[0].text and "second approver" in note.content.parts[0].text
+    assert note.content.parts[0].text == f"bob approved ticket {ticket_id} (1 of 2: needs 1 more approver)."
 
     # Asked for news, the model (here the offline one) reads the progress from the updated call.
     news = await chat.say("Any news?")
     assert event_texts(news)[-1] == (f"Ticket {ticket_id} for $6,000.00 (conference sponsorship) has 1 of 2 approvals "
-                               "and waits for a second approver; I will pay once approved.")
+                               "and waits for another approver; I will pay once approved.")
 
     with pytest.raises(AlreadyApprovedByYou):
         await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
@@ -83,10 +83,10 @@ async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_ur
     assert (paid["status"], paid["amount"]) == ("paid", 6000.0)
     assert len(await ledger.payouts.find(ticket_id=ticket_id)) == 1
     assert [(e.action, e.actor) for e in await ledger.tickets.audit(ticket_id)] == [
-        ("requested", "alice"), ("approval", "bob"), ("approved", "carol"), ("paid", "reimburse"),
-        ("delivered", "approval_guard")]
+        ("requested", "alice"), ("approval", "bob"), ("evidence", "bob"), ("approved", "carol"), ("evidence", "carol"),
+        ("paid", "reimburse"), ("delivered", "approval_guard")]
     # The model never saw the progress note (only the updated call, and its own answer about it).
-    assert all("it now waits for a second approver" not in str(r.contents) for r in model.requests)
+    assert all("needs 1 more approver" not in str(r.contents) for r in model.requests)
     assert "$6,000.00 for conference sponsorship was paid" in event_texts(second.events)[-1]
 
 
@@ -205,42 +205,41 @@ async def test_an_approval_without_an_amount_keeps_the_smaller_amount_the_other_
     assert approved.status is TicketStatus.APPROVED and approved.payable_cents == 400_000
 
 
-@pytest.mark.subprocess
 def test_the_cli_shows_one_of_two_and_the_second_approver_decides(sqlite_url):
-    ticket_id = request_ticket(sqlite_url, "Please reimburse $6,000 for the conference sponsorship")
+    ticket_id = cli.request_ticket(sqlite_url, "Please reimburse $6,000 for the conference sponsorship")
 
-    first = run("approve", ticket_id, "--approver", "bob", url=sqlite_url)
-    listed = run("inbox", url=sqlite_url)
-    again = run("approve", ticket_id, "--approver", "bob", url=sqlite_url)
-    second = run("approve", ticket_id, "--approver", "carol", url=sqlite_url)
+    first = cli.expenses("approve", ticket_id, "--approver", "bob", url=sqlite_url)
+    listed = cli.expenses("inbox", url=sqlite_url)
+    again = cli.expenses("approve", ticket_id, "--approver", "bob", url=sqlite_url)
+    second = cli.expenses("approve", ticket_id, "--approver", "carol", url=sqlite_url)
 
     assert first.returncode == 0, first.stderr
-    assert f"Ticket {ticket_id} has 1 of 2 approvals (bob); a second approver decides it" in first.stdout
+    assert f"Ticket {ticket_id}: 1 of 2: needs 1 more approver; approved by bob. The next approver" in first.stdout
     assert "Payouts for " + ticket_id + ": 0" in first.stdout
-    assert "[1 of 2 approvals: bob]" in listed.stdout
-    assert again.returncode == 1 and "a second, different approver has to approve it" in again.stderr
+    assert "[1 of 2: needs 1 more approver; approved by bob]" in listed.stdout
+    assert again.returncode == 1 and "no approver counts twice, so a different approver" in again.stderr
     assert second.returncode == 0 and f"Payouts for {ticket_id}: 1" in second.stdout
     assert f"Ticket {ticket_id} is approved by bob and carol;" in second.stdout
-    shown = run("show", ticket_id, url=sqlite_url).stdout
+    shown = cli.expenses("show", ticket_id, url=sqlite_url).stdout
     assert '"approved_by": [\n    "bob",\n    "carol"\n  ]' in shown and "approval    by bob: 1 of 2" in shown
 
 
-@pytest.mark.subprocess
 def test_with_approvers_set_the_cli_decides_only_as_those_names(sqlite_url):
     configured = {"APPROVERS": "bob:token-bob-1,carol:token-carol-1"}
-    ticket_id = request_ticket(sqlite_url, "Please reimburse $9,000 for the server")
+    ticket_id = cli.request_ticket(sqlite_url, "Please reimburse $9,000 for the server")
 
-    refused = [run("approve", ticket_id, "--approver", who, url=sqlite_url, env=configured)
+    refused = [cli.expenses("approve", ticket_id, "--approver", who, url=sqlite_url, env=configured)
                for who in ("nobody1", "nobody2")]
-    settle = run("settle", ticket_id, "--approver", "nobody1", url=sqlite_url, env=configured)
-    first = run("approve", ticket_id, "--approver", "Bob", url=sqlite_url, env=configured)
+    settle = cli.expenses("settle", ticket_id, "--approver", "nobody1", url=sqlite_url, env=configured)
+    first = cli.expenses("approve", ticket_id, "--approver", "Bob", url=sqlite_url, env=configured)
 
     for result in [*refused, settle]:
         assert result.returncode == 1 and "Traceback" not in result.stderr
         assert "is not an approver: APPROVERS names bob, carol" in result.stderr
     # The canonical form of a configured name is that approver.
-    assert first.returncode == 0 and f"Ticket {ticket_id} has 1 of 2 approvals (bob)" in first.stdout
-    audit = run("show", ticket_id, url=sqlite_url, env=configured).stdout
+    assert first.returncode == 0 and f"Ticket {ticket_id}: 1 of 2: needs 1 more approver; approved by bob." in (
+        first.stdout)
+    audit = cli.expenses("show", ticket_id, url=sqlite_url, env=configured).stdout
     assert "nobody" not in audit and "Paid:" not in audit
 
 

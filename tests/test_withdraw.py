@@ -11,6 +11,7 @@ import asyncio
 import subprocess
 
 import pytest
+from support import cli
 from support.conversation import Conversation, calls, event_texts, pending_calls, responses
 from support.desks import current
 from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
@@ -18,8 +19,6 @@ from support.processes import request_ticket, run, start
 
 from long_running_agent.approval.courier import decide_and_deliver
 from long_running_agent.ledger import AlreadyDecided, Ledger, NotRequester, TicketStatus
-
-pytestmark = pytest.mark.subprocess
 
 TWO = "Reimburse $250 for the team lunch and $480 for the conference ticket"
 
@@ -77,12 +76,12 @@ async def test_only_the_requester_can_withdraw(sqlite_url):
 
 
 def test_the_cli_withdraws_for_the_requester_and_tells_the_conversation(sqlite_url):
-    ticket_id = request_ticket(sqlite_url)
+    ticket_id = cli.request_ticket(sqlite_url)
 
-    other = run("withdraw", ticket_id, "--user", "bob", url=sqlite_url)
-    withdrawn = run("withdraw", ticket_id, "--user", "alice", url=sqlite_url)
-    approve = run("approve", ticket_id, "--approver", "bob", url=sqlite_url)
-    again = run("withdraw", ticket_id, "--user", "alice", url=sqlite_url)
+    other = cli.expenses("withdraw", ticket_id, "--user", "bob", url=sqlite_url)
+    withdrawn = cli.expenses("withdraw", ticket_id, "--user", "alice", url=sqlite_url)
+    approve = cli.expenses("approve", ticket_id, "--approver", "bob", url=sqlite_url)
+    again = cli.expenses("withdraw", ticket_id, "--user", "alice", url=sqlite_url)
 
     assert other.returncode == 1 and f"bob did not request ticket {ticket_id}" in other.stderr
     assert withdrawn.returncode == 0, withdrawn.stderr
@@ -90,7 +89,7 @@ def test_the_cli_withdraws_for_the_requester_and_tells_the_conversation(sqlite_u
     assert f"Ticket {ticket_id} was withdrawn by alice; the decision reached the conversation" in withdrawn.stdout
     assert approve.returncode == 1 and "withdrawn by its requester, alice" in approve.stderr
     assert again.returncode == 1 and "withdrawn by its requester" in again.stderr
-    shown = run("show", ticket_id, url=sqlite_url).stdout
+    shown = cli.expenses("show", ticket_id, url=sqlite_url).stdout
     assert "withdrawn   by alice: withdrawn by the requester" in shown and "Paid:" not in shown
 
 
@@ -114,11 +113,13 @@ async def test_a_withdrawal_racing_an_approval_ends_in_exactly_one(db_url):
         stored = await ledger_at(db_url).tickets.get(ticket["ticket_id"])
         assert stored.status == won.status
         actions = [e.action for e in await ledger_at(db_url).tickets.audit(stored.id)]
-        assert actions == ["requested", str(won.status)]
+        evidence = ["evidence"] if won.status is TicketStatus.APPROVED else []  # an approver's, in the chain too
+        assert actions == ["requested", str(won.status), *evidence]
         outcomes.append(won.status)
     assert set(outcomes) <= {TicketStatus.WITHDRAWN, TicketStatus.APPROVED}
 
 
+@pytest.mark.subprocess
 def test_the_cli_withdrawal_and_approval_at_once_pay_at_most_once(sqlite_url):
     ticket_id = request_ticket(sqlite_url)
     processes = [start("withdraw", ticket_id, "--user", "alice", url=sqlite_url),

@@ -20,9 +20,11 @@ from google.genai import types
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..ledger import Ledger, Ticket, TicketExpired, TicketStatus
+from ..ledger.evidence import Via
 from ..ledger.locks import DEFAULT_WAIT, ConversationBusy, HeldLock, new_holder
 from ..ledger.tickets import row_of
 from ..names import AGENT_NAME, Outcome
+from ..observability.spans import Step
 from ..refusals import Refusal
 from ..refusals.answers import AlreadyDelivered, NotDelivered, StillPending
 from .conversations import Unreachable, open_store, store_in_words
@@ -71,6 +73,17 @@ async def deliver(
     Every failed attempt but a busy conversation is recorded. `decided` and `lock`: the ticket as just decided, and
     its conversation taken in that very transaction (decide_and_deliver).
     """
+    with desk.watch.step("courier.deliver", ticket=ticket_id) as step:  # ADK's run of the agent nests in it
+        delivery = await _deliver(desk, ticket_id, actor=actor, wait=wait, app=app, decided=decided, lock=lock)
+        step.about(session=delivery.ticket.session_id)
+        step.note(delivery=delivery.outcome.value)
+        return delivery
+
+
+async def _deliver(
+    desk: Desk, ticket_id: str, *, actor: str, wait: timedelta, app: App | None, decided: Ticket | None,
+    lock: HeldLock | None,
+) -> Delivery:
     ledger = desk.ledger
     try:
         ticket = decided or await ledger.tickets.get(ticket_id)
@@ -169,13 +182,23 @@ def _error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}".strip()
 
 
+def note_decision(step: Step, ticket: Ticket, channel: str) -> None:
+    """What a decision tells the metrics: its outcome, through which surface, and how long the request waited."""
+    step.about(session=ticket.session_id)
+    if ticket.status is not TicketStatus.PENDING and ticket.decided_at is not None:
+        step.note(outcome=ticket.status.value, channel=channel,
+                  waited_seconds=(ticket.decided_at - ticket.created_at).total_seconds())
+
+
 async def decide_and_deliver(
     desk: Desk, ticket_id: str, *, approver: str, approve: bool, reason: str | None = None, amount: object = None,
-    app: App | None = None,
+    app: App | None = None, channel: str = "api", principal: dict[str, str] | None = None, shown: str | None = None,
 ) -> Delivery:
     """Record the decision, then deliver it; raises LedgerError if the decision is refused.
 
     An expired ticket is refused, but its expiry is still delivered, so the requester learns what happened.
+    `channel`: the surface it came through (api, inbox, cli, slack), `principal`: who that surface authenticated,
+    `shown`: the digest of the ticket the approver was shown (evidence.py): the decision's evidence and metrics.
     """
     ledger = desk.ledger
     taken: list[str] = []
@@ -187,9 +210,11 @@ async def decide_and_deliver(
             taken.append(holder)
 
     try:
-        ticket = await ledger.tickets.decide(
-            ticket_id, approver=approver, approve=approve, reason=reason, amount=amount, then=take_conversation
-        )
+        with desk.watch.step("ledger.decide", ticket=ticket_id) as step:
+            ticket = await ledger.tickets.decide(
+                ticket_id, approver=approver, approve=approve, reason=reason, amount=amount, then=take_conversation,
+                via=Via(channel, principal or {"approver": approver}, shown))
+            note_decision(step, ticket, channel)
     except TicketExpired:
         await deliver(desk, ticket_id, actor=approver, app=app)
         raise
@@ -197,10 +222,9 @@ async def decide_and_deliver(
         return await _delivered(desk, ticket, actor=approver, app=app,
                                 lock=ledger.locks.held(ticket.conversation, taken[0]))
     if ticket.status is TicketStatus.PENDING:
-        # The first of two approvals: the requester sees the progress; the second approver decides.
-        told = await tell_progress(desk, ticket, f"{ticket.first_approved_by} approved ticket {ticket.id} "
-                                           f"({ticket.approvals_so_far} approvals); it now waits for a second "
-                                           "approver.")
+        # An approval short of the tier's need: the requester sees the progress; later approvers decide.
+        told = await tell_progress(desk, ticket, f"{ticket.approvers[-1]} approved ticket {ticket.id} "
+                                           f"({ticket.still_missing}).")
         return Delivery(ticket, Outcome.WAITING, "told the conversation" if told else "not told the conversation")
     return await _delivered(desk, ticket, actor=approver, app=app)
 
@@ -236,10 +260,13 @@ async def tell_progress(desk: Desk, ticket: Ticket, note: str) -> bool:
         return False
 
 
-async def withdraw_and_deliver(desk: Desk, ticket_id: str, *, requester: str, app: App | None = None) -> Delivery:
+async def withdraw_and_deliver(desk: Desk, ticket_id: str, *, requester: str, app: App | None = None,
+                               channel: str = "api") -> Delivery:
     """The requester withdraws a pending request; the pending call is answered "withdrawn"."""
     try:
-        ticket = await desk.ledger.tickets.withdraw(ticket_id, requester=requester)
+        with desk.watch.step("ledger.decide", ticket=ticket_id) as step:
+            ticket = await desk.ledger.tickets.withdraw(ticket_id, requester=requester)
+            note_decision(step, ticket, channel)
     except TicketExpired:
         await deliver(desk, ticket_id, actor=requester, app=app)
         raise
@@ -252,6 +279,8 @@ async def answer_withdrawal(desk: Desk, ticket: Ticket, context: InvocationConte
     In this run's conversation the answer is appended directly, with no second run, and the model tells the user in
     this run's reply; a ticket of another conversation is delivered there.
     """
+    with desk.watch.step("ledger.decide", ticket=ticket.id) as step:  # the chat's withdrawal, for the metrics
+        note_decision(step, ticket, "chat")
     if ticket.conversation != conversation_of(context):
         await deliver(desk, ticket.id, actor=ticket.user_id, app=running_app(context))
         return
@@ -294,7 +323,8 @@ async def deliver_due(desk: Desk, *, actor: str, grace: timedelta = timedelta(se
     A delivery that failed with a reason is left to the requester's next message or an approver, not retried in a loop.
     """
     ledger = desk.ledger
-    await ledger.tickets.expire_due()
+    if expired := await ledger.tickets.expire_due():
+        desk.watch.tell("ledger.expire", outcome="expired", channel="sweep", count=len(expired))
     cutoff = ledger.now() - grace
     deliveries = []
     for ticket in await ledger.deliveries.undelivered():

@@ -81,7 +81,8 @@ async def deliver_owed(context: InvocationContext, run: ApprovalRun, open_ticket
     now = ledger.now()
     due = [t for t in open_tickets if t.status is TicketStatus.PENDING and t.expires_at <= now]
     if due:
-        await ledger.tickets.expire_due(conversation=run.conversation)
+        if expired := await ledger.tickets.expire_due(conversation=run.conversation):
+            ledger.watch.tell("ledger.expire", outcome="expired", channel="sweep", count=len(expired))
         owed = await ledger.deliveries.undelivered(run.conversation)
     else:
         owed = sorted((t for t in open_tickets if t.decided_at is not None), key=lambda t: (t.decided_at, t.id))

@@ -14,7 +14,7 @@ from typing import Any
 from google.adk.agents.invocation_context import InvocationContext
 from google.genai import types
 
-from ..ledger import Ledger, Ticket
+from ..ledger import Ledger, Ticket, quorum
 from ..ledger.inputs import MAX_MESSAGE, is_canonical_name, unstorable
 from ..names import ERROR, EXPENSES, PayoutStatus, TicketStatus
 from ..refusals import COMMANDS, Refusal
@@ -100,12 +100,13 @@ async def news(ledger: Ledger, ticket: Ticket) -> str:
     """The ticket's state as the ledger knows it, for a question asked where its decision is awaited."""
     what = f"Ticket {ticket.id} ({ticket.amount_text} for {ticket.purpose})"
     if ticket.status is TicketStatus.PENDING:
-        if ticket.first_approved_by:
-            state = (f"{what} has {ticket.approvals_so_far} approvals ({ticket.first_approved_by}) and waits for a "
-                     "second approver.")
+        if ticket.counted_for:
+            state = (f"{what} waits for more approvals ({ticket.still_missing}; approved by "
+                     f"{quorum.counted_words(ticket.counted_for)}).")
+        elif ticket.needed != ((quorum.EVERYONE, 1),):
+            state = f"{what} is still pending: it needs {quorum.need_words(ticket.needed)}."
         else:
-            two = ", and two approvers must approve it" if ticket.needs_two_approvers else ""
-            state = f"{what} is still pending: it waits for an approver{two}."
+            state = f"{what} is still pending: it waits for an approver."
         return f"{state} Only an approver decides it; ask again later for the news."
     payouts = await ledger.payouts.find(ticket_id=ticket.id)
     paid = (f"{payouts[0].amount_text} was paid (payout {payouts[0].id})" if payouts

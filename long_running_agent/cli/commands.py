@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from ..approval.courier import decide_and_deliver, deliver, deliver_due, remind_due, withdraw_and_deliver
 from ..desk import Desk
+from ..ledger import audit_check
 from ..ledger.inputs import name
 from ..names import EXPENSES, REIMBURSE_TOOL
 from ..notifications import send_due
+from ..refusals.values import InputError
 from ..transcript import Transcript, pending_calls, tool_response, user_text
-from . import render
+from . import effective_policy, render
 
 
 async def catch_up(desk: Desk) -> None:
@@ -82,7 +86,8 @@ async def inbox(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
 async def decide(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
     await catch_up(desk)
     delivery = await decide_and_deliver(desk, args.ticket, approver=args.approver, approve=args.command == "approve",
-                                        reason=args.reason, amount=getattr(args, "approved_amount", None))
+                                        reason=args.reason, amount=getattr(args, "approved_amount", None),
+                                        channel="cli", principal={"os_user": _os_user(), "approver": args.approver})
     status = render.report(delivery, out)
     payouts = await desk.ledger.payouts.find(ticket_id=delivery.ticket.id)
     print(f"Payouts for {delivery.ticket.id}: {len(payouts)}")
@@ -90,9 +95,17 @@ async def decide(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
     return status
 
 
+def _os_user() -> str:
+    """The account that ran the command: the decision's evidence beside the --approver it named."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (a container's bare uid)
+        return "unknown"
+
+
 async def withdraw(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
     await catch_up(desk)
-    status = render.report(await withdraw_and_deliver(desk, args.ticket, requester=args.user), out)
+    status = render.report(await withdraw_and_deliver(desk, args.ticket, requester=args.user, channel="cli"), out)
     send_notifications(desk)
     return status
 
@@ -118,6 +131,11 @@ async def show(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
     return 0
 
 
+async def evidence(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
+    render.evidence(await desk.ledger.evidence(args.ticket))
+    return 0
+
+
 async def migrate(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
     before, after = await desk.prepare()
     if before == after:
@@ -129,7 +147,27 @@ async def migrate(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
     return 0
 
 
+async def audit(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
+    """`audit verify [--anchor FILE]`: 0 if every chain holds, 1 if one does not; `audit head`: the heads to keep."""
+    database = desk.ledger.database
+    if args.audit_command == "head":
+        render.heads(await audit_check.heads(database), desk.ledger.now())
+        return 0
+    anchors = []
+    if args.anchor is not None:
+        try:
+            text = Path(args.anchor).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise InputError("anchor", f"{args.anchor} cannot be read ({getattr(error, 'strerror', None) or error}).",
+                             next_step="Give the path of a file `expenses audit head` wrote.") from None
+        anchors = audit_check.read_anchors(text, args.anchor)
+    verdict = await audit_check.verify(database, anchors=anchors)
+    render.verdict(verdict, anchored=len(anchors))
+    return 0 if verdict.holds else 1
+
+
 COMMANDS: dict[str, Callable[[Desk, argparse.Namespace, Transcript], Awaitable[int]]] = {
     "request": request, "inbox": inbox, "approve": decide, "reject": decide, "withdraw": withdraw,
-    "deliver": deliver_decision, "settle": settle, "show": show, "migrate": migrate,
+    "deliver": deliver_decision, "settle": settle, "show": show, "migrate": migrate, "audit": audit,
+    "evidence": evidence, "policy": effective_policy.show,
 }

@@ -73,7 +73,22 @@ def parser() -> argparse.ArgumentParser:
     settling.add_argument("--approver", required=True, help="who settles it")
     showing = commands.add_parser("show", help="a ticket and its history")
     showing.add_argument("ticket")
+    evidencing = commands.add_parser("evidence", help="a ticket's evidence as JSON: its request, policy tier, each "
+                                     "decision with how it arrived, payouts and whether its audit chain holds")
+    evidencing.add_argument("ticket")
+    policing = commands.add_parser("policy", help="the approval policy in effect; with --amount, the tier a request "
+                                   "would get and who may approve it")
+    policing.add_argument("--amount", help="a request's amount in dollars, e.g. 12000")
+    policing.add_argument("--requester", help="who asks: what they asked for or were paid today counts too")
     commands.add_parser("migrate", help="bring the database to this version's schema")
+    auditing = commands.add_parser("audit", help="check the audit trail's hash chains, or print their heads")
+    audit_commands = auditing.add_subparsers(dest="audit_command", required=True, metavar="{verify,head}")
+    verifying = audit_commands.add_parser(
+        "verify", help="check every ticket's audit chain: exit 0 if all hold, 1 naming the first bad row of each")
+    verifying.add_argument("--anchor", metavar="FILE",
+                           help="also check that each head in FILE (written by `audit head`) is still in its chain")
+    audit_commands.add_parser("head", help="print every chain's head, to keep outside the database "
+                                           "(docs/audit-chain.md)")
     return top
 
 
@@ -116,10 +131,22 @@ def agent_app(desk: Desk, *, model: str | BaseLlm | None = None) -> App:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The `expenses` console script."""
+    from ..observability.logs import configure_logging  # here, not on main.py's way in (it imports run())
+
     args = parser().parse_args(argv)
     try:
         desk = Desk(load_settings(), app=agent_app)
+        configure_logging(desk.settings.log_format)
+        if desk.settings.otlp_endpoint:  # OpenTelemetry's SDK is imported only then: each command starts sooner
+            from ..observability.tracing import configure_tracing
+
+            configure_tracing(endpoint=desk.settings.otlp_endpoint, content=desk.settings.trace_content)
     except SettingsError as error:
         print(f"error: {error.sentence(CLI)}", file=sys.stderr)
         return 1
-    return run(desk, lambda out: COMMANDS[args.command](desk, args, out), verbose=args.verbose)
+
+    async def command(out: Transcript) -> int:
+        with desk.watch.step(f"expenses {args.command}"):  # the trace of the command's ledger steps and runs
+            return await COMMANDS[args.command](desk, args, out)
+
+    return run(desk, command, verbose=args.verbose)

@@ -1,14 +1,15 @@
-"""What the approver CLI prints: a delivery's outcome, the inbox's tables, a ticket and its history (no reads)."""
+"""What the approver CLI prints: a delivery's outcome, the inbox's tables, a ticket and its history, the audit check."""
 
 from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
 
 from ..approval.conversations import store_in_words
 from ..approval.courier import Delivery
-from ..ledger import AuditEntry, Inbox, Notification, Payout, Ticket, TicketStatus
+from ..ledger import AuditEntry, Inbox, Notification, Payout, Ticket, TicketStatus, quorum
+from ..ledger.audit_check import Head, Verdict
 from ..ledger.inputs import printable
 from ..ledger.request_totals import RequesterDay, day_in_words
 from ..names import EXPENSES, Outcome
@@ -38,15 +39,23 @@ def pending(inbox: Inbox, limit: int, offset: int) -> None:
     for t in tickets:
         minutes = int((inbox.now - t.created_at).total_seconds() // 60)
         age = f"{minutes // 1440}d" if minutes >= 1440 else f"{minutes // 60}h" if minutes >= 60 else f"{minutes}m"
-        waits = f"  [{t.approvals_so_far} approvals: {t.first_approved_by}]" if t.first_approved_by else ""
-        if t.needs_two_approvers and not t.first_approved_by:
-            waits += "  [needs 2 approvers]"
+        waits = f"  [{words}]" if (words := waiting(t)) else ""
         print(f"{t.id:<16} {printable(t.user_id):<12} {t.amount_text:>12}  "
               f"{age:>4}  {printable(t.purpose)}{waits}")
         if words := _day(t, inbox.days.get(t.id)):
             print(f"{'':<16} {words}")
     if page.next_offset is not None:
         print(f"Next page: {EXPENSES} inbox --offset {page.next_offset}{more}")
+
+
+def waiting(ticket: Ticket) -> str | None:
+    """What a pending ticket still needs, where approvers look: "1 of 2: needs 1 more approver; approved by bob",
+    or "needs 2 approvers" before any approval; None when one approval from anyone decides it."""
+    if ticket.status is not TicketStatus.PENDING or ticket.needed == ((quorum.EVERYONE, 1),):
+        return None
+    if not ticket.counted_for:
+        return f"needs {quorum.need_words(ticket.needed)}"
+    return f"{ticket.still_missing}; approved by {quorum.counted_words(ticket.counted_for)}"
 
 
 def undelivered(inbox: Inbox, limit: int, failed: dict[str, datetime]) -> None:
@@ -85,8 +94,8 @@ def report(delivery: Delivery, out: Transcript) -> int:
               f"History: {EXPENSES} show {ticket.id}")
         return 0
     if delivery.outcome is Outcome.WAITING:
-        print(f"Ticket {ticket.id} has {ticket.approvals_so_far} approvals ({ticket.first_approved_by}); a second "
-              f"approver decides it: {EXPENSES} approve {ticket.id} --approver NAME")
+        print(f"Ticket {ticket.id}: {waiting(ticket)}. The next approver runs: {EXPENSES} approve {ticket.id} "
+              "--approver NAME")
         return 0
     if delivery.outcome is Outcome.SETTLED:
         print(f"{decided}, settled by {ticket.settled_by} without its conversation; nothing to do.")
@@ -125,6 +134,8 @@ def ticket(ticket: Ticket, failed: datetime | None, history: list[AuditEntry], p
     """A ticket, the requester's day, where its conversation is, whether its decision arrived, its history,
     payouts and webhooks."""
     print(printable(json.dumps(ticket.as_record(), indent=2)))
+    if needs := waiting(ticket):
+        print(f"\nApprovals: {needs}")
     if words := _day(ticket, day):
         print(f"\n{words}")
     print(f"\nConversation: {ticket.user_id} / {ticket.session_id} in {store_in_words(ticket.session_store)}")
@@ -133,7 +144,7 @@ def ticket(ticket: Ticket, failed: datetime | None, history: list[AuditEntry], p
     print("\nHistory:")
     for entry in history:
         print(f"  {entry.at:%Y-%m-%d %H:%M:%S}  {entry.action:<11} by {printable(entry.actor)}"
-              + (f": {printable(entry.detail)}" if entry.detail else ""))
+              + (f": {printable(_detail(entry))}" if entry.detail else ""))
     for payout in payouts:
         print(f"\nPaid: {payout.id} {payout.amount_text} at {payout.paid_at:%Y-%m-%d %H:%M:%S}")
     if notifications:
@@ -141,3 +152,34 @@ def ticket(ticket: Ticket, failed: datetime | None, history: list[AuditEntry], p
     for n in notifications:
         tried = f", {n.attempts} failed attempt(s), last: {printable(n.last_error)}" if n.last_error else ""
         print(f"  {n.created_at:%Y-%m-%d %H:%M:%S}  {n.event:<22} {n.state}{tried}")
+
+
+def _detail(entry: AuditEntry) -> str:
+    """An entry's detail; a decision's evidence (kept as JSON, for the chain) as its channel and what was shown."""
+    if entry.action != "evidence" or not entry.detail:
+        return entry.detail or ""
+    try:
+        said = json.loads(entry.detail)
+        return f"through {said['channel']}, shown {said['shown'][:12]} ({EXPENSES} evidence has it all)"
+    except (ValueError, KeyError, TypeError):
+        return entry.detail
+
+
+def evidence(document: dict[str, object]) -> None:
+    """A ticket's evidence (Ledger.evidence), as the API answers it: JSON, what users wrote kept printable."""
+    print(printable(json.dumps(document, indent=2)))
+
+
+def heads(found: list[Head], now: datetime) -> None:
+    """Every audit chain's head, one `TICKET SEQ HASH` a line: the file `audit verify --anchor` reads back."""
+    print(f"# {EXPENSES} audit head: {len(found):,} chain(s) at {now.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}")
+    for head in found:
+        print(printable(str(head)))
+
+
+def verdict(found: Verdict, anchored: int) -> None:
+    """Each broken chain's first bad row, one line each (stderr), then what was checked."""
+    for broken in found.breaks:
+        print(f"broken: {printable(str(broken))}", file=sys.stderr)
+    print(str(found) + (f" {anchored:,} anchored head(s) checked." if anchored else ""))
+

@@ -14,6 +14,7 @@ from datetime import date, datetime
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
+from ..observability.spans import Watch
 from ..refusals.startup import SchemaBehind
 from .engine import create_engine
 from .migrate import current, head, migrate
@@ -30,9 +31,13 @@ class Database:
 
     def __init__(
         self, url: str, *, clock: Callable[[], datetime] = utc_now, auto_migrate: bool = True,
-        engine: AsyncEngine | None = None,
+        engine: AsyncEngine | None = None, watch: Watch | None = None,
     ) -> None:
-        """`engine`: one to share (desk.py gives ADK's session store the same); default, one of its own."""
+        """`engine`: one to share (desk.py gives ADK's session store the same); default, one of its own.
+
+        `watch`: where the ledger's parts run their steps (observability/spans.py), the desk's.
+        """
+        self.watch = watch or Watch()
         self.auto_migrate = auto_migrate
         self._owns_engine = engine is None
         self.engine = engine or create_engine(url)

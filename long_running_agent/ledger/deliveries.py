@@ -86,6 +86,14 @@ class Deliveries:
 
     async def settle(self, ticket_id: str, *, approver: str) -> tuple[Ticket, Payout | None]:
         """Finish a decision whose delivery failed (`delivery_error`): pay an approved one, close the rest."""
+        with self.database.watch.step("ledger.settle", ticket=ticket_id) as step:
+            ticket, payout = await self._settle(ticket_id, approver=approver)
+            step.about(session=ticket.session_id)
+            if payout is not None:
+                step.note(amount=payout.amount, purpose=payout.purpose, paid=True)
+            return ticket, payout
+
+    async def _settle(self, ticket_id: str, *, approver: str) -> tuple[Ticket, Payout | None]:
         approver = inputs.approver(approver, self.tickets.approvers)
         ticket = await self.tickets.get(ticket_id)
         undeliverable = ticket.delivery_error and not (ticket.delivered_at or ticket.settled_at)
@@ -143,9 +151,12 @@ class Deliveries:
     async def mark_undelivered(self, ticket_id: str, *, actor: str, error: str) -> None:
         """Record why a delivery did not happen, so people can see it and act (never the SQL of a database error)."""
         error = (without_sql(error) or "unknown")[:inputs.MAX_REASON]  # what `delivery_error` holds
-        async with self.database.transaction() as db:
-            await db.execute(
-                update(TicketRow).where(TicketRow.id == ticket_id, TicketRow.delivered_at.is_(None))
-                .values(delivery_error=error)
-            )
-            await audit.write(db, ticket_id, at=self.database.now(), actor=actor, action="undelivered", detail=error)
+        with self.database.watch.step("ledger.undelivered", ticket=ticket_id) as step:
+            async with self.database.transaction() as db:
+                await db.execute(
+                    update(TicketRow).where(TicketRow.id == ticket_id, TicketRow.delivered_at.is_(None))
+                    .values(delivery_error=error)
+                )
+                await audit.write(db, ticket_id, at=self.database.now(), actor=actor, action="undelivered",
+                                  detail=error)
+            step.note(delivery_failed=True)

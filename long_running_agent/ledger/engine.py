@@ -1,7 +1,7 @@
 """Database engines, tuned once for the ledger and ADK's session store alike (they share one: desk.py).
 
-SQLite gets a rollback journal, one connection per engine and a watch on the file (docs/deployment.md); PostgreSQL a
-pool whose idle connections are pinged before use (benchmarks/README.md).
+SQLite gets a rollback journal, one connection per engine, a watch on the file (docs/deployment.md) and the audit
+chain's hash function; PostgreSQL a pool whose idle connections are pinged before use (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..refusals.rules import DatabaseFileGone
+from .chain import link
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # With a rollback journal, NORMAL can corrupt the file on a power cut (WAL's NORMAL only loses commits).
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.close()
+    # SQLite has no sha256: the audit trail's INSERT chains each row with this one (audit.py).
+    dbapi_connection.create_function("audit_link", 2, link, deterministic=True)
 
 
 # (st_dev, st_ino) of each SQLite file this process has opened, by absolute path.

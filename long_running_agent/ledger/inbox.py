@@ -44,7 +44,8 @@ class InboxQueries:
         recent: int = RECENT_DECISIONS,
     ) -> Inbox:
         """Expire what is overdue (so nothing undecidable is offered), then read the pages and their totals."""
-        await self.tickets.expire_due()
+        if expired := await self.tickets.expire_due():
+            self.database.watch.tell("ledger.expire", outcome="expired", channel="sweep", count=len(expired))
         # One session for the seven reads: on PostgreSQL each session of its own
         # would add a pool check-out (a ping), a BEGIN and a ROLLBACK.
         async with await self.database.session() as db:

@@ -152,11 +152,29 @@ END $$
 )
 
 
+# Migration 0010's trigger that moves a ticket's audit head with each audit row added (its own copy too).
+_SQLITE_AUDIT_HEAD = ("CREATE TRIGGER audit_chain_head AFTER INSERT ON approval_audit "
+                      "BEGIN UPDATE approval_tickets SET audit_seq = NEW.seq, audit_head = NEW.hash "
+                      "WHERE id = NEW.ticket_id; END",)
+_POSTGRESQL_AUDIT_HEAD = (
+    """
+CREATE FUNCTION move_audit_head() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE approval_tickets SET audit_seq = NEW.seq, audit_head = NEW.hash WHERE id = NEW.ticket_id;
+    RETURN NULL;
+END $$
+""",
+    "CREATE TRIGGER audit_chain_head AFTER INSERT ON approval_audit FOR EACH ROW EXECUTE FUNCTION move_audit_head()",
+)
+
+
 def _create_at_head(connection: Connection) -> None:
-    """A database with no ledger yet: schema.py's tables, 0007's counter, the head revision stamped as by Alembic."""
+    """A database with no ledger yet: schema.py's tables, 0007's counter and 0010's audit head, stamped at head."""
     Base.metadata.create_all(connection)
     connection.exec_driver_sql("INSERT INTO pending_counts (shard, pending) VALUES (0, 0)")
-    for statement in _POSTGRESQL_COUNT if connection.dialect.name == "postgresql" else _SQLITE_COUNT:
+    count, audit_head = ((_POSTGRESQL_COUNT, _POSTGRESQL_AUDIT_HEAD) if connection.dialect.name == "postgresql"
+                         else (_SQLITE_COUNT, _SQLITE_AUDIT_HEAD))
+    for statement in (*count, *audit_head):
         connection.exec_driver_sql(statement)
     version = Table("alembic_version", MetaData(), Column("version_num", String(32), nullable=False),
                     PrimaryKeyConstraint("version_num", name="alembic_version_pkc"))

@@ -45,6 +45,18 @@ def ticket_fields(ticket: Ticket) -> dict[str, Any]:
         "reason": ticket.reason,
         "expires_at": ticket.expires_at.isoformat(timespec="seconds"),
         "escalated_to": ticket.escalated_to.split(",") if ticket.escalated_to else [],
+    } | policy_fields(ticket)
+
+
+def policy_fields(ticket: Ticket) -> dict[str, Any]:
+    """What the approval policy asks of the ticket (docs/policy.md): its tier and need, who counted for which group,
+    and what is still missing ("1 of 2: needs 1 more from cfo", while pending)."""
+    return {
+        "tier": ticket.tier,
+        "need": dict(ticket.needed),
+        "policy_version": ticket.policy_version,
+        "counted_for": [{"approver": who, "group": ticket.counted_for[who]} for who in ticket.approvers],
+        "missing": ticket.still_missing,
     }
 
 

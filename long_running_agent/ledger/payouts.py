@@ -57,8 +57,10 @@ async def pay_ticket(
     """Pay approved `ticket` (what was approved, never more) in `db`'s transaction; a second raises IntegrityError."""
     cents = ticket.amount_cents if ticket.approved_cents is None else ticket.approved_cents
     payout = _payout(conversation, call_id, ticket.purpose, cents, at, ticket_id=ticket.id)
-    await db.execute(_PAY, payout)
+    # The audit entry first: it locks the ticket, as a decision or a settlement does before its payout, so that
+    # racing them waits instead of deadlocking on the payout's UNIQUE ticket (PostgreSQL).
     await audit.write(db, ticket.id, at=at, actor=actor, action="paid", detail=f"{payout['id']}{note}")
+    await db.execute(_PAY, payout)
     return Payout.of(SimpleNamespace(**payout))
 
 

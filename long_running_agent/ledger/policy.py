@@ -7,28 +7,32 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 from typing import Protocol
 
 from . import inputs
+from .quorum import Rules
 
 
 @dataclass(frozen=True)
 class Policy:
     """The numbers the rules apply; desk.py fills them from the settings of the same names."""
 
-    # Up to this, paid at once (APPROVAL_THRESHOLD); above it, an approver decides.
-    approval_threshold: Decimal = Decimal("100")
+    # Who approves what (APPROVAL_POLICY, or APPROVAL_THRESHOLD and DUAL_APPROVAL_ABOVE): quorum.Rules.
+    rules: Rules = field(default_factory=lambda: Rules.from_thresholds(Decimal("100"), Decimal("5000")))
     # The most one request may ask (MAX_REIMBURSEMENT).
     max_amount: Decimal = Decimal("1000000")
     # Paid without approval per requester and UTC day (DAILY_AUTO_APPROVAL_LIMIT).
     daily_auto_approval_limit: Decimal = Decimal("250")
-    # Above this, alone or added up, two approvers (DUAL_APPROVAL_ABOVE).
-    dual_approval_above: Decimal = Decimal("5000")
     # How long a ticket waits for a decision (APPROVAL_TTL_HOURS).
     approval_ttl: timedelta = timedelta(hours=72)
+
+    @property
+    def approval_threshold(self) -> Decimal:
+        """Up to this, paid at once under the daily rules; above it, the policy's lowest tier decides."""
+        return self.rules.threshold
 
 
 class Limits(Protocol):

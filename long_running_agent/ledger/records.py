@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from ..names import DECIDED, PayoutStatus, TicketStatus
+from . import quorum
 from .policy import from_cents
 
 if TYPE_CHECKING:
@@ -86,6 +87,11 @@ class Ticket:
     delivery_error: str | None
     settled_by: str | None
     settled_at: datetime | None
+    # Its policy tier (quorum.py): the need ("finance=1,cfo=1"), its number and version, and who counted so far.
+    need: str | None = None
+    tier: int | None = None
+    policy_version: str | None = None
+    counted: str | None = None
 
     @classmethod
     def of(cls, row: TicketRow | Any) -> Ticket:
@@ -120,13 +126,28 @@ class Ticket:
 
     @property
     def needs_two_approvers(self) -> bool:
-        """Under the two-person rule (DUAL_APPROVAL_ABOVE): two approvals from two approvers decide it."""
+        """More than one approval decides it (its policy tier's need; the two-person rule by default)."""
         return self.approvals_needed > 1
+
+    @property
+    def needed(self) -> quorum.Need:
+        """Its tier's need, by group (quorum.py): tickets opened before the policy need approvals from anyone."""
+        return quorum.parse_need(self.need) if self.need else ((quorum.EVERYONE, self.approvals_needed),)
+
+    @property
+    def counted_for(self) -> dict[str, str]:
+        """Who approved so far, each with the group they counted for."""
+        return quorum.parse_counted(self.counted)
 
     @property
     def approvals_so_far(self) -> str:
         """"1 of 2": the approvals given, of those needed."""
         return f"{len(self.approvers)} of {self.approvals_needed}"
+
+    @property
+    def still_missing(self) -> str | None:
+        """"1 of 2: needs 1 more from cfo" while pending; None once decided."""
+        return quorum.progress_text(self.needed, self.counted_for) if self.status is TicketStatus.PENDING else None
 
     @property
     def approvals_shown(self) -> str | None:
@@ -140,10 +161,8 @@ class Ticket:
 
     @property
     def approvers(self) -> list[str]:
-        """Who approved it, in order (two under the two-person rule)."""
-        first = [self.first_approved_by] if self.first_approved_by else []
-        last = [self.decided_by] if self.status is TicketStatus.APPROVED and self.decided_by else []
-        return first + last
+        """Who approved it, in order (as many as its tier needs)."""
+        return list(self.counted_for) if self.status in (TicketStatus.PENDING, TicketStatus.APPROVED) else []
 
     def as_response(self) -> dict[str, Any]:
         """The approval tool's response: only what the model lacks, as each field is paid for on every later turn."""
@@ -188,9 +207,9 @@ class Requested:
     ticket: Ticket
     # Why a small amount needs an approver (the daily rules), in words for the requester.
     daily_rules: str | None = None
-    # The requester's other open or approved tickets that the two-person rule added this one to.
+    # The requester's other open or approved tickets that its total, and so its policy tier, added this one to.
     combined_with: tuple[Ticket, ...] = ()
-    dual_approval_above: Decimal = Decimal("5000")  # DUAL_APPROVAL_ABOVE, in dollars
+    tier_above: Decimal = Decimal("5000")  # the tier's `above` (DUAL_APPROVAL_ABOVE by default), in dollars
 
     def as_response(self) -> dict[str, Any]:
         """The ticket as the approval tool's response, with `why` when the model has to tell why."""
@@ -202,8 +221,11 @@ class Requested:
             others = [f"your other requests today ({listed})"] if listed else []
             others += [f"${from_cents(paid):,} paid to you without approval today"] if paid > 0 else []
             others = others or ["your other requests in the same message"]
-            why = (f"Together with {' and '.join(others)}, this comes to {self.ticket.combined_text}, above the "
-                   f"${self.dual_approval_above:,} one approver may approve, whatever each is for, so two approvers "
+            above = (f"the ${self.tier_above:,} one approver may approve, whatever each is for, so two approvers"
+                     if self.ticket.needed == ((quorum.EVERYONE, 2),) else
+                     f"the policy's ${self.tier_above:,} tier, whatever each is for, so "
+                     + quorum.need_words(self.ticket.needed))
+            why = (f"Together with {' and '.join(others)}, this comes to {self.ticket.combined_text}, above {above} "
                    "must approve it.")
         return self.ticket.as_response() | ({"why": why} if why else {})
 

@@ -64,6 +64,14 @@ async def add(db: AsyncConnection, user_id: str, day: date, groups: list[str], c
     return max(int(total) for total in totals)
 
 
+async def total_of(db: AsyncSession, user_id: str, day: date) -> int:
+    """What the requester asked approvers for or was paid without approval on `day`: the total a request adds to."""
+    total = await db.scalar(select(RequestTotalRow.total_cents).where(
+        RequestTotalRow.requester == requester_of(user_id), RequestTotalRow.day == day,
+        RequestTotalRow.request_group == REQUESTER))
+    return int(total or 0)
+
+
 async def take_back(db: AsyncConnection, row: Any) -> None:
     """Take a ticket that will never pay (its row) out of its groups' totals."""
     day = _utc(row.created_at).astimezone(UTC).date()  # type: ignore[union-attr]

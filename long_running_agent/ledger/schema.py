@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Date,
     DateTime,
     ForeignKey,
@@ -65,9 +66,14 @@ class TicketRow(Base):
     reason: Mapped[str | None] = mapped_column(String(500))
     # Set when an approver approved less than was asked: what may be paid.
     approved_cents: Mapped[int | None] = mapped_column(Integer)
-    # The two-person rule: 2 above DUAL_APPROVAL_ABOVE when the ticket opened. The
-    # first approval is kept here while the ticket waits for the second.
+    # The approval policy's tier when the ticket opened (quorum.py): its need ("finance=1,cfo=1"), how many approvals
+    # that is, and the policy's version. `counted` says who has approved so far, each for one group ("bob=finance"):
+    # every approval is one UPDATE conditional on the `counted` it was judged against (tickets.py).
     approvals_needed: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    need: Mapped[str | None] = mapped_column(String(300))
+    tier: Mapped[int | None] = mapped_column(Integer)
+    policy_version: Mapped[str | None] = mapped_column(String(16))
+    counted: Mapped[str | None] = mapped_column(String(1000))
     first_approved_by: Mapped[str | None] = mapped_column(String(128))
     first_approved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # The request groups this ticket's amount was added to (RequestTotalRow.request_group, one
@@ -87,6 +93,10 @@ class TicketRow(Base):
     # A decision whose conversation is gone is settled by an approver: paid without the agent, or closed.
     settled_by: Mapped[str | None] = mapped_column(String(128))
     settled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The head of the ticket's audit chain (audit.py): its last row's seq and hash, kept by a trigger on each audit
+    # row added, so that deleting the last row shows too; the audit row's INSERT locks this row (no fork).
+    audit_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    audit_head: Mapped[str] = mapped_column(String(64), default="", server_default="")
 
     # Call ids are unique within a conversation only: Gemini may supply its own.
     # The indexes serve the inbox: each list is read in index order (`id` breaks
@@ -117,7 +127,7 @@ class PayoutRow(Base):
     session_id: Mapped[str] = mapped_column(String(128), index=True)
     purpose: Mapped[str] = mapped_column(String(300))
     amount_cents: Mapped[int] = mapped_column(Integer)
-    paid_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    paid_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)  # what was paid today
 
     # One payout per tool call in a conversation: a re-run of the same call reports it.
     __table_args__ = (UniqueConstraint("app_name", "user_id", "session_id", "call_id"),)
@@ -156,13 +166,43 @@ class AutoApprovedPayoutRow(Base):
 
 
 class AuditRow(Base):
+    """One entry of a ticket's trail, chained: `hash` covers its content and the previous row's hash (audit.py)."""
+
     __tablename__ = "approval_audit"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    ticket_id: Mapped[str] = mapped_column(String(40), index=True)
+    ticket_id: Mapped[str] = mapped_column(String(40))
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     actor: Mapped[str] = mapped_column(String(128))
     action: Mapped[str] = mapped_column(String(32))
     detail: Mapped[str | None] = mapped_column(String(500))
+    seq: Mapped[int] = mapped_column(Integer)
+    hash: Mapped[str] = mapped_column(String(64))
+
+    # One row per place in a ticket's chain: two writers can never both follow the same row.
+    __table_args__ = (UniqueConstraint("ticket_id", "seq"),)
+
+
+class DecisionRow(Base):
+    """Each approver's decision on a ticket with its evidence: channel, principal, what they saw (evidence.py)."""
+
+    __tablename__ = "approval_decisions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    ticket_id: Mapped[str] = mapped_column(String(40), index=True)
+    approver: Mapped[str] = mapped_column(String(200))
+    approve: Mapped[bool] = mapped_column(Boolean)
+    counted_as: Mapped[str | None] = mapped_column(String(128))
+    cents: Mapped[int | None] = mapped_column(BigInteger)
+    channel: Mapped[str] = mapped_column(String(16))
+    principal: Mapped[str] = mapped_column(String(500))
+    shown: Mapped[str] = mapped_column(String(64))
+    reason: Mapped[str | None] = mapped_column(String(500))
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    # No approver counts twice on one ticket, whatever the code above it does.
+    __table_args__ = (
+        Index("uq_approval_decisions_approval", "ticket_id", "approver", unique=True,
+              sqlite_where=text("approve"), postgresql_where=text("approve")),
+    )
 
 
 class NotificationRow(Base):

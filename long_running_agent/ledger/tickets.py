@@ -12,20 +12,15 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, NoReturn
 
-from sqlalchemy import Integer, Select, bindparam, func, insert, select, update
+from sqlalchemy import Select, bindparam, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..refusals.rules import (
-    AlreadyApprovedByYou,
-    AlreadyDecided,
-    NotAllowed,
-    NotRequester,
-    TicketExpired,
-    TicketNotFound,
-)
+from ..refusals.rules import AlreadyDecided, NotInGroup, NotRequester, TicketExpired, TicketNotFound
 from ..refusals.values import APPROVE_LESS, InputError
-from . import audit, inputs, reminders, request_totals
+from . import approving, audit, inputs, quorum, reminders, request_totals
+from .approving import BEFORE_EXPIRY, PENDING
 from .database import Database, new_id
+from .evidence import Via
 from .outbox import Outbox
 from .policy import approved_cents, from_cents, requester_of
 from .records import AuditEntry, Conversation, Ticket, TicketStatus, _utc
@@ -43,37 +38,20 @@ EVENT_OF = {
 # Built once, their values bound at execution (benchmarks/README.md).
 _OPEN = insert(TicketRow)
 _ROW = select(*TICKET_COLUMNS).where(TicketRow.id == bindparam("t_id"))
-_PENDING = (TicketRow.id == bindparam("t_id"), TicketRow.status == TicketStatus.PENDING)
-_BEFORE_EXPIRY = TicketRow.expires_at > bindparam("now")
-# An approval with an amount holds only while no one approved less, and sets it when it is less than was
-# asked, so `approved_cents` is always the smallest amount approved; one without (`cents` NULL) keeps it.
-_CENTS = bindparam("cents", type_=Integer)
-_PINNED = _CENTS.is_(None) | (func.coalesce(TicketRow.approved_cents, TicketRow.amount_cents) >= _CENTS)
-
-_FIRST_OF_TWO = (
-    update(TicketRow).where(*_PENDING, _BEFORE_EXPIRY, TicketRow.first_approved_by.is_(None), _PINNED)
-    .values(first_approved_by=bindparam("actor"), first_approved_at=bindparam("now"),
-            approved_cents=bindparam("lowered"))
-    .returning(*TICKET_COLUMNS)
-)
 
 
 def _move_statement(status: TicketStatus) -> Any:
     """Move a pending ticket to `status` (before it expires, unless that is the move) and return its row."""
-    within = [*_PENDING] if status is TicketStatus.EXPIRED else [*_PENDING, _BEFORE_EXPIRY]
-    approved: Any = None  # a ticket that is not approved pays nothing
-    if status is TicketStatus.APPROVED:
-        # One approver decides, or under the two-person rule a second one, who is not the first.
-        two = TicketRow.first_approved_by.is_not(None) & (TicketRow.first_approved_by != bindparam("actor"))
-        within += [(TicketRow.approvals_needed == 1) | two, _PINNED]
-        approved = func.coalesce(bindparam("lowered", type_=Integer), TicketRow.approved_cents)
+    within = [*PENDING] if status is TicketStatus.EXPIRED else [*PENDING, BEFORE_EXPIRY]
     return (update(TicketRow).where(*within)
             .values(status=status.value, decided_by=bindparam("actor"), decided_at=bindparam("now"),
-                    reason=bindparam("reason"), approved_cents=approved)
+                    reason=bindparam("reason"), approved_cents=None)  # a ticket that is not approved pays nothing
             .returning(*TICKET_COLUMNS))
 
 
-_MOVE = {status: _move_statement(status) for status in EVENT_OF}
+# Every move out of pending but an approval (approving.py).
+_MOVE: dict[TicketStatus, Any] = {status: _move_statement(status) for status in EVENT_OF
+                                  if status is not TicketStatus.APPROVED}
 
 
 async def row_of(db: Any, ticket_id: str) -> Any:
@@ -106,39 +84,43 @@ def latest_decisions(limit: int) -> Select[TicketRow]:
 class Tickets:
     """Every ticket's life: opened, decided once (by one or two approvers), withdrawn, expired, reminded."""
 
-    def __init__(self, database: Database, outbox: Outbox, *, approvers: frozenset[str] | None = None) -> None:
-        """`approvers`: the only canonical names that may decide (APPROVERS); None lets any but the requester's."""
+    def __init__(self, database: Database, outbox: Outbox, *, rules: quorum.Rules | None = None) -> None:
+        """`rules`: who approves what (quorum.Rules); its members are the only names that may decide, if set."""
         self.database = database
         self.outbox = outbox
-        self.approvers = approvers
+        self.rules = rules or quorum.Rules.from_thresholds(from_cents(10_000), from_cents(500_000))
+        self.approvers = frozenset(self.rules.members) if self.rules.members is not None else None
 
     async def open(
         self, *, app_name: str, user_id: str, session_id: str, call_id: str, call_name: str, purpose: str,
         amount_cents: int, ttl: timedelta, session_store: str = "app", note: str | None = None,
-        message_id: str | None = None, dual_above_cents: int | None = None,
+        message_id: str | None = None, rules: quorum.Rules | None = None,
     ) -> Ticket:
-        """Open a pending ticket; `note` (why it needs approval) goes into its audit trail."""
-        now = self.database.now()
+        """Open a pending ticket under the policy tier the requester's total chooses (`rules`, else the ledger's);
+        `note` (why it needs approval) goes into its audit trail."""
+        now, rules = self.database.now(), rules or self.rules
         groups = request_totals.groups_of(message_id)
         async with self.database.transaction() as db:
             combined = await request_totals.add(db, user_id, now.astimezone(UTC).date(), groups, amount_cents)
-            dual = dual_above_cents is not None and combined > dual_above_cents
+            number, tier = rules.tier_for(combined)
+            raised = number > rules.tier_for(amount_cents)[0]  # the total, not the amount, chose the tier
             ticket_id = new_id("T")
             values = {
                 "id": ticket_id, "app_name": app_name, "user_id": user_id, "session_id": session_id,
                 "call_id": call_id, "call_name": call_name, "purpose": purpose, "amount_cents": amount_cents,
                 "status": TicketStatus.PENDING.value, "created_at": now, "expires_at": now + ttl,
-                "session_store": session_store, "approvals_needed": 2 if dual else 1,
-                "request_groups": "\n".join(groups),
-                "combined_cents": combined if dual and combined > amount_cents else None,
+                "session_store": session_store, "approvals_needed": tier.size, "need": quorum.need_text(tier.need),
+                "tier": number, "policy_version": rules.version, "request_groups": "\n".join(groups),
+                "combined_cents": combined if raised else None,
             }
             await db.execute(_OPEN, values)
             detail = f"${from_cents(amount_cents):,} for {purpose}" + (f" (needs approval: {note})" if note else "")
-            if values["combined_cents"] is not None:
-                detail += (f" (needs 2 approvers: ${from_cents(combined):,} with the requester's other "
+            needs = f"needs {quorum.need_words(tier.need)}"
+            if raised:
+                detail += (f" ({needs}: ${from_cents(combined):,} with the requester's other "
                            "requests and payouts today, or in the same message)")
-            elif dual:
-                detail += " (needs 2 approvers)"
+            elif tier.need != ((quorum.EVERYONE, 1),):
+                detail += f" ({needs})"
             await audit.write(db, ticket_id, at=now, actor=user_id, action="requested", detail=detail)
             ticket = Ticket.of(SimpleNamespace(**(dict.fromkeys(c.name for c in TICKET_COLUMNS) | values)))
             await self.outbox.add(db, "ticket.requested", ticket, now)
@@ -189,19 +171,20 @@ class Tickets:
 
     async def decide(
         self, ticket_id: str, *, approver: str, approve: bool, reason: str | None = None, amount: object = None,
-        from_chat: bool = False, then: Then | None = None,
+        from_chat: bool = False, then: Then | None = None, via: Via | None = None,
     ) -> Ticket:
-        """Record an approver's decision; the ledger is written before any delivery.
+        """Record an approver's decision with its evidence (`via`); the ledger is written before any delivery.
 
-        `amount` approves at most what was asked (with a reason when less; under two approvers the smaller: `_PINNED`).
+        `amount` approves at most what was asked (with a reason when less; with several approvers the smallest).
         `from_chat` is DEV_CHAT_APPROVAL: the requester decides, and the trail says so. `then` runs once it is decided.
         """
-        approver = inputs.name(approver, "approver name") if from_chat else inputs.approver(approver, self.approvers)
-        now = self.database.now()
+        who = inputs.name(approver, "approver name") if from_chat else inputs.approver(approver, self.approvers)
+        via, now = via or Via(principal={"approver": who}), self.database.now()
         async with self.database.transaction() as db:
             ticket = Ticket.of(await row_of(db, ticket_id))
             if ticket.status is not TicketStatus.PENDING:
                 raise AlreadyDecided(ticket)
+            approving.check_shown(ticket, via)
             cents = None
             if amount is not None:
                 if not approve:
@@ -211,33 +194,32 @@ class Tickets:
             lowered = cents if cents is not None and cents < ticket.amount_cents else None
             reason = inputs.reason(reason, required=not approve or lowered is not None,
                                    needed_by="Approving less than was asked" if approve else "A rejection")
-            # One spelling per person: Alice, alice and " alice" are the same requester.
-            if requester_of(ticket.user_id) == approver and not (from_chat and not ticket.needs_two_approvers):
-                raise NotAllowed(ticket_id, approver)
-            if from_chat:
-                approver = f"{approver} (chat, DEV_CHAT_APPROVAL)"
-            detail = reason
-            if lowered is not None:
-                detail = f"${from_cents(lowered):,} of the {ticket.amount_text} asked: {reason}"
-            values = {"t_id": ticket_id, "now": now, "actor": approver, "reason": reason, "cents": cents,
-                      "lowered": lowered}
-            two = approve and ticket.needs_two_approvers
-            moved = None
-            if two and ticket.first_approved_by is None:
-                moved = await self._move(db, _FIRST_OF_TWO, values, "approval", "ticket.first_approval",
-                                         f"1 of 2: {detail}" if detail else "1 of 2")
-            if moved is None:
-                # One approver's decision; or the second approval, maybe after a first given just now.
-                status = TicketStatus.APPROVED if approve else TicketStatus.REJECTED
-                if two:
-                    detail = f"2 of 2: {detail}" if detail else "2 of 2"
-                moved = await self._move(db, _MOVE[status], values, status.value, EVENT_OF[status], detail)
-                if moved is not None and then is not None:
+            values = {"t_id": ticket_id, "now": now, "who": who, "reason": reason, "cents": cents, "lowered": lowered,
+                      "actor": f"{who} (chat, DEV_CHAT_APPROVAL)" if from_chat else who}
+            detail = approving.lowered_detail(lowered, ticket, reason)
+            if approve:
+                approval = await approving.approve(db, self.rules, ticket, values, detail, from_chat=from_chat,
+                                                   read=lambda db: self._current(db, ticket_id))
+                moved = approval.ticket if approval else None
+                if approval is not None:
+                    await self._recorded(db, approval.ticket, values, approval.action, approval.event, approval.detail)
+            else:
+                if not approving.eligible(self.rules, ticket, who, from_chat=from_chat):
+                    raise NotInGroup(ticket, who, self.rules.groups_of(who), counts=False)
+                moved = await self._move(db, _MOVE[TicketStatus.REJECTED], values, "rejected",
+                                         EVENT_OF[TicketStatus.REJECTED], detail)
+            if moved is not None:
+                await approving.record(db, moved, values, via, now)
+                if moved.status is not TicketStatus.PENDING and then is not None:
                     await then(db, moved)
-            current = moved or Ticket.of(await row_of(db, ticket_id))
+            current = moved or await self._current(db, ticket_id)
         if moved is None:
-            await self._refuse(current, approver, cents, now)
+            await self._refuse(current, who, cents, now)
         return current
+
+    @staticmethod
+    async def _current(db: AsyncConnection, ticket_id: str) -> Ticket:
+        return Ticket.of(await row_of(db, ticket_id))
 
     async def expire(self, ticket_id: str) -> Ticket:
         return await self._end(ticket_id, TicketStatus.EXPIRED, actor="system", reason="approval window ended")
@@ -289,9 +271,14 @@ class Tickets:
         ticket = Ticket.of(row)
         if ticket.status not in (TicketStatus.PENDING, TicketStatus.APPROVED):
             await request_totals.take_back(db, row)
+        await self._recorded(db, ticket, values, action, event, detail)
+        return ticket
+
+    async def _recorded(self, db: AsyncConnection, ticket: Ticket, values: dict[str, Any], action: str, event: str,
+                        detail: str | None) -> None:
+        """Audit and notify a move just made."""
         await audit.write(db, ticket.id, at=values["now"], actor=values["actor"], action=action, detail=detail)
         await self.outbox.add(db, event, ticket, values["now"])
-        return ticket
 
     async def _refuse(self, current: Ticket, actor: str, cents: int | None, now: datetime) -> NoReturn:
         """Raise what stopped a move out of pending, read after its statement matched nothing."""
@@ -299,12 +286,10 @@ class Tickets:
             raise AlreadyDecided(current)
         if current.expires_at <= now:
             raise TicketExpired(await self.expire(current.id))
-        if current.first_approved_by == actor:
-            raise AlreadyApprovedByYou(current)
         if cents is not None and cents > current.payable_cents:
             raise InputError(
                 "amount",
-                f"${from_cents(cents):,} is more than the {current.payable_text} {current.first_approved_by} "
+                f"${from_cents(cents):,} is more than the {current.payable_text} {', '.join(current.approvers)} "
                 "approved; approve that amount or less, or reject the ticket.", next_step=APPROVE_LESS,
             )
         raise AlreadyDecided(current)

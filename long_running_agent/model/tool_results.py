@@ -158,9 +158,9 @@ def latest_news(contents: list[types.Content]) -> str | None:
                if not t.response.get("approvals")]
     news = [" ".join(waiting) + (" is" if len(waiting) == 1 else " are") + " still waiting for an approver"] \
         if waiting else []
-    # The two-person rule: the first of two approvals arrived as an update of the pending call.
+    # More than one approval needed: the approvals so far arrived as an update of the pending call.
     news += [f"Ticket {tid} for {dollars(t.amount)} ({t.purpose}) has {t.response['approvals']} approvals and "
-             "waits for a second approver" for tid, t in pending.items() if t.response.get("approvals")]
+             "waits for another approver" for tid, t in pending.items() if t.response.get("approvals")]
     if news:
         return "; ".join(news) + "; I will pay once approved."
     for index in range(len(contents) - 1, -1, -1):

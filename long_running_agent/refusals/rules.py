@@ -48,11 +48,36 @@ class AlreadyDecided(LedgerError):
 
 class AlreadyApprovedByYou(LedgerError):
     code = "already_approved_by_you"
-    next_step = "The second approval: {approve}."
+    next_step = "The next approval: {approve}."
 
-    def __init__(self, ticket: Ticket) -> None:
-        super().__init__(f"{ticket.first_approved_by} already gave the first of two approvals on ticket "
-                         f"{ticket.id}; a second, different approver has to approve it.", ticket_id=ticket.id)
+    def __init__(self, ticket: Ticket, approver: str) -> None:
+        super().__init__(f"{approver} already approved ticket {ticket.id} ({ticket.still_missing}); no approver "
+                         "counts twice, so a different approver has to approve it.", ticket_id=ticket.id)
+
+
+class NotInGroup(LedgerError):
+    """The approver is in none of the groups the ticket's tier still needs (docs/policy.md)."""
+
+    code = "not_in_group"
+    next_step = "An approver in a group it still needs has to approve it: {approve}."
+
+    def __init__(self, ticket: Ticket, approver: str, groups: frozenset[str], counts: bool) -> None:
+        yours = ", ".join(sorted(groups)) or "no group"
+        why = ("its approvals from your groups are all given" if counts
+               else "it needs approvals from groups you are not in")
+        super().__init__(f"Ticket {ticket.id} is at {ticket.still_missing}; {why} ({approver}: {yours}).",
+                         ticket_id=ticket.id)
+
+
+class NotAsShown(LedgerError):
+    """The decision names a ticket other than the one its approver was shown (a crossed id, say)."""
+
+    code = "not_as_shown"
+    next_step = "Look at the ticket again ({show}) and decide on what it says."
+
+    def __init__(self, ticket_id: str) -> None:
+        super().__init__(f"Ticket {ticket_id} is not the ticket this decision was made on: what the approver was "
+                         "shown does not match it.", ticket_id=ticket_id)
 
 
 class TicketExpired(LedgerError):

@@ -86,6 +86,13 @@ def _stranger(user: str) -> str:
             f"administrator to add you to SLACK_APPROVERS (e.g. {user}:yourname, with yourname in APPROVERS).")
 
 
+def _principal(payload: Click | Submission, approver: str) -> dict[str, str]:
+    """Whom Slack's signed request names, the decision's evidence. No `shown`: the message's ticket is fixed when it
+    is posted (an update replaces the whole message), so the click is on the ticket its id names."""
+    return {"slack_user": payload.user.id, "slack_team": payload.team.id if payload.team else "none",
+            "approver": approver}
+
+
 class SlackActions:
     """What POST /slack/actions does: on the desk it is handed, deciding as `decide` does, sending with `send`."""
 
@@ -178,7 +185,8 @@ class SlackActions:
             await self._reply(ticket_id, response_url, refusal.sentence(SLACK))
             return {}
         if action_id == APPROVE:
-            await self._ask(request, ticket_id, response_url, {"approver": approver, "approve": True})
+            await self._ask(request, ticket_id, response_url, {"approver": approver, "approve": True,
+                                                               "principal": _principal(payload, approver)})
         elif action_id in (REJECT, APPROVE_LESS):
             if ticket.status is not TicketStatus.PENDING:
                 await self._update_now(ticket_id, response_url)  # decided elsewhere: the message shows how
@@ -216,7 +224,7 @@ class SlackActions:
             return {"response_action": "errors", "errors": {REASON: refusal.message[:150]}}
         await self._ask(request, ticket_id, response_url, {
             "approver": approver, "approve": approve, "reason": written[REASON],
-            "amount": written[AMOUNT] if approve else None})
+            "amount": written[AMOUNT] if approve else None, "principal": _principal(payload, approver)})
         return {}
 
     async def _open_form(self, kind: str, ticket: Ticket, trigger_id: str, response_url: str) -> None:
@@ -239,7 +247,7 @@ class SlackActions:
         """The ledger's decision and its delivery, then the message's update; `quiet` (the sweep's): no reply."""
         ledger = self.desk.ledger
         try:
-            delivery = await self.decide(self.desk, ticket_id, **decision)
+            delivery = await self.decide(self.desk, ticket_id, **decision, channel="slack")
             if not delivery.delivered and delivery.outcome is not Outcome.WAITING and not quiet:
                 # Decided, not delivered (the conversation is gone, say): what stands in the way, and the fix.
                 await self._reply(ticket_id, response_url, delivery.refusal.sentence(SLACK), send=False)

@@ -12,6 +12,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from ..ledger import quorum
 from ..ledger.inputs import MAX_REASON
 from ..ledger.request_totals import day_in_words
 from ..settings import Settings
@@ -27,8 +28,9 @@ SLACK_UPDATE, SLACK_REPLY = "slack.update", "slack.reply"
 
 EVENTS = {
     "ticket.requested": "{who} asks for {what}: ticket {id}{needs}.",
-    "ticket.first_approval": "{first} approved ticket {id} ({what}, from {who}): 1 of 2 approvals; "
-                             "it waits for a second approver.",
+    # An approval short of the tier's need: the first, and each later one (the progress says what is missing).
+    "ticket.first_approval": "{latest} approved ticket {id} ({what}, from {who}): {progress}.",
+    "ticket.approval": "{latest} approved ticket {id} ({what}, from {who}): {progress}.",
     "ticket.approved": "Ticket {id} ({what}, from {who}) was approved by {by}.",
     "ticket.rejected": "Ticket {id} ({what}, from {who}) was rejected by {by}: {reason}.",
     "ticket.expired": "Ticket {id} ({what}, from {who}) expired before anyone decided it.",
@@ -50,11 +52,9 @@ def event_text(event: str, ticket: dict[str, Any]) -> str:
     """The human `text` of a webhook about `ticket` (its JSON, `ticket_fields`); what users wrote, escaped."""
     approved = ticket.get("approved_amount")
     amount = _dollars(approved if approved is not None else ticket["amount"])
-    needs = ""
-    if ticket["status"] == "pending" and ticket.get("approvals"):
-        needs = f"; it needs two approvers ({ticket['approvals']} so far)"
+    needs = f"; {progress}" if (progress := _progress(ticket)) else ""
     if event == "ticket.requested":
-        needs = "; it needs two approvers" if ticket.get("approvals") else "; it needs an approver"
+        needs = f"; it needs {_need_words(ticket)}"
         if ticket.get("combined_amount") is not None:
             needs += f" ({_dollars(ticket['combined_amount'])} with {slack_text(ticket['requester'])}'s others today)"
     if approved is not None and event == "ticket.approved":
@@ -62,12 +62,33 @@ def event_text(event: str, ticket: dict[str, Any]) -> str:
     approved_by = ticket.get("approved_by") or []
     return EVENTS[event].format(
         id=ticket["id"], who=slack_text(ticket["requester"]), what=f"{amount} for {slack_text(ticket['purpose'])}",
-        needs=needs, first=slack_text(approved_by[0] if approved_by else None),
-        by=slack_text(" and ".join(approved_by) if ticket["status"] == "approved" else ticket.get("decided_by")),
+        needs=needs, latest=slack_text(approved_by[-1] if approved_by else None), progress=progress or "",
+        by=_approved_by(ticket) if ticket["status"] == "approved" else slack_text(ticket.get("decided_by")),
         reason=slack_text(ticket.get("reason")),
         expires=f"{datetime.fromisoformat(ticket['expires_at']):%Y-%m-%d %H:%M}",
         escalated=slack_text(",".join(ticket.get("escalated_to") or [])),
     )
+
+
+def _progress(ticket: dict[str, Any]) -> str | None:
+    """What a pending ticket still needs ("1 of 2: needs 1 more from cfo"); None when one approval from anyone does."""
+    if ticket["status"] != "pending":
+        return None
+    if "need" not in ticket:  # a notification written by an earlier release
+        return ticket.get("approvals")
+    return slack_text(ticket.get("missing")) if ticket["need"] != {quorum.EVERYONE: 1} else None
+
+
+def _need_words(ticket: dict[str, Any]) -> str:
+    """"an approver", "2 approvers", or "1 from finance and 1 from cfo"."""
+    need = ticket.get("need") or {quorum.EVERYONE: 2 if ticket.get("approvals") else 1}
+    return "an approver" if need == {quorum.EVERYONE: 1} else slack_text(quorum.need_words(tuple(need.items())))
+
+
+def _approved_by(ticket: dict[str, Any]) -> str:
+    """"bob and carol", or "bob for finance and carol for cfo", escaped."""
+    counted = {c["approver"]: c["group"] for c in ticket.get("counted_for") or []}
+    return slack_text(quorum.counted_words(counted) if counted else " and ".join(ticket["approved_by"]))
 
 
 @dataclass(frozen=True)
@@ -115,8 +136,8 @@ def _fields(ticket: dict[str, Any]) -> list[dict[str, Any]]:
         f"*Ticket*\n{ticket['id']}",
         f"*Expires*\n{expires:%Y-%m-%d %H:%M} UTC",
     ]
-    if ticket.get("approvals"):
-        fields.append(f"*Approvals*\n{ticket['approvals']}")
+    if progress := _progress(ticket) or ticket.get("approvals"):
+        fields.append(f"*Approvals*\n{progress}")
     if ticket.get("requester_today") and (day := day_in_words(ticket["requester_today"], slack_text)):
         fields.append(f"*{slack_text(ticket['requester'])} today*\n{day}")
     return [{"type": "mrkdwn", "text": text} for text in fields]
@@ -160,7 +181,7 @@ def outcome(ticket: dict[str, Any], payout: dict[str, Any] | None) -> str | None
     """What became of the ticket, in one line; None while it waits for its first approval."""
     status = ticket["status"]
     if status == "approved":
-        line = f"Approved by {slack_text(' and '.join(ticket['approved_by']) or ticket['decided_by'])}"
+        line = f"Approved by {_approved_by(ticket) or slack_text(ticket['decided_by'])}"
         if payout is None:
             return f"{line} · not paid yet"
         paid = _dollars(payout["amount"])
@@ -175,7 +196,7 @@ def outcome(ticket: dict[str, Any], payout: dict[str, Any] | None) -> str | None
         return "Expired"
     if ticket["approved_by"]:
         less = f", {_payable(ticket)}" if ticket.get("approved_amount") is not None else ""
-        return f"{ticket['approvals']} approvals: {slack_text(', '.join(ticket['approved_by']))}{less}"
+        return f"{_progress(ticket)}; approved by {_approved_by(ticket)}{less}"
     return None
 
 

@@ -72,6 +72,8 @@ class Gate:
         self.production = settings.production
         # Slack's interactivity URL, served with Slack approvals on; it checks Slack's signature itself.
         self.served_to_slack = "/slack/actions" if settings.slack else None
+        # /metrics, in production only behind its own token (web/scrape.py checks it).
+        self.served_to_scrapers = "/metrics" if settings.metrics_token else None
         self.apps = frozenset(apps)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -97,7 +99,8 @@ class Gate:
         """A refusal, or None; and the body's events for the app (replayed if read here)."""
         path: str = scope["path"]
         method: str = scope["method"]
-        if self.production and not (_PRODUCTION_PATHS.match(path) or path == self.served_to_slack):
+        served = (self.served_to_slack, self.served_to_scrapers)
+        if self.production and not (_PRODUCTION_PATHS.match(path) or path in served):
             return _not_in_production(path), receive
         identity = self._identity(scope)
         if isinstance(identity, JSONResponse):

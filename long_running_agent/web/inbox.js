@@ -40,7 +40,8 @@ function notify(text, kind) {
 async function api(path, options = {}) {
   const response = await fetch(path, {
     ...options,
-    headers: {"Authorization": `Bearer ${token}`, "Content-Type": "application/json"},
+    // X-Approval-Channel: the inbox's decisions are told apart from other API clients' (/metrics, their evidence).
+    headers: {"Authorization": `Bearer ${token}`, "Content-Type": "application/json", "X-Approval-Channel": "inbox"},
   });
   const body = await response.json().catch(() => ({}));
   if (response.status === 401 || (response.status === 403 && body.error === "unknown_token")) {
@@ -49,6 +50,19 @@ async function api(path, options = {}) {
   }
   if (!response.ok) throw Object.assign(new Error(body.message || response.statusText), {body});
   return body;
+}
+
+// What a pending ticket still needs, worded as the CLI words it: "needs 2 approvers" before any approval, then
+// "1 of 2: needs 1 more from cfo; approved by bob for finance"; "" when one approval from anyone decides it.
+function progress(t) {
+  const need = Object.entries(t.need);
+  const anyone = need.length === 1 && need[0][0] === "approvers";
+  if (t.status !== "pending" || (anyone && need[0][1] === 1)) return "";
+  if (!t.counted_for.length) {
+    return "needs " + (anyone ? `${need[0][1]} approvers` : need.map(([group, n]) => `${n} from ${group}`).join(" and "));
+  }
+  const by = t.counted_for.map((c) => c.group === "approvers" ? c.approver : `${c.approver} for ${c.group}`);
+  return `${t.missing}; approved by ${by.join(" and ")}`;
 }
 
 function ticketButton(ticket, columns) {
@@ -80,17 +94,13 @@ function pendingRow(t) {
   const reject = el("button", {className: "btn reject", type: "button", textContent: "Reject"});
   approve.onclick = () => decide(t, "approve", reason, amount, [approve, reject]);
   reject.onclick = () => decide(t, "reject", reason, amount, [approve, reject]);
-  // Nobody decides their own expense, nor gives both approvals of two; the server refuses it too.
+  // Nobody decides their own expense, nor counts twice toward one; the server refuses it too.
   const decision = t.requester === me
     ? el("div", {className: "muted own", textContent: "Your own request: another approver decides it."})
     : t.approved_by.includes(me)
-      ? el("div", {className: "muted own", textContent: "You approved it: a second approver decides."})
+      ? el("div", {className: "muted own", textContent: `You approved it; ${t.missing}.`})
       : el("div", {className: "decide"}, amount, reason, approve, reject);
-  const approvals = t.approvals_needed > 1
-    ? el("div", {className: "approvals", textContent: t.approved_by.length
-      ? `${t.approvals} approvals (${t.approved_by.join(", ")})`
-      : "needs 2 approvers"})
-    : "";
+  const approvals = progress(t) ? el("div", {className: "approvals", textContent: progress(t)}) : "";
   // The requester's other requests today, so that nobody approves half of a split unknowingly.
   const day = t.requester_today;
   const others = day ? day.others.map((o) => `${o.id} (${money(o.amount)}, ${o.status}) for ${o.purpose}`) : [];
@@ -261,7 +271,8 @@ async function decide(ticket, action, reasonInput, amountInput, buttons) {
     reasonInput.focus();
     return;
   }
-  const body = {};
+  // What this page showed, hashed: a decision on a ticket that no longer matches it is refused (409 not_as_shown).
+  const body = {shown: ticket.shown_sha256};
   if (reason) body.reason = reason;
   if (amount) body.amount = amount;
   buttons.forEach((b) => b.disabled = true);
@@ -271,8 +282,7 @@ async function decide(ticket, action, reasonInput, amountInput, buttons) {
     });
     const lower = result.ticket.approved_amount == null ? "" : ` for ${paidOf(result.ticket)}`;
     const verb = action === "approve" ? "Approved" : "Rejected";
-    const waits = result.delivery === "waiting_for_second_approval"
-      ? ` ${result.ticket.approvals} approvals: a second approver decides it.` : "";
+    const waits = result.delivery === "waiting_for_second_approval" ? ` ${progress(result.ticket)}.` : "";
     notify(`${verb} ${ticket.id}${lower}.${waits} ${result.agent_reply ? "Agent: " + result.agent_reply : ""}`, "ok");
   } catch (error) {
     failed(error);

@@ -40,9 +40,9 @@ async def current_approver(request: Request, desk: TheDesk) -> str:
         raise ApiError(401, "missing_token", "This API needs an approver token.",
                        "Send the header 'Authorization: Bearer <token>'; tokens are set on the server in APPROVERS.")
     approvers = desk.settings.approvers
-    for known, name in approvers.items():
+    for known, approver in approvers.items():
         if hmac.compare_digest(known.encode(), token.strip().encode()):
-            return name
+            return approver.name
     raise ApiError(403, "unknown_token",
                    "No approver has this token." if approvers else "No approvers are configured on this server.",
                    "Use the token your administrator gave you; they are set on the server as "
@@ -50,6 +50,15 @@ async def current_approver(request: Request, desk: TheDesk) -> str:
 
 
 Approver = Annotated[str, Depends(current_approver)]
+
+
+async def the_channel(request: Request) -> str:
+    """The surface a decision came through, for /metrics and its evidence: the inbox page says so in a header;
+    anything else is the API."""
+    return "inbox" if request.headers.get("x-approval-channel", "").strip().lower() == "inbox" else "api"
+
+
+Channel = Annotated[str, Depends(the_channel)]
 TheLedger = Annotated[Ledger, Depends(the_ledger)]
 
 
@@ -87,7 +96,7 @@ def invalid_approvals_request(error: RequestValidationError) -> ApiError:
     return ApiError(422, "invalid_body", f"The request body is not valid: {problems(error.errors(), within='body')}.",
                     'Send JSON like {"reason": "not a business expense"} (reason: text, at most 500 characters; '
                     'required to reject), or no body to approve; to approve less than was asked, {"amount": 200, '
-                    '"reason": "..."}.')
+                    '"reason": "..."}; "shown": the ticket\'s shown_sha256, to refuse a decision on a changed ticket.')
 
 
 class Decision(BaseModel):
@@ -98,6 +107,8 @@ class Decision(BaseModel):
     # Approve less than was asked. Any JSON value: the one amount rule (ledger/inputs.py), as for the CLI's --amount,
     # gives 1e308, 10**40, NaN or "--5" a 422 invalid_amount, never a 500; as a number, pydantic would read true as 1.
     amount: Any = None
+    # The ticket's `shown_sha256` as the approver saw it: a decision on anything else is refused (409 not_as_shown).
+    shown: str | None = Field(default=None, max_length=64)
 
 
 approvals = APIRouter(prefix="/api/approvals")
@@ -134,6 +145,12 @@ async def show_approval(ticket_id: str, _approver: Approver, ledger: TheLedger) 
     }
 
 
+@approvals.get("/{ticket_id}/evidence")
+async def show_evidence(ticket_id: str, _approver: Approver, ledger: TheLedger) -> dict[str, Any]:
+    """The ticket's request, policy tier, decisions with their evidence, payouts and audit chain (evidence.py)."""
+    return await ledger.evidence(ticket_id)
+
+
 async def delivery_json(ledger: Ledger, delivery: Delivery) -> dict[str, Any]:
     ticket_id = delivery.ticket.id
     ticket = await ledger.tickets.get(ticket_id)
@@ -146,12 +163,22 @@ async def delivery_json(ledger: Ledger, delivery: Delivery) -> dict[str, Any]:
     }
 
 
-async def record_decision(desk: Desk, ticket_id: str, approver: str, approve: bool,
-                          decision: Decision | None) -> JSONResponse:
+def principal_of(request: Request, desk: Desk, approver: str) -> dict[str, str]:
+    """Who the request authenticated as, for the decision's evidence: the token's approver, and the proxy's user."""
+    principal = {"token_of": approver}
+    header = desk.settings.trusted_user_header
+    if header is not None and (user := request.headers.get(header)) is not None:
+        principal["trusted_user"] = user[:200]
+    return principal
+
+
+async def record_decision(request: Request, desk: Desk, ticket_id: str, approver: str, approve: bool,
+                          decision: Decision | None, channel: str) -> JSONResponse:
     # The ledger first (one conditional UPDATE wins), then the conversation, resumed with the stored call id and name.
     decision = decision or Decision()
     delivery = await decide_and_deliver(desk, ticket_id, approver=approver, approve=approve,
-                                        reason=decision.reason, amount=decision.amount)
+                                        reason=decision.reason, amount=decision.amount, channel=channel,
+                                        principal=principal_of(request, desk, approver), shown=decision.shown)
     body = await delivery_json(desk.ledger, delivery)
     if delivery.delivered or delivery.outcome is Outcome.WAITING:
         return JSONResponse(body)
@@ -159,13 +186,15 @@ async def record_decision(desk: Desk, ticket_id: str, approver: str, approve: bo
 
 
 @approvals.post("/{ticket_id}/approve")
-async def approve(ticket_id: str, approver: Approver, desk: TheDesk, body: Decision | None = None) -> JSONResponse:
-    return await record_decision(desk, ticket_id, approver, True, body)
+async def approve(request: Request, ticket_id: str, approver: Approver, desk: TheDesk, channel: Channel,
+                  body: Decision | None = None) -> JSONResponse:
+    return await record_decision(request, desk, ticket_id, approver, True, body, channel)
 
 
 @approvals.post("/{ticket_id}/reject")
-async def reject(ticket_id: str, approver: Approver, desk: TheDesk, body: Decision | None = None) -> JSONResponse:
-    return await record_decision(desk, ticket_id, approver, False, body)
+async def reject(request: Request, ticket_id: str, approver: Approver, desk: TheDesk, channel: Channel,
+                 body: Decision | None = None) -> JSONResponse:
+    return await record_decision(request, desk, ticket_id, approver, False, body, channel)
 
 
 @approvals.post("/{ticket_id}/deliver")

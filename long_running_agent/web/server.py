@@ -27,6 +27,7 @@ from google.adk.apps import App
 from google.adk.cli.fast_api import get_fast_api_app
 from google.adk.cli.service_registry import get_service_registry
 from google.adk.cli.utils.base_agent_loader import BaseAgentLoader
+from uvicorn.config import LOGGING_CONFIG
 
 from ..agent import build_app
 from ..approval.conversations import GuardedSessionService
@@ -36,12 +37,17 @@ from ..ledger.engine import create_engine
 from ..model.failure import log_model_failures
 from ..names import APP_NAME
 from ..notifications import send_due
-from ..refusals.startup import SchemaError
+from ..observability.http import RequestMetrics
+from ..observability.logs import configure_logging
+from ..observability.metrics import Metrics
+from ..observability.tracing import configure_tracing
+from ..refusals.startup import SchemaError, SettingsError
 from ..settings import database_in_words, settings_or_exit
 from .api_errors import API
 from .gate import Gate
 from .json_errors import JsonErrors, install_json_errors
 from .routes import approvals, inbox
+from .scrape import scraped
 from .security_headers import SecurityHeaders
 
 logger = logging.getLogger(__name__)
@@ -123,9 +129,12 @@ def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> F
     )
     server.state.desk = desk  # what the routes' dependencies hand them (routes.py)
     server.state.slack = None
+    # This server's own registry: what its desk's steps and its requests did (observability/metrics.py).
+    server.state.metrics = metrics = Metrics(desk.watch)
     replace_health(server)
     server.include_router(approvals)
     server.include_router(inbox)
+    server.include_router(scraped)
     if config.slack:  # slack_sdk, an optional extra, is imported only then
         from ..slack.actions import SlackActions
         from ..slack.interactivity import slack_routes
@@ -136,6 +145,7 @@ def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> F
     server.add_middleware(Gate, settings=config, apps=[APP_NAME])
     server.add_middleware(JsonErrors)  # even the gate answers JSON if it fails
     server.add_middleware(SecurityHeaders)
+    server.add_middleware(RequestMetrics, metrics=metrics)  # outermost: it times all the rest
     return server
 
 
@@ -200,6 +210,12 @@ def main(argv: list[str] | None = None) -> int:
 
     desk = Desk(settings_or_exit(), app=build_app)
     config = desk.settings
+    json_logs = configure_logging(config.log_format)
+    try:  # before ADK's app sets its own tracer provider, so that every span leaves through ours (tracing.py)
+        configure_tracing(endpoint=config.otlp_endpoint, content=config.trace_content)
+    except SettingsError as error:
+        print(f"error: {error.message} {error.next_step}", file=sys.stderr)
+        return 1
     # Checked before the banner: uvicorn finds out only after it, and says just "[Errno 98]".
     if port_in_use(args.host, args.port):
         host = "" if args.host == "127.0.0.1" else f"--host {args.host} "
@@ -222,8 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     if config.slack:
         mapped = ", ".join(sorted(set(config.slack_approvers.values())))
         print(f"Slack:     {base}/slack/actions (the Slack app's Interactivity Request URL; approvers {mapped})")
-    names = sorted(set(config.approvers.values()))
+    names = sorted(config.approver_names)
     print(f"Approvers: {', '.join(names)}" if names else
           "Approvers: none - set APPROVERS=name:token,... in .env so someone can sign in to the inbox")
-    uvicorn.run(create_server(desk, host=args.host, port=args.port), host=args.host, port=args.port)
+    # With JSON logs, uvicorn's loggers write through the root logger's handler, not its own text ones.
+    uvicorn.run(create_server(desk, host=args.host, port=args.port), host=args.host, port=args.port,
+                log_config=None if json_logs else LOGGING_CONFIG)
     return 0

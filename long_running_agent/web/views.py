@@ -8,7 +8,8 @@ from typing import Any
 from google.adk.events import Event
 
 from ..error_text import without_sql
-from ..ledger import AuditEntry, Notification, Payout, Ticket
+from ..ledger import AuditEntry, Notification, Payout, Ticket, evidence
+from ..ledger.outbox import policy_fields
 from ..ledger.policy import from_cents
 from ..ledger.request_totals import RequesterDay
 
@@ -33,6 +34,9 @@ def ticket_json(ticket: Ticket, now: datetime, failed_at: dict[str, datetime] | 
         "combined_amount": float(from_cents(ticket.combined_cents)) if ticket.combined_cents else None,
         "requester_today": day.as_json(ticket) if day else None,
         "approved_by": ticket.approvers,
+        **policy_fields(ticket),
+        # What an approver is shown, hashed: sent back as a decision's `shown`, a decision on another ticket is refused.
+        "shown_sha256": evidence.digest(ticket),
         "reminded_at": _iso(ticket.reminded_at),
         "escalated_to": ticket.escalated_to.split(",") if ticket.escalated_to else [],
         "purpose": ticket.purpose,

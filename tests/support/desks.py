@@ -1,7 +1,7 @@
 """A test's approval desk: one per test, made by the fixtures, changed by `configure` and `clock`.
 
 Each test gets a desk of its own (fixtures.py's `desk`): the offline model, a
-SQLite file in its tmp_path, the real clock. `configure(...)` changes a
+SQLite file in its tmp_path (a copy of ledger_template.py's, once opened), the real clock. `configure(...)` changes a
 setting of that same desk and `clock` its clock; it then builds its ledger
 and app again from them. Helpers with no fixture at hand (`ledger_at`,
 `make_runner`) take the test's desk from `current()`.
@@ -15,10 +15,14 @@ from typing import Any
 
 from google.adk.apps import App
 from google.adk.models import BaseLlm
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from long_running_agent.agent import build_app
 from long_running_agent.desk import Desk
+from long_running_agent.ledger import policy_file
 from long_running_agent.settings import Settings
+
+from . import ledger_template
 
 
 class TestDesk(Desk):
@@ -32,6 +36,10 @@ class TestDesk(Desk):
 
     def _build_app(self, desk: Desk, *, model: str | BaseLlm | None = None) -> App:
         return self.app_override or build_app(desk, model=model)
+
+    def engine_at(self, database_url: str) -> AsyncEngine:
+        ledger_template.copy_to(database_url, self.settings)  # before anything opens the test's own file
+        return super().engine_at(database_url)
 
     def change(self, *, settings: Settings | None = None, clock: Callable[[], datetime] | None = None,
                app: App | None = None) -> TestDesk:
@@ -63,6 +71,8 @@ def configure(**fields: Any) -> TestDesk:
     unknown = set(fields) - set(Settings.model_fields)
     assert not unknown, f"no such setting: {unknown}"  # model_copy would add them silently
     desk = current()
+    if "approvers" in fields:  # {token: name}, as APPROVERS's parser gives them (each in the group everyone is in)
+        fields["approvers"] = policy_file.approvers(fields["approvers"])
     return desk.change(settings=desk.settings.model_copy(update=fields))
 
 

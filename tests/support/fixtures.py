@@ -13,6 +13,7 @@ environment, as users give them.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -22,6 +23,7 @@ from long_running_agent.settings import ModelSettings, load_settings
 from . import desks
 from .clock import FakeClock
 from .desks import TestDesk
+from .ledger_template import build as build_ledger_template
 from .models import OFFLINE, close_opened
 from .postgres import new_postgres_database, postgres_server
 from .servers import WebServer, web_server
@@ -30,8 +32,14 @@ from .servers import WebServer, web_server
 BASE = load_settings().model_copy(update={"model": ModelSettings(OFFLINE, None)})
 
 
+@pytest.fixture(scope="session")
+def ledger_template(tmp_path_factory) -> Path:
+    """A SQLite file at this code's schema, built once per test process; each desk's own starts as a copy."""
+    return build_ledger_template(tmp_path_factory.mktemp("ledger-template"), BASE)
+
+
 @pytest.fixture(autouse=True)
-async def desk(tmp_path) -> AsyncIterator[TestDesk]:
+async def desk(tmp_path, ledger_template) -> AsyncIterator[TestDesk]:
     """Every test: a desk of its own on the offline model, the real clock and a SQLite file of its own."""
     yield desks.start(BASE.model_copy(update={"database_url": f"sqlite+aiosqlite:///{tmp_path}/expenses.db"}))
     await desks.finish()

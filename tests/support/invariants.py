@@ -9,8 +9,10 @@ record alone, never against the rest of what the ledger wrote (its running total
 1. at most one payout per ticket;
 2. a ticket pays the smallest amount its accepted approvals approved (one without an amount approves the amount
    asked), and an approved ticket not yet paid will pay that;
-3. a ticket is approved only by as many approvals as the two-person rule gives it, each accepted from a
-   configured approver who is not the requester, no approver twice;
+3. a ticket is approved only by as many approvals as its tier needs (the two-person rule's two tiers, or the
+   policy's groups), each accepted from a configured approver who is not the requester and is in a group the tier
+   needs, no approver twice, and the approvers can fill every place of the need, each in a group of theirs; no
+   approval is accepted after a rejection;
 4. a ticket is decided once: of the approval that decides it, a rejection, a withdrawal and an expiry, at most one
    is accepted, and the ticket's status is that one's (pending without one); only an approved ticket pays;
 5. the window: no approval is accepted once it has ended, no expiry before;
@@ -19,19 +21,23 @@ record alone, never against the rest of what the ledger wrote (its running total
    day, or in the same message whatever the day, and may still be paid (not rejected, withdrawn or expired) comes
    to more than the line; and what is paid on one approver's word to one requester for one day, or for one
    message, is at most the line;
-8. the pending count the database keeps is the number of pending tickets.
+8. the pending count the database keeps is the number of pending tickets;
+9. every ticket's audit trail is one chain, unbroken, however many processes wrote it at once (audit_check.verify).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from itertools import permutations
 from typing import NamedTuple
 
 from sqlalchemy import func, select
 
 from long_running_agent.ledger import Ledger, TicketStatus
+from long_running_agent.ledger.audit_check import verify
 from long_running_agent.ledger.schema import PayoutRow, PendingCountRow, TicketRow
 
 # What an accepted decision did; an approval either decides its ticket or is the first of two.
@@ -68,10 +74,20 @@ class Decision:
 class Record:
     """What the test asked the ledger for, under which rules, and what the ledger accepted."""
 
-    approvers: frozenset[str]
-    line_cents: int  # DUAL_APPROVAL_ABOVE
+    approvers: Mapping[str, frozenset[str]] | frozenset[str]  # name -> groups; a set of names: one group, all in it
+    line_cents: int  # DUAL_APPROVAL_ABOVE, or the policy's second tier
+    # What one and two approvers mean, by group: the policy's tiers; the two-person rule's by default.
+    needs: dict[int, dict[str, int]] = field(default_factory=lambda: {1: {"approvers": 1}, 2: {"approvers": 2}})
     requests: dict[str, Request] = field(default_factory=dict)
     decisions: list[Decision] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.approvers, Mapping):
+            self.approvers = {name: frozenset({"approvers"}) for name in self.approvers}
+
+    def groups(self, name: str) -> frozenset[str]:
+        assert isinstance(self.approvers, Mapping)
+        return self.approvers.get(name, frozenset())
 
     def asked(self, requester: str, day: date) -> int:
         """What `requester` asked for on `day` and may still be paid, by the record."""
@@ -108,6 +124,13 @@ class Record:
         return not any(d.action in ENDS and d.action != APPROVED for d in self.of(ticket_id))
 
 
+def fills(need: dict[str, int], groups: dict[str, frozenset[str]]) -> bool:
+    """Whether these approvers can take every place of the need, one each, each in a group of theirs."""
+    places = [group for group, count in need.items() for _ in range(count)]
+    return any(all(place in groups[who] for who, place in zip(order, places, strict=False))
+               for order in permutations(groups, len(places)))
+
+
 async def check_money_invariants(ledger: Ledger, record: Record) -> None:
     async with await ledger.database.session() as db:
         tickets = list(await db.scalars(select(TicketRow)))
@@ -127,8 +150,11 @@ async def check_money_invariants(ledger: Ledger, record: Record) -> None:
         approvals = [d for d in decisions if d.action in (APPROVED, FIRST_APPROVAL)]
         names = [d.actor for d in approvals]
         assert len(set(names)) == len(names), f"{row.id} approved twice by one approver: {names}"  # 3
-        assert set(names) <= record.approvers, f"{row.id} approved by {names}, not all approvers"
+        assert set(names) <= set(record.approvers), f"{row.id} approved by {names}, not all approvers"
         assert asked.requester not in names, f"{row.id} approved by its requester {asked.requester}"
+        need = record.needs[asked.approvers_needed]
+        strangers = [name for name in names if not record.groups(name) & set(need)]
+        assert not strangers, f"{row.id} approved by {strangers}, in none of the groups it needs: {need}"  # 3
         late = [d for d in approvals if d.began >= asked.window_ends[1]]
         assert not late, f"{row.id}: approvals accepted after its window ended: {late}"  # 5
 
@@ -142,6 +168,11 @@ async def check_money_invariants(ledger: Ledger, record: Record) -> None:
         if status is TicketStatus.APPROVED:
             assert len(names) == asked.approvers_needed, (
                 f"{row.id} approved by {names}; it needs {asked.approvers_needed} approvers")  # 3
+            assert fills(need, {name: record.groups(name) for name in names}), (
+                f"{row.id} approved by {names}, who cannot fill its need {need}")  # 3
+        vetoes = [d.ended for d in decisions if d.action == "rejected"]
+        after = [d for d in approvals if vetoes and d.began > min(vetoes)]
+        assert not after, f"{row.id}: approvals accepted after its rejection: {after}"  # 3
 
         payouts = paid.get(row.id, [])
         assert len(payouts) <= 1, f"{row.id} was paid {len(payouts)} times: {payouts}"  # 1
@@ -163,3 +194,5 @@ async def check_money_invariants(ledger: Ledger, record: Record) -> None:
 
     pending = sum(1 for row in tickets if TicketStatus(row.status) is TicketStatus.PENDING)
     assert kept_pending == pending, f"the kept pending count is {kept_pending}, with {pending} tickets pending"  # 8
+    chains = await verify(ledger.database)
+    assert chains.holds, f"an audit chain is broken: {chains.first}"  # 9

@@ -16,7 +16,7 @@ from long_running_agent.ledger import Ledger
 from long_running_agent.ledger.engine import create_engine
 from long_running_agent.model.offline import OFFLINE_MODEL_NAME, OfflineExpenseModel
 
-from . import desks
+from . import desks, ledger_template
 
 OFFLINE = OFFLINE_MODEL_NAME
 # Engines a test opened for itself (a runner "in another process"); conftest disposes them.
@@ -64,6 +64,7 @@ def text_part(value: str) -> types.Part:
 
 def session_service(database_url: str) -> DatabaseSessionService:
     """ADK's session store on an engine of its own, as another process would have (disposed after the test)."""
+    ledger_template.copy_to(database_url, desks.current().settings)  # when it is the test's own file, still to be made
     sessions = DatabaseSessionService(db_engine=create_engine(database_url))
     _opened.append(sessions.db_engine)
     return sessions

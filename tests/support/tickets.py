@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from decimal import Decimal
 
 from long_running_agent.ledger import Ledger, Ticket
+from long_running_agent.ledger.quorum import EVERYONE, Rules, Tier
 
 APP = "long_running_agent"
+# Each ticket one approver's to decide, however many the requester has open.
+ONE_APPROVER = Rules((Tier(Decimal(1), ((EVERYONE, 1),)),))
 
 
 async def open_tickets(ledger: Ledger, count: int, prefix: str = "listed", user: str = "dave") -> list[Ticket]:
@@ -20,6 +24,7 @@ async def open_tickets(ledger: Ledger, count: int, prefix: str = "listed", user:
         await ledger.tickets.open(
             app_name=APP, user_id=user, session_id=f"{prefix}-{n}", call_id="adk-1",
             call_name="ask_for_approval", purpose=f"{prefix} {n}", amount_cents=20000 + n, ttl=timedelta(days=3),
+            rules=ONE_APPROVER,
         )
         for n in range(count)
     ]
@@ -27,14 +32,14 @@ async def open_tickets(ledger: Ledger, count: int, prefix: str = "listed", user:
 
 async def open_ticket_for(
     ledger: Ledger, amount_cents: int, *, user: str = "alice", purpose: str = "conference sponsorship",
-    session: str = "s-1", message: str | None = None, dual_above_cents: int = 500_000, session_store: str = "app",
+    session: str = "s-1", message: str | None = None, session_store: str = "app",
 ) -> Ticket:
     """One pending ticket under the two-person rule's default line ($5,000), as `ask_for_approval` opens it;
     its conversation kept in `session_store` (approval/conversations.py)."""
     return await ledger.tickets.open(
         app_name=APP, user_id=user, session_id=session, call_id=f"adk-{uuid.uuid4().hex[:8]}",
         call_name="ask_for_approval", purpose=purpose, amount_cents=amount_cents, ttl=timedelta(days=3),
-        message_id=message, dual_above_cents=dual_above_cents, session_store=session_store,
+        message_id=message, session_store=session_store,
     )
 
 

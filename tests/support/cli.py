@@ -1,0 +1,79 @@
+"""The `expenses` approver CLI run in the test's own process: its `main(argv)`, on the settings a process would read.
+
+For tests of what a command does (its rules, its words, its exit status), where the process around it is
+not the point: a new process costs Python's and ADK's start-up, about 1.3 s, and a test that runs a dozen
+commands pays it a dozen times. `processes.run` starts the real `.venv/bin/expenses`, and the tests that
+check what only a process shows (its environment, `.env`, a kill, two processes racing) keep using it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import re
+import subprocess
+import warnings
+from collections.abc import Iterator
+
+from long_running_agent.cli.entry import main
+from long_running_agent.model import failure
+
+from .models import OFFLINE
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """The variables `processes.run` gives the process, for the duration of one command."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
+def _stderr_of_a_process(err: io.StringIO) -> Iterator[None]:
+    """Log records and warnings written to `err`, as a new process with no logging set up writes them to stderr."""
+    handler = logging.StreamHandler(err)
+    handler.setLevel(logging.WARNING)  # Python's last-resort handler: warnings and worse
+    logging.getLogger().addHandler(handler)
+    logging_mode = failure._mode  # main() sets how model failures are logged, for the whole process
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")  # each shown once, as in a new process (not hidden by earlier tests)
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: err.write(
+                warnings.formatwarning(message, category, filename, lineno, line))
+            yield
+    finally:
+        logging.getLogger().removeHandler(handler)
+        failure._mode = logging_mode
+
+
+def expenses(*args: str, url: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`expenses *args` on the database at `url`, as `processes.run` returns it: exit status, stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    variables = {"EXPENSES_DATABASE_URL": url, "AGENT_MODEL": OFFLINE} | (env or {})
+    with _environment(variables), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+            _stderr_of_a_process(err):
+        try:
+            status = main(list(args))
+        except SystemExit as stopped:  # argparse, on arguments it cannot parse
+            status = stopped.code if isinstance(stopped.code, int) else 1
+    return subprocess.CompletedProcess(["expenses", *args], status, out.getvalue(), err.getvalue())
+
+
+def request_ticket(url: str, text: str = "Please reimburse $250 for the team lunch") -> str:
+    """alice's request through `expenses request`; the id of the ticket it leaves pending."""
+    result = expenses("request", text, "--user", "alice", url=url)
+    assert result.returncode == 0, result.stderr
+    match = re.search(r"Ticket (T-[0-9a-f]+) is pending", result.stdout)
+    assert match, result.stdout
+    return match.group(1)
