@@ -155,12 +155,11 @@ def ticket(ticket: Ticket, failed: datetime | None, history: list[AuditEntry], p
 
 
 def _detail(entry: AuditEntry) -> str:
-    """An entry's detail; a decision's evidence (kept as JSON, for the chain) as its channel and what was shown."""
+    """An entry's detail; a decision's evidence (kept as JSON, for the chain) as its channel."""
     if entry.action != "evidence" or not entry.detail:
         return entry.detail or ""
     try:
-        said = json.loads(entry.detail)
-        return f"through {said['channel']}, shown {said['shown'][:12]} ({EXPENSES} evidence has it all)"
+        return f"through {json.loads(entry.detail)['channel']} ({EXPENSES} evidence has the rest)"
     except (ValueError, KeyError, TypeError):
         return entry.detail
 
