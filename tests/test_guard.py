@@ -36,7 +36,7 @@ from long_running_agent.approval.courier import decide_and_deliver
 from long_running_agent.approval.guard import NOTE_MARK, ApprovalGuard
 from long_running_agent.approval.notes import REFUSAL_PREFIX
 from long_running_agent.approval.run import RUN_KEY, ApprovalRun
-from long_running_agent.ledger import AlreadyDecided, NotAllowed
+from long_running_agent.ledger import AlreadyDecided, NotAllowed, TicketStatus
 from long_running_agent.ledger import Conversation as Where
 from long_running_agent.ledger.locks import NAMESPACE
 
@@ -336,12 +336,31 @@ async def test_concurrent_duplicate_approvals_pay_once(db_url):
 async def test_dev_chat_approval_lets_the_chat_decide_and_records_it(sqlite_url, configure):
     configure(dev_chat_approval=True)
     chat, pending_call, ticket_id = await pending_request(sqlite_url)
+    heard: list[dict] = []
+    ledger_at(sqlite_url).watch.listen(lambda step: heard.append(step.facts))
 
     events = await chat.answer(pending_call, {"result": "approved"})
 
     assert responses(events, "reimburse")[0]["status"] == "paid"
     ticket = await ledger_at(sqlite_url).tickets.get(ticket_id)
     assert ticket.decided_by == "alice (chat, DEV_CHAT_APPROVAL)"
+    # Counted like any decision (the metrics), and its evidence says the chat made it.
+    assert {"outcome": "approved", "channel": "chat", "count": 1} in heard
+    [decision] = (await ledger_at(sqlite_url).evidence(ticket_id))["decisions"]
+    assert (decision["channel"], decision["principal"]) == ("chat", {"session_user": "alice"})
+
+
+async def test_a_late_answer_that_finds_the_ticket_expired_counts_the_expiry(sqlite_url, clock):
+    chat, pending_call, ticket_id = await pending_request(sqlite_url)
+    heard: list[dict] = []
+    ledger_at(sqlite_url).watch.listen(lambda step: heard.append(step.facts))
+    clock.advance(hours=73)
+
+    await chat.answer(pending_call, {"status": "approved", "ticket_id": ticket_id})
+
+    assert (await ledger_at(sqlite_url).tickets.get(ticket_id)).status is TicketStatus.EXPIRED
+    assert [f for f in heard if f.get("outcome") == "expired"] == [
+        {"outcome": "expired", "channel": "sweep", "count": 1}]
 
 
 async def test_decided_tickets_cannot_change_again(sqlite_url):

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..error_text import without_sql
 from ..ledger import Conversation, DatabaseFileGone, LedgerError, Ticket, TicketStatus
+from ..ledger.evidence import Via
 from ..ledger.inputs import InputError
 from ..names import APPROVAL_TOOL, ERROR, REIMBURSE_TOOL, PayoutStatus
 from ..refusals.answers import (
@@ -204,19 +205,25 @@ class ApprovalGuard(BasePlugin):
             return ticket
         if ticket.expires_at <= ledger.now():
             try:
-                return await ledger.tickets.expire(ticket.id)
+                expired = await ledger.tickets.expire(ticket.id)
             except LedgerError:
                 return await ledger.tickets.get(ticket.id)
+            ledger.watch.tell("ledger.expire", outcome="expired", channel="sweep", count=1)  # for the metrics
+            return expired
         claimed = claimed_status(response)
         if run.settings.dev_chat_approval and claimed in (TicketStatus.APPROVED, TicketStatus.REJECTED):
             # DEV_CHAT_APPROVAL: the chat answer box acts as an approver, and
             # the ledger records it as such. Never enable this in production.
             try:
-                return await ledger.tickets.decide(
+                decided = await ledger.tickets.decide(
                     ticket.id, approver=context.session.user_id, approve=claimed == TicketStatus.APPROVED,
-                    reason="decided in the chat with DEV_CHAT_APPROVAL on", from_chat=True)
+                    reason="decided in the chat with DEV_CHAT_APPROVAL on", from_chat=True,
+                    via=Via("chat", {"session_user": context.session.user_id}))
             except (LedgerError, InputError):
                 return await ledger.tickets.get(ticket.id)
+            if decided.status is not TicketStatus.PENDING:
+                ledger.watch.tell("ledger.decide", outcome=decided.status.value, channel="chat", count=1)
+            return decided
         return ticket
 
     async def before_agent_callback(self, *, agent: Any, callback_context: CallbackContext) -> types.Content | None:
