@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from typing import Protocol
 
 from . import inputs
-from .quorum import Rules
+from .quorum import DEFAULT_RULES, Rules
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class Policy:
     """The numbers the rules apply; desk.py fills them from the settings of the same names."""
 
     # Who approves what (APPROVAL_POLICY, or APPROVAL_THRESHOLD and DUAL_APPROVAL_ABOVE): quorum.Rules.
-    rules: Rules = field(default_factory=lambda: Rules.from_thresholds(Decimal("100"), Decimal("5000")))
+    rules: Rules = DEFAULT_RULES
     # The most one request may ask (MAX_REIMBURSEMENT).
     max_amount: Decimal = Decimal("1000000")
     # Paid without approval per requester and UTC day (DAILY_AUTO_APPROVAL_LIMIT).

@@ -84,6 +84,10 @@ class Rules:
         return cls((Tier(threshold, ((EVERYONE, 1),)), Tier(dual_above, ((EVERYONE, 2),))), members)
 
 
+# The settings' defaults as a policy: APPROVAL_THRESHOLD=100, DUAL_APPROVAL_ABOVE=5000, anyone but the requester.
+DEFAULT_RULES = Rules.from_thresholds(Decimal(100), Decimal(5000))
+
+
 def need_text(need: Need) -> str:
     """How a ticket stores its need: "finance=1,cfo=1"."""
     return ",".join(f"{group}={count}" for group, count in need)

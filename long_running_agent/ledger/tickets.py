@@ -88,7 +88,7 @@ class Tickets:
         """`rules`: who approves what (quorum.Rules); its members are the only names that may decide, if set."""
         self.database = database
         self.outbox = outbox
-        self.rules = rules or quorum.Rules.from_thresholds(from_cents(10_000), from_cents(500_000))
+        self.rules = rules or quorum.DEFAULT_RULES
         self.approvers = frozenset(self.rules.members) if self.rules.members is not None else None
 
     async def open(
