@@ -87,6 +87,10 @@ async def test_ten_deliveries_of_one_decision_deliver_it_once_and_all_answer_jso
     assert all(a.headers["content-type"].startswith("application/json") for a in answers)
     assert {a.json()["error"] for a in answers if a.status_code == 409} == {"already_delivered"}
     assert len(await payouts(server, ticket_id)) == 1
+    # A delivery that finds the decision delivered once it holds the conversation frees it at once: the
+    # requester's next message does not wait for the lock's lease.
+    ledger = ledger_at(server.database_url)
+    assert await ledger.locks.state((await ledger.tickets.get(ticket_id)).conversation) is None
 
 
 async def test_a_conversation_waiting_for_a_decision_cannot_be_deleted(client, server):

@@ -112,10 +112,9 @@ async def _deliver(
 
                 lock = await ledger.locks.acquire(conversation, purpose=f"delivering {ticket.id}", wait=wait, read=read)
                 ticket = lock.found
-                if ticket.delivered_at:
-                    return Delivery(ticket, Outcome.ALREADY_DELIVERED)
-                if ticket.settled_at:
-                    return Delivery(ticket, Outcome.SETTLED)
+                if ticket.delivered_at or ticket.settled_at:  # done meanwhile: the conversation is free again
+                    await lock.release()
+                    return Delivery(ticket, Outcome.ALREADY_DELIVERED if ticket.delivered_at else Outcome.SETTLED)
             try:
                 # A ticket decided in the transaction that took the lock has no payout yet.
                 held = Holding(conversation, lock, {ticket.call_id: ticket},
