@@ -12,10 +12,9 @@ import importlib.util
 import re
 from typing import Any
 
-import pytest
 from sqlalchemy import select, text
+from support import cli
 from support.models import ledger_at
-from support.processes import request_ticket, run
 from support.releases import load_release_0_1
 from support.tickets import open_ticket_for
 
@@ -250,23 +249,25 @@ def test_a_new_database_gets_the_audit_head_trigger_migration_0010_makes():
     assert migrate._POSTGRESQL_AUDIT_HEAD == (migration.POSTGRESQL_FUNCTION, migration.POSTGRESQL_TRIGGER)
 
 
-@pytest.mark.subprocess
 async def test_the_cli_exits_0_on_a_real_flow_and_1_naming_the_row_once_one_is_edited(db_url, tmp_path):
-    ticket_id = request_ticket(db_url)
-    assert run("approve", ticket_id, "--approver", "bob", url=db_url).returncode == 0
+    def expenses(*args: str) -> Any:  # the CLI's main(argv), in a thread of its own: it runs its own event loop
+        return asyncio.to_thread(cli.expenses, *args, url=db_url)
+
+    ticket_id = await asyncio.to_thread(cli.request_ticket, db_url)
+    assert (await expenses("approve", ticket_id, "--approver", "bob")).returncode == 0
     anchor = tmp_path / "heads.txt"
 
-    verified = run("audit", "verify", url=db_url)
-    head = run("audit", "head", url=db_url)
+    verified = await expenses("audit", "verify")
+    head = await expenses("audit", "head")
     anchor.write_text(head.stdout)
 
     assert verified.returncode == 0, verified.stderr
     assert re.search(rf"^{ticket_id} (\d+) [0-9a-f]{{64}}$", head.stdout, re.M)
-    assert run("audit", "verify", "--anchor", str(anchor), url=db_url).returncode == 0
+    assert (await expenses("audit", "verify", "--anchor", str(anchor))).returncode == 0
     [edited, *_] = await _row_ids(ledger_at(db_url), ticket_id)
     await _sql(ledger_at(db_url), "UPDATE approval_audit SET actor = 'mallory' WHERE id = :row", row=edited)
-    broken = run("audit", "verify", "--anchor", str(anchor), url=db_url)
+    broken = await expenses("audit", "verify", "--anchor", str(anchor))
     assert broken.returncode == 1
     assert f"ticket {ticket_id}, row {edited} (seq 1)" in broken.stderr
-    refused = run("audit", "verify", "--anchor", str(tmp_path / "missing.txt"), url=db_url)
+    refused = await expenses("audit", "verify", "--anchor", str(tmp_path / "missing.txt"))
     assert refused.returncode == 1 and "missing.txt cannot be read" in refused.stderr

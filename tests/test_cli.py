@@ -140,17 +140,17 @@ def test_main_py_given_an_approver_command_names_the_expenses_command_and_exits_
 def test_request_then_approve_in_another_process_pays_once(db_url):
     ticket_id = request_ticket(db_url)
 
-    inbox = run("inbox", url=db_url)
+    inbox = cli.expenses("inbox", url=db_url)  # what a process records, the commands in this one read
     assert ticket_id in inbox.stdout and "alice" in inbox.stdout and "$250" in inbox.stdout
 
     approved = run("approve", ticket_id, "--approver", "bob", url=db_url)
     assert approved.returncode == 0, approved.stderr
     assert f"Payouts for {ticket_id}: 1" in approved.stdout
 
-    again = run("approve", ticket_id, "--approver", "bob", url=db_url)
+    again = cli.expenses("approve", ticket_id, "--approver", "bob", url=db_url)
     assert again.returncode == 1 and "already approved" in again.stderr
 
-    shown = run("show", ticket_id, url=db_url)
+    shown = cli.expenses("show", ticket_id, url=db_url)
     actions = re.findall(r"^\s+\S+ \S+\s+(\w+)\s+by", shown.stdout, re.M)
     assert actions == ["requested", "approved", "evidence", "paid", "delivered"], shown.stdout
     assert len(asyncio.run(_payouts(db_url, ticket_id))) == 1

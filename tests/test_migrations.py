@@ -241,13 +241,13 @@ def _one_line_naming(result: subprocess.CompletedProcess[str], *revisions: str) 
 @pytest.mark.subprocess
 @pytest.mark.parametrize("stamped_as", ["0099", "0003"])
 def test_a_database_this_version_cannot_migrate_is_refused_in_one_line_everywhere(db_url, stamped_as):
-    assert run("migrate", url=db_url).returncode == 0
+    assert cli.expenses("migrate", url=db_url).returncode == 0
     asyncio.run(_closing(_stamp(db_url, stamped_as)))
 
-    results = {
-        "migrate": run("migrate", url=db_url),
-        "inbox": run("inbox", url=db_url),
-        "request": run("request", "Reimburse $250 for the team lunch", url=db_url),
+    results = {  # the approver CLI in-process; the demo and make web as the processes they are
+        "migrate": cli.expenses("migrate", url=db_url),
+        "inbox": cli.expenses("inbox", url=db_url),
+        "request": cli.expenses("request", "Reimburse $250 for the team lunch", url=db_url),
         "demo": run(url=db_url),
         "make web": serve(db_url),
     }

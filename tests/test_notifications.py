@@ -569,7 +569,6 @@ async def test_the_reminder_reaches_the_conversation_as_an_update_of_the_pending
     assert delivered.delivered and len(await ledger_at(sqlite_url).payouts.find(ticket_id=reminded.id)) == 1
 
 
-@pytest.mark.subprocess
 def test_every_setting_is_checked_at_start(tmp_path):
     url = f"sqlite+aiosqlite:///{tmp_path}/x.db"
     for env, says in (
@@ -583,5 +582,5 @@ def test_every_setting_is_checked_at_start(tmp_path):
         ({"APPROVERS": "bob:token-bob-1,carol:token-carol", "ESCALATE_TO": "carol,dave"},
          "ESCALATE_TO names dave, who is not in APPROVERS"),
     ):
-        result = run("inbox", url=url, env=env, timeout=60)
+        result = cli.expenses("inbox", url=url, env=env)
         assert result.returncode != 0 and says in result.stderr, (env, result.stderr)
