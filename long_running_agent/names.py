@@ -63,3 +63,20 @@ class Outcome(StrEnum):
     SETTLED = "settled"
     # The first of two approvals: nothing to deliver yet; the conversation is told of the progress.
     WAITING = "waiting_for_second_approval"
+
+
+# Where a ticket's conversation is kept (its `session_store`): "app", the app's own database, or another store's kind
+# and address (approval/conversations.py).
+APP_STORE = "app"
+
+
+def store_in_words(locator: str) -> str:
+    """A ticket's session store, in words for people."""
+    kind, _, where = locator.partition(":")
+    return {
+        APP_STORE: "the app's database",
+        "sqlite": f"ADK's session file {where}",
+        "database": f"the session database {where}",
+        "memory": f"the memory of process {where.split(':')[1] if ':' in where else where} "
+                  "(a session service with memory://)",
+    }.get(kind, f"a session store this app cannot open ({where})")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from google.adk.events import Event
-from google.adk.runners import Runner
-from google.genai import types
+from typing import TYPE_CHECKING, Any
 
 from .ledger.inputs import printable
+
+if TYPE_CHECKING:  # the approver commands that only read the ledger never load ADK (cli/commands.py)
+    from google.adk.events import Event
+    from google.adk.runners import Runner
+    from google.genai import types
 
 
 class Transcript:
@@ -49,6 +50,8 @@ def _fields(values: dict[str, Any] | None) -> str:
 
 
 def user_text(text: str) -> types.Content:
+    from google.genai import types
+
     return types.Content(role="user", parts=[types.Part(text=text)])
 
 

@@ -296,3 +296,15 @@ def test_a_database_that_cannot_be_reached_is_one_line_that_says_what_to_check()
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("error: the database postgresql+asyncpg://postgres:***@127.0.0.1:")
     assert "Check EXPENSES_DATABASE_URL" in line and "secret" not in line
+
+
+@pytest.mark.subprocess
+def test_a_reader_that_stops_early_ends_the_command_quietly_not_as_a_database_error(sqlite_url):
+    ticket_id = cli.request_ticket(sqlite_url)
+    shown = start("show", ticket_id, url=sqlite_url)
+    assert shown.stdout is not None and shown.stderr is not None
+    shown.stdout.close()  # as `| head` does once it has its lines
+
+    said = shown.stderr.read()
+    assert shown.wait(timeout=60) == 141, said  # the shell's status for a pipe its reader closed
+    assert said == ""

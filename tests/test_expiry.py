@@ -23,9 +23,10 @@ from support.http import as_approver, function_responses, request_over_run
 from support.models import ledger_at
 from support.servers import APP, web_server
 
-from long_running_agent.approval.courier import Outcome, deliver_due
+from long_running_agent.approval.sweep import deliver_due
 from long_running_agent.ledger import TicketStatus
 from long_running_agent.ledger.schema import TicketRow
+from long_running_agent.names import Outcome
 
 
 async def make_overdue(url: str, ticket_id: str) -> None:

@@ -290,14 +290,17 @@ def test_the_revisions_read_without_alembic_are_alembics():
 
 
 @pytest.mark.subprocess
-def test_an_approver_command_on_a_current_database_does_not_import_alembic(sqlite_url):
-    assert run("migrate", url=sqlite_url).returncode == 0
+def test_an_approver_command_that_reads_a_current_database_imports_neither_alembic_nor_adk(sqlite_url):
+    assert cli.expenses("migrate", url=sqlite_url).returncode == 0
+    ticket_id = cli.request_ticket(sqlite_url)
 
-    # Python lists every module it imports on stderr (-X importtime).
-    inbox = run("inbox", url=sqlite_url, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    for command in (("inbox",), ("show", ticket_id), ("audit", "verify"), ("policy",)):
+        # Python lists every module it imports on stderr (-X importtime).
+        done = run(*command, url=sqlite_url, env={"PYTHONPROFILEIMPORTTIME": "1"})
 
-    assert inbox.returncode == 0, inbox.stderr
-    imported = {line.rsplit("|", 1)[-1].strip() for line in inbox.stderr.splitlines()
-                if line.startswith("import time:")}
-    assert "long_running_agent.ledger.migrate" in imported
-    assert "alembic" not in imported
+        assert done.returncode == 0, done.stderr
+        imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()
+                    if line.startswith("import time:")}
+        assert "long_running_agent.ledger.migrate" in imported
+        assert "alembic" not in imported
+        assert not {name for name in imported if name.startswith(("google.adk", "google.genai"))}, command

@@ -30,8 +30,9 @@ from support.receiver import SECRET, Receiver
 from support.servers import web_server, web_servers
 from support.transcripts import normalize
 
-from long_running_agent.approval.courier import decide_and_deliver, remind_due
+from long_running_agent.approval.courier import decide_and_deliver
 from long_running_agent.approval.guard import NOTE_MARK
+from long_running_agent.approval.sweep import remind_due
 from long_running_agent.ledger import Ledger
 from long_running_agent.ledger.outbox import MAX_ATTEMPTS
 from long_running_agent.ledger.schema import NotificationRow

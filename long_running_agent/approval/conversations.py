@@ -23,12 +23,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..adk_compat import per_agent_store, sqlite_file
 from ..ledger import Conversation, Ledger
 from ..ledger.locks import new_holder
+from ..names import APP_STORE, store_in_words
 from ..refusals.answers import ConversationInUse
 
 if TYPE_CHECKING:
     from ..desk import Desk
 
-APP_STORE = "app"
 # In-memory stores this process wrote tickets from: only it can reach them.
 _in_memory: weakref.WeakValueDictionary[int, InMemorySessionService] = weakref.WeakValueDictionary()
 
@@ -88,18 +88,6 @@ async def locate(service: BaseSessionService, *, app_name: str, app_database_url
         _in_memory[id(service)] = service
         return f"memory:{new_holder().rsplit(':', 1)[0]}:{id(service)}"
     return f"unknown:{type(service).__name__}"
-
-
-def store_in_words(locator: str) -> str:
-    """The store, in words for people."""
-    kind, _, where = locator.partition(":")
-    return {
-        APP_STORE: "the app's database",
-        "sqlite": f"ADK's session file {where}",
-        "database": f"the session database {where}",
-        "memory": f"the memory of process {where.split(':')[1] if ':' in where else where} "
-                  "(a session service with memory://)",
-    }.get(kind, f"a session store this app cannot open ({where})")
 
 
 def open_store(desk: Desk, locator: str) -> BaseSessionService:

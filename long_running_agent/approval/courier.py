@@ -23,11 +23,11 @@ from ..ledger import Ledger, Ticket, TicketExpired, TicketStatus
 from ..ledger.evidence import Via
 from ..ledger.locks import DEFAULT_WAIT, ConversationBusy, HeldLock, new_holder
 from ..ledger.tickets import row_of
-from ..names import AGENT_NAME, Outcome
+from ..names import AGENT_NAME, Outcome, store_in_words
 from ..observability.spans import Step
 from ..refusals import Refusal
 from ..refusals.answers import AlreadyDelivered, NotDelivered, StillPending
-from .conversations import Unreachable, open_store, store_in_words
+from .conversations import Unreachable, open_store
 from .decisions import call_gone, decision_message, holds_call
 from .guard import NOTE_MARK, conversation_of
 from .holding import holding_app, running_app
@@ -298,38 +298,3 @@ async def _delivered(
         return Delivery(delivery.ticket, Outcome.DELIVERED, "delivered by another run of the conversation",
                         delivery.where)
     return delivery
-
-
-async def remind_due(desk: Desk) -> list[Ticket]:
-    """Remind of each pending ticket about to expire, once, and escalate it; tell its conversation.
-
-    Reminders are notifications: nothing to do without a webhook.
-    """
-    config = desk.settings
-    if config.remind_before is None or config.webhook_url is None:
-        return []
-    reminded = await desk.ledger.tickets.remind_due(config.remind_before, config.escalate_to)
-    for ticket in reminded:
-        escalated = f" It was escalated to {ticket.escalated_to.replace(',', ', ')}." if ticket.escalated_to else ""
-        await tell_progress(desk, ticket, f"Ticket {ticket.id} still waits for an approver; the approvers were "
-                                    f"reminded that it expires at {ticket.expires_at:%Y-%m-%d %H:%M} UTC.{escalated}")
-    return reminded
-
-
-async def deliver_due(desk: Desk, *, actor: str, grace: timedelta = timedelta(seconds=30)) -> list[Delivery]:
-    """Expire overdue tickets; deliver expiries, and decisions whose delivery never finished once `grace` passed.
-
-    A delivery that failed with a reason is left to the requester's next message or an approver, not retried in a loop.
-    """
-    ledger = desk.ledger
-    if expired := await ledger.tickets.expire_due():
-        desk.watch.tell("ledger.expire", outcome="expired", channel="sweep", count=len(expired))
-    cutoff = ledger.now() - grace
-    deliveries = []
-    for ticket in await ledger.deliveries.undelivered():
-        if ticket.delivery_error:
-            continue
-        if ticket.status is not TicketStatus.EXPIRED and ticket.decided_at and ticket.decided_at > cutoff:
-            continue  # its approver's own delivery is most likely still under way
-        deliveries.append(await deliver(desk, ticket.id, actor=actor, wait=timedelta(seconds=1)))
-    return deliveries

@@ -1,4 +1,8 @@
-"""What each approver command does, on the desk it is handed (entry.py builds it; render.py prints)."""
+"""What each approver command does, on the desk it is handed (entry.py builds it; render.py prints).
+
+The commands that deliver load the courier, and ADK with it, when they run: those that only read the ledger
+(inbox, show, evidence, policy, audit) start without them, unless something is due (approval/sweep.py).
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,11 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from ..approval.courier import decide_and_deliver, deliver, deliver_due, remind_due, withdraw_and_deliver
+from ..approval.sweep import deliver_due, remind_due
 from ..desk import Desk
 from ..ledger import audit_check
 from ..ledger.inputs import name
 from ..names import EXPENSES, REIMBURSE_TOOL
-from ..notifications import send_due
 from ..refusals.values import InputError
 from ..transcript import Transcript, pending_calls, tool_response, user_text
 from . import effective_policy, render
@@ -33,6 +36,7 @@ def send_notifications(desk: Desk) -> None:
     """Send one round of the outbox beside the command; desk.close() waits for it (docs/notifications.md)."""
     if desk.settings.webhook_url is None:
         return
+    from ..notifications import send_due
 
     async def one_round() -> None:
         try:
@@ -84,6 +88,8 @@ async def inbox(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
 
 
 async def decide(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
+    from ..approval.courier import decide_and_deliver
+
     await catch_up(desk)
     delivery = await decide_and_deliver(desk, args.ticket, approver=args.approver, approve=args.command == "approve",
                                         reason=args.reason, amount=getattr(args, "approved_amount", None),
@@ -104,6 +110,8 @@ def _os_user() -> str:
 
 
 async def withdraw(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
+    from ..approval.courier import withdraw_and_deliver
+
     await catch_up(desk)
     status = render.report(await withdraw_and_deliver(desk, args.ticket, requester=args.user, channel="cli"), out)
     send_notifications(desk)
@@ -111,6 +119,8 @@ async def withdraw(desk: Desk, args: argparse.Namespace, out: Transcript) -> int
 
 
 async def deliver_decision(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
+    from ..approval.courier import deliver
+
     return render.report(await deliver(desk, args.ticket, actor="approver CLI"), out)
 
 

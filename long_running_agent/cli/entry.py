@@ -4,24 +4,24 @@
     .venv/bin/expenses reject T-... --approver bob --reason 'not a business expense'
 
 Exit status: 0 done, 1 refused (the message says why; a setting it cannot use too), 2 bad
-arguments, 3 a decision recorded but not delivered yet.
+arguments, 3 a decision recorded but not delivered yet, 141 what read its output stopped first (`| head`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
-from google.adk.apps import App
-from google.adk.models import BaseLlm
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..desk import Desk
 from ..error_text import without_sql
-from ..model.failure import log_model_failures
+from ..observability.logs import configure_logging, log_model_failures
 from ..paging import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET
 from ..refusals import Refusal
 from ..refusals.startup import SettingsError
@@ -29,6 +29,10 @@ from ..settings import load_settings
 from ..transcript import Transcript
 from .commands import COMMANDS
 from .render import CLI
+
+if TYPE_CHECKING:
+    from google.adk.apps import App
+    from google.adk.models import BaseLlm
 
 
 def _whole_number(low: int, high: int) -> Callable[[str], int]:
@@ -100,12 +104,17 @@ def run(desk: Desk, work: Callable[[Transcript], Awaitable[int]], *, verbose: bo
 
     async def closing() -> int:
         try:
-            return await work(out)
+            status = await work(out)
+            sys.stdout.flush()  # a reader gone (`| head`) is met here, not in Python's own flush at exit
+            return status
         finally:
             await desk.close()
 
     try:
         return asyncio.run(closing())
+    except BrokenPipeError:  # nothing is wrong with the command or the database: stop quietly, as `cat` does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Refusal as refusal:  # the ledger, an input rule, the schema, or the model (refusals/)
         print(f"error: {refusal.sentence(CLI)}", file=sys.stderr)
         return 1
@@ -131,8 +140,6 @@ def agent_app(desk: Desk, *, model: str | BaseLlm | None = None) -> App:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The `expenses` console script."""
-    from ..observability.logs import configure_logging  # here, not on main.py's way in (it imports run())
-
     args = parser().parse_args(argv)
     try:
         desk = Desk(load_settings(), app=agent_app)

@@ -5,17 +5,19 @@ from __future__ import annotations
 import json
 import sys
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from ..approval.conversations import store_in_words
-from ..approval.courier import Delivery
 from ..ledger import AuditEntry, Inbox, Notification, Payout, Ticket, TicketStatus, quorum
 from ..ledger.audit_check import Head, Verdict
 from ..ledger.inputs import printable
 from ..ledger.request_totals import RequesterDay, day_in_words
-from ..names import EXPENSES, Outcome
+from ..names import EXPENSES, Outcome, store_in_words
 from ..paging import DEFAULT_LIMIT, Page
 from ..refusals import COMMANDS
 from ..transcript import Transcript
+
+if TYPE_CHECKING:
+    from ..approval.courier import Delivery
 
 # The actions a refusal's next step names (refusals/), as commands to run.
 CLI = COMMANDS

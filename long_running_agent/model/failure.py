@@ -2,14 +2,14 @@
 
 google-genai raises httpx's errors, or its APIError for an error status; ADK passes them up and logs each
 with its traceback, twice or more per failure. Raised again as ModelUnavailable, the failure is logged
-once, in the refusal's words, or as `log_model_failures` asks.
+once, in the refusal's words, or as `observability.logs.log_model_failures` asks.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 from google.adk.agents.callback_context import CallbackContext
@@ -23,13 +23,11 @@ from google.genai import types
 
 from ..error_text import causes
 from ..ledger.inputs import printable
+from ..observability import logs
 from ..refusals.model import ModelUnavailable
 
 logger = logging.getLogger(__name__)
 
-# "once" (one paragraph, no traceback), "none" (the surface says it itself) or "tracebacks" (as ADK logs them).
-Mode = Literal["once", "none", "tracebacks"]
-_mode: Mode | None = None
 ADK_LOGGER = "google_adk"  # the parent of every logger ADK logs to
 # google-genai's words when it builds its client with no key at all (AGENT_MODEL names Gemini, no GOOGLE_API_KEY).
 NO_KEY = "No API key was provided"
@@ -114,19 +112,14 @@ def _is_gemini(model: str) -> bool:
         return False
 
 
-def log_model_failures(mode: Mode) -> None:
-    """How ADK's records of a ModelUnavailable are logged; unset, "tracebacks" if ADK logs at DEBUG, else "once"."""
-    global _mode
-    _mode = mode
-
-
 def _one_paragraph(record: logging.LogRecord) -> bool:
     """A filter on ADK's records of a ModelUnavailable: the first as the failure's paragraph, the others dropped."""
     failure = next((c for c in causes(record.exc_info[1]) if isinstance(c, ModelUnavailable)), None) \
         if record.exc_info and record.exc_info[1] else None
     if failure is None:
         return True
-    mode: Mode = _mode or ("tracebacks" if logging.getLogger(ADK_LOGGER).isEnabledFor(logging.DEBUG) else "once")
+    debug = logging.getLogger(ADK_LOGGER).isEnabledFor(logging.DEBUG)
+    mode: logs.ModelFailures = logs.model_failures or ("tracebacks" if debug else "once")
     if mode == "tracebacks":
         return True
     if mode == "none" or failure.logged:

@@ -12,11 +12,24 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from opentelemetry import trace
 
 from .spans import SESSION, TICKET, current_ids
+
+# How ADK's records of a model that failed are logged (model/failure.py): "once" (one paragraph, no traceback),
+# "none" (the surface says it itself) or "tracebacks" (as ADK logs them). Unset: "tracebacks" if ADK logs at DEBUG,
+# else "once".
+ModelFailures = Literal["once", "none", "tracebacks"]
+model_failures: ModelFailures | None = None
+
+
+def log_model_failures(mode: ModelFailures) -> None:
+    """How the rest of this process logs a model that failed (each entry point sets it once, at its start)."""
+    global model_failures
+    model_failures = mode
+
 
 # The attributes every LogRecord has: anything else on a record came from `extra=` and is written too.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}

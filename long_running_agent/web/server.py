@@ -31,14 +31,14 @@ from uvicorn.config import LOGGING_CONFIG
 
 from ..agent import build_app
 from ..approval.conversations import GuardedSessionService
-from ..approval.courier import decide_and_deliver, deliver_due, remind_due
+from ..approval.courier import decide_and_deliver
+from ..approval.sweep import deliver_due, remind_due
 from ..desk import Desk
 from ..ledger.engine import create_engine
-from ..model.failure import log_model_failures
 from ..names import APP_NAME
 from ..notifications import send_due
 from ..observability.http import RequestMetrics
-from ..observability.logs import configure_logging
+from ..observability.logs import configure_logging, log_model_failures
 from ..observability.metrics import Metrics
 from ..observability.tracing import configure_tracing
 from ..refusals.startup import SchemaError, SettingsError

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Iterator
 
 from long_running_agent.cli.entry import main
-from long_running_agent.model import failure
+from long_running_agent.observability import logs
 
 from .models import OFFLINE
 
@@ -44,7 +44,7 @@ def _stderr_of_a_process(err: io.StringIO) -> Iterator[None]:
     handler = logging.StreamHandler(err)
     handler.setLevel(logging.WARNING)  # Python's last-resort handler: warnings and worse
     logging.getLogger().addHandler(handler)
-    logging_mode = failure._mode  # main() sets how model failures are logged, for the whole process
+    logging_mode = logs.model_failures  # main() sets how model failures are logged, for the whole process
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("default")  # each shown once, as in a new process (not hidden by earlier tests)
@@ -54,7 +54,7 @@ def _stderr_of_a_process(err: io.StringIO) -> Iterator[None]:
             yield
     finally:
         logging.getLogger().removeHandler(handler)
-        failure._mode = logging_mode
+        logs.model_failures = logging_mode
 
 
 def expenses(*args: str, url: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
