@@ -12,6 +12,7 @@ import importlib.util
 import re
 from typing import Any
 
+import pytest
 from sqlalchemy import select, text
 from support import cli
 from support.models import ledger_at
@@ -58,6 +59,20 @@ async def test_a_ledger_written_by_the_app_verifies(db_url):
     assert [(h.ticket_id, h.seq) for h in await heads(ledger.database)] == sorted([(ticket_id, len(rows)),
                                                                                      (other.id, 1)])
     assert (await verify(ledger.database, [ticket_id])).rows == len(rows)
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 5])
+async def test_every_chain_is_read_whatever_the_batch_size(db_url, batch):
+    ledger = ledger_at(db_url)
+    tickets = [await open_ticket_for(ledger, 30_000, session=f"s-{n}") for n in range(5)]
+    last = max(tickets, key=lambda ticket: ticket.id)  # read in the last batch, after every other
+    [row] = await _row_ids(ledger, last.id)
+    await _sql(ledger, "UPDATE approval_audit SET actor = 'mallory' WHERE id = :row", row=row)
+
+    verdict = await verify(ledger.database, batch=batch)
+
+    assert (verdict.chains, verdict.rows) == (5, 5)
+    assert [b.ticket_id for b in verdict.breaks] == [last.id]
 
 
 async def test_an_edited_detail_is_named_by_its_row(db_url):

@@ -76,7 +76,8 @@ _CHAINS = (select(TicketRow.id.label("ticket_id"), TicketRow.audit_seq, TicketRo
            .outerjoin(AuditRow, AuditRow.ticket_id == TicketRow.id).order_by(TicketRow.id, AuditRow.seq))
 _IN_RANGE = _CHAINS.where(TicketRow.id > bindparam("after"), TicketRow.id <= bindparam("last"))
 _NAMED = _CHAINS.where(TicketRow.id.in_(bindparam("ids", expanding=True)))
-_NEXT_IDS = select(TicketRow.id).where(TicketRow.id > bindparam("after")).order_by(TicketRow.id).limit(BATCH)
+_NEXT_IDS = select(TicketRow.id).where(TicketRow.id > bindparam("after")).order_by(TicketRow.id).limit(
+    bindparam("batch"))
 # Rows whose ticket is gone: their chain has no head to end at.
 _ORPHANS = (select(AuditRow.ticket_id, func.min(AuditRow.seq), func.min(AuditRow.id))
             .where(~exists().where(TicketRow.id == AuditRow.ticket_id)).group_by(AuditRow.ticket_id))
@@ -114,7 +115,7 @@ def _chain(ticket_id: str, head: Any, rows: list[Any], anchor: Head | None) -> B
 
 
 async def verify(
-    database: Database, ticket_ids: Sequence[str] | None = None, *, anchors: Iterable[Head] = ()
+    database: Database, ticket_ids: Sequence[str] | None = None, *, anchors: Iterable[Head] = (), batch: int = BATCH
 ) -> Verdict:
     """Check every ticket's audit chain (or these tickets'), and that each anchored head is still in its chain."""
     anchored = {head.ticket_id: head for head in anchors}
@@ -122,7 +123,7 @@ async def verify(
     chains = rows = 0
     seen: set[str] = set()
     async with await database.session() as db:
-        async for result in _reads(db, ticket_ids):
+        async for result in _reads(db, ticket_ids, batch):
             for ticket_id, group in groupby(result, key=lambda row: row.ticket_id):
                 joined = list(group)
                 chain = [row for row in joined if row.id is not None]
@@ -145,14 +146,16 @@ async def verify(
     return Verdict(chains, rows, tuple(sorted(breaks, key=lambda b: b.ticket_id)))
 
 
-async def _reads(db: Any, ticket_ids: Sequence[str] | None) -> AsyncIterator[Any]:
+async def _reads(db: Any, ticket_ids: Sequence[str] | None, batch: int) -> AsyncIterator[Any]:
     """The chains of these tickets, or of every ticket a batch at a time: one statement, so one snapshot, each."""
     if ticket_ids is not None:
         yield await db.execute(_NAMED, {"ids": list(ticket_ids)})
         return
     after = ""
-    while ids := list(await db.scalars(_NEXT_IDS, {"after": after})):
+    while ids := list(await db.scalars(_NEXT_IDS, {"after": after, "batch": batch})):
         yield await db.execute(_IN_RANGE, {"after": after, "last": ids[-1]})
+        if len(ids) < batch:  # the last batch: no need to ask for the next
+            return
         after = ids[-1]
 
 
