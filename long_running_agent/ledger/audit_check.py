@@ -74,10 +74,10 @@ class Verdict:
 _ROWS = (AuditRow.id, AuditRow.seq, AuditRow.hash, AuditRow.at, AuditRow.actor, AuditRow.action, AuditRow.detail)
 _CHAINS = (select(TicketRow.id.label("ticket_id"), TicketRow.audit_seq, TicketRow.audit_head, *_ROWS)
            .outerjoin(AuditRow, AuditRow.ticket_id == TicketRow.id).order_by(TicketRow.id, AuditRow.seq))
-_IN_RANGE = _CHAINS.where(TicketRow.id > bindparam("after"), TicketRow.id <= bindparam("last"))
+# The next `batch` tickets after `after`, with their rows.
+_NEXT_BATCH = _CHAINS.where(TicketRow.id.in_(
+    select(TicketRow.id).where(TicketRow.id > bindparam("after")).order_by(TicketRow.id).limit(bindparam("batch"))))
 _NAMED = _CHAINS.where(TicketRow.id.in_(bindparam("ids", expanding=True)))
-_NEXT_IDS = select(TicketRow.id).where(TicketRow.id > bindparam("after")).order_by(TicketRow.id).limit(
-    bindparam("batch"))
 # Rows whose ticket is gone: their chain has no head to end at.
 _ORPHANS = (select(AuditRow.ticket_id, func.min(AuditRow.seq), func.min(AuditRow.id))
             .where(~exists().where(TicketRow.id == AuditRow.ticket_id)).group_by(AuditRow.ticket_id))
@@ -152,11 +152,11 @@ async def _reads(db: Any, ticket_ids: Sequence[str] | None, batch: int) -> Async
         yield await db.execute(_NAMED, {"ids": list(ticket_ids)})
         return
     after = ""
-    while ids := list(await db.scalars(_NEXT_IDS, {"after": after, "batch": batch})):
-        yield await db.execute(_IN_RANGE, {"after": after, "last": ids[-1]})
-        if len(ids) < batch:  # the last batch: no need to ask for the next
+    while rows := (await db.execute(_NEXT_BATCH, {"after": after, "batch": batch})).all():
+        yield rows
+        if len({row.ticket_id for row in rows}) < batch:  # the last batch: no need to ask for the next
             return
-        after = ids[-1]
+        after = rows[-1].ticket_id
 
 
 async def heads(database: Database) -> list[Head]:

@@ -133,10 +133,12 @@ def fills(need: dict[str, int], groups: dict[str, frozenset[str]]) -> bool:
 
 async def check_money_invariants(ledger: Ledger, record: Record) -> None:
     async with await ledger.database.session() as db:
-        tickets = list(await db.scalars(select(TicketRow)))
+        # Core rows, not ORM objects: read after every step of the search, the ORM's cost dominated it.
+        tickets = (await db.execute(select(TicketRow.__table__))).all()
         paid: dict[str, list[int]] = defaultdict(list)
-        for payout in await db.scalars(select(PayoutRow).where(PayoutRow.ticket_id.is_not(None))):
-            paid[payout.ticket_id or ""].append(payout.amount_cents)
+        for ticket_id, cents in await db.execute(select(PayoutRow.ticket_id, PayoutRow.amount_cents)
+                                                 .where(PayoutRow.ticket_id.is_not(None))):
+            paid[ticket_id or ""].append(cents)
         kept_pending = int(await db.scalar(select(func.coalesce(func.sum(PendingCountRow.pending), 0))) or 0)
 
     one_approver_paid: dict[tuple[str, date | str], int] = defaultdict(int)
