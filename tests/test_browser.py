@@ -237,10 +237,14 @@ async def test_an_approver_approves_less_than_asked_with_a_reason_in_the_inbox(c
     await row.locator("button.approve").click()
     await expect(inbox.locator("#notice")).to_contain_text("$300.00 is more than the $250.00 asked")
     await expect(row).to_be_visible()  # refused by the server: still pending
+    # After a refusal the page reloads its lists, keeping what was typed: a click while the row is being
+    # replaced may land on the old one, so the next step waits for the new row's buttons.
+    await expect(row.locator("button.approve")).to_be_enabled()
     await row.locator("input.amount-input").fill("-$-5")  # sent as typed; the server's amount rule answers
     await row.locator("button.approve").click()
     await expect(inbox.locator("#notice")).to_contain_text("'-$-5' is not a number of dollars and cents")
     await expect(row).to_be_visible()
+    await expect(row.locator("button.approve")).to_be_enabled()
 
     await row.locator("input.amount-input").fill("200")
     await row.locator("button.approve").click()
