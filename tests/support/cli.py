@@ -12,7 +12,6 @@ import contextlib
 import io
 import logging
 import os
-import re
 import subprocess
 import warnings
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from long_running_agent.cli.entry import main
 from long_running_agent.observability import logs
 
 from .models import OFFLINE
+from .processes import pending_ticket
 
 
 @contextlib.contextmanager
@@ -72,8 +72,4 @@ def expenses(*args: str, url: str, env: dict[str, str] | None = None) -> subproc
 
 def request_ticket(url: str, text: str = "Please reimburse $250 for the team lunch") -> str:
     """alice's request through `expenses request`; the id of the ticket it leaves pending."""
-    result = expenses("request", text, "--user", "alice", url=url)
-    assert result.returncode == 0, result.stderr
-    match = re.search(r"Ticket (T-[0-9a-f]+) is pending", result.stdout)
-    assert match, result.stdout
-    return match.group(1)
+    return pending_ticket(expenses("request", text, "--user", "alice", url=url))

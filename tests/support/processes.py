@@ -43,7 +43,11 @@ def start(*args: str, url: str) -> subprocess.Popen[str]:
 
 
 def request_ticket(url: str, text: str = "Please reimburse $250 for the team lunch") -> str:
-    result = run("request", text, "--user", "alice", url=url)
+    return pending_ticket(run("request", text, "--user", "alice", url=url))
+
+
+def pending_ticket(result: subprocess.CompletedProcess[str]) -> str:
+    """The id of the ticket `expenses request` said it left pending."""
     assert result.returncode == 0, result.stderr
     match = re.search(r"Ticket (T-[0-9a-f]+) is pending", result.stdout)
     assert match, result.stdout
