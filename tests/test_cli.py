@@ -6,23 +6,20 @@ What a command says and refuses is checked in this process, through the CLI's ow
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 from support import cli
 from support.desks import current
 from support.models import ledger_at
-from support.processes import ROOT, request_ticket, run, start
+from support.processes import request_ticket, run, start
 from support.servers import free_port
 from support.tickets import decided_not_delivered, open_tickets
 
 from long_running_agent.ledger import TicketStatus
 from long_running_agent.names import EXPENSES
 
-# Each test that starts a process says so; the others run `expenses` in this process (support/cli.py).
+# Each test that starts a process says so; the others run `expenses` and the demo in this process (support/cli.py).
 
 
 @pytest.mark.subprocess
@@ -41,9 +38,8 @@ def test_demo_shows_the_whole_flow_and_exits_zero(sqlite_url):
     assert "Event(" not in out and "model_dump" not in out
 
 
-@pytest.mark.subprocess
 def test_the_demo_repeats_itself_on_one_database_and_leaves_no_ticket_pending(sqlite_url):
-    first, second = run(url=sqlite_url), run(url=sqlite_url)
+    first, second = cli.demo(url=sqlite_url), cli.demo(url=sqlite_url)
 
     assert (first.returncode, second.returncode) == (0, 0), first.stdout + second.stdout + second.stderr
     assert _steps(first.stdout) == _steps(second.stdout)
@@ -73,13 +69,12 @@ async def _ledger_state(url: str) -> tuple[list, list]:
         await current().close()
 
 
-@pytest.mark.subprocess
 def test_demo_reject_pays_nothing_and_free_text_works(sqlite_url):
-    rejected = run("--reject", url=sqlite_url)
+    rejected = cli.demo("--reject", url=sqlite_url)
     assert rejected.returncode == 0, rejected.stderr
     assert "rejected" in rejected.stdout and "calls reimburse(purpose='team offsite lunch'" not in rejected.stdout
 
-    custom = run("--text", "Reimburse USD 1,250.50 for a conference ticket", url=sqlite_url)
+    custom = cli.demo("--text", "Reimburse USD 1,250.50 for a conference ticket", url=sqlite_url)
     assert custom.returncode == 0, custom.stderr
     assert "amount=1250.5" in custom.stdout
 
@@ -88,7 +83,6 @@ def test_demo_reject_pays_nothing_and_free_text_works(sqlite_url):
 PAID, REFUSED, ASKED, PENDING = 0, 1, 4, 5
 
 
-@pytest.mark.subprocess
 @pytest.mark.parametrize("text, status, paid, pending", [
     ("Reimburse $45 for a taxi", PAID, [4_500], 0),  # paid at once, with no approval
     ("Reimburse $250 for the team lunch", PAID, [25_000], 0),  # approved by the demo's approver, then paid
@@ -98,7 +92,7 @@ PAID, REFUSED, ASKED, PENDING = 0, 1, 4, 5
     ("Reimburse $250 for the team lunch and $480 for the conference ticket", PENDING, [25_000], 1),
 ], ids=["paid-at-once", "paid-once-approved", "question", "refused", "second-approver", "second-ticket"])
 def test_free_text_ends_with_the_exit_status_and_captions_of_what_happened(sqlite_url, text, status, paid, pending):
-    result = run("--text", text, url=sqlite_url)
+    result = cli.demo("--text", text, url=sqlite_url)
 
     assert result.returncode == status, result.stdout + result.stderr
     payouts, waiting = asyncio.run(_payouts_and_pending(sqlite_url))
@@ -125,11 +119,8 @@ async def _payouts_and_pending(url: str) -> tuple[list, list]:
         await current().close()
 
 
-@pytest.mark.subprocess
 def test_main_py_given_an_approver_command_names_the_expenses_command_and_exits_two(sqlite_url):
-    env = os.environ | {"EXPENSES_DATABASE_URL": sqlite_url, "AGENT_MODEL": "offline-expense-model"}
-    result = subprocess.run([sys.executable, "main.py", "approve", "T-0123456789ab", "--approver", "bob"], cwd=ROOT,
-                            env=env, capture_output=True, text=True, timeout=120)
+    result = cli.demo("approve", "T-0123456789ab", "--approver", "bob", url=sqlite_url)
 
     assert result.returncode == 2 and result.stdout == "", (result.stdout, result.stderr)
     [line] = result.stderr.strip().splitlines()

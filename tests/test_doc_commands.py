@@ -3,8 +3,8 @@
 The commands are read from the docs themselves: each `$ ` line of a console block, and each inline
 `code` that starts with a program. Each names a program such a shell finds (`.venv/bin/...`, a `make`
 target, a system tool), with arguments that program takes; the approver CLI's and the demo's commands
-then run in a fresh clone, as printed. The console sessions' outputs are checked by tests/test_docs.py,
-and the CLI's and the agent's own hints by tests/test_hints.py.
+then run in a fresh clone, as printed (bash reads them; support/as_printed.py). The console sessions'
+outputs are checked by tests/test_docs.py, and the CLI's and the agent's own hints by tests/test_hints.py.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 import importlib.util
 import re
 import shlex
-import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
+from support import as_printed
 from support.project import cloned_project, made_venv, plain_env
 
 from long_running_agent.cli.commands import COMMANDS
@@ -133,7 +133,7 @@ def test_every_command_the_docs_print_names_a_program_a_plain_shell_runs():
 
 @pytest.mark.subprocess
 def test_the_approver_cli_and_demo_commands_the_docs_print_run_as_printed(tmp_path):
-    """Each `.venv/bin/expenses` and `.venv/bin/python main.py` command, in a fresh clone's bash.
+    """Each `.venv/bin/expenses` and `.venv/bin/python main.py` command, as a fresh clone's bash runs it.
 
     Against a ticket that does not exist a command ends in one `error:` line; either way no shell error,
     no usage error and no traceback. Commands given a Gemini key are left out: they would reach Gemini.
@@ -145,11 +145,9 @@ def test_the_approver_cli_and_demo_commands_the_docs_print_run_as_printed(tmp_pa
                        if re.match(r"^(?:[A-Z_]+=\S+ )*\.venv/bin/(?:expenses|python main\.py)", command)
                        and "GOOGLE" not in command and not named_only(words(command)[1:])})
     assert len(runnable) > 15
-    for command in runnable:
-        for placeholder, value in PLACEHOLDERS.items():
-            command = command.replace(placeholder, value)
-        done = subprocess.run(["bash", "-c", command], cwd=project, env=env, capture_output=True, text=True,
-                              timeout=300)
+    for placeholder, value in PLACEHOLDERS.items():
+        runnable = [command.replace(placeholder, value) for command in runnable]
+    for command, done in as_printed.run_each(runnable, project, env):
         said = done.stdout + done.stderr
         assert done.returncode in (0, 1, 3), f"{command}: exit {done.returncode}\n{said[-2000:]}"
         assert "Traceback" not in said and "command not found" not in said, said

@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +20,9 @@ from support.project import expenses, fresh_project, made_venv, plain_adk, plain
 from support.releases import load_release_0_1
 from support.servers import APP, LUNCH, web_server
 from support.transcripts import Session, blocks, normalize, parse, run, update, updating
+
+from long_running_agent.desk import Desk
+from long_running_agent.settings import load_settings
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "README.md"]
 SESSIONS = {name: (page, steps) for page in PAGES if page.exists() for name, steps in blocks(page).items()}
@@ -96,26 +97,18 @@ def test_docs_migrate(project):
     check("migrate", Session(folder, plain_env(home, EXPENSES_DATABASE_URL=url)))
 
 
-@pytest.mark.subprocess
-def test_docs_model_choice(project):
+def test_docs_model_choice(monkeypatch):
     """docs/gemini.md's first lines of `python main.py` under each setting: main.py's own Model line."""
-    folder, home = project
     page = (ROOT / "docs" / "gemini.md").read_text()
     [block] = re.findall(r"```console\n(\$ \.venv/bin/python main\.py\n.*?)```", page, re.S)
     for step in parse(block):
         *assignments, _python, _main = step.command.split()
-        env = plain_env(home, **dict(a.split("=", 1) for a in assignments))
-        line = subprocess.run([sys.executable, "-c", MODEL_LINE], cwd=folder, env=env, capture_output=True,
-                              text=True, timeout=60)
-        assert line.stdout.strip() == step.output.strip(), (step.command, line.stderr)
-
-
-# What main.py prints first (its desk's model), without running the demo (which would call Gemini).
-MODEL_LINE = """
-from long_running_agent.desk import Desk
-from long_running_agent.settings import load_settings
-print(f"Model:    {Desk(load_settings()).model}")
-"""
+        with monkeypatch.context() as shell:
+            for name, value in (a.split("=", 1) for a in assignments):
+                shell.setenv(name, value)
+            # What main.py prints first (its desk's model), without running the demo (which would call Gemini).
+            line = f"Model:    {Desk(load_settings()).model}"
+        assert line == step.output.strip(), step.command
 
 
 @pytest.mark.subprocess

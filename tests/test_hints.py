@@ -1,19 +1,20 @@
 """Every command the CLI and the agent print runs as printed: from the project folder, in a shell where nothing
 was activated, as a new user runs it after `make demo`.
 
-The hints come from real runs of `expenses` and `main.py` (each place the CLI and the demo name a next command)
-and from the catalogue of refusals as the CLI and the chat word them; each is then run, as printed, in bash.
+The hints come from runs of `expenses` and `main.py` (each place the CLI and the demo name a next command)
+and from the catalogue of refusals as the CLI and the chat word them; each is then run as printed: bash reads
+it, and each program's first one runs as a process of that shell (support/as_printed.py).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support import as_printed
 from support.project import fresh_project, made_venv, plain_env
 
 from long_running_agent.approval.notes import CHAT
@@ -36,7 +37,7 @@ def test_every_command_the_cli_and_the_agent_print_runs_as_printed(tmp_path):
 
     def expenses(*args: str, **extra: str) -> str:
         program = ".venv/bin/python main.py" if args[0].startswith("-") else ".venv/bin/expenses"
-        done = _shell(" ".join([program, *args]), project, env | extra)
+        done = as_printed.run(" ".join([program, *args]), project, env | extra)
         assert "Traceback" not in done.stderr, done.stderr
         printed.append(done.stdout + done.stderr)
         return printed[-1]
@@ -63,8 +64,7 @@ def test_every_command_the_cli_and_the_agent_print_runs_as_printed(tmp_path):
     named = {re.sub(r"\.venv/bin/(?:python (?:main\.py )?|expenses )(-c|--text|[a-z]+).*", r"\1", hint,
                     flags=re.S) for hint in hints}
     assert named >= {"request", "inbox", "approve", "show", "deliver", "settle", "migrate", "--text", "-c"}, hints
-    for hint in sorted(hints):
-        done = _shell(hint, project, env)
+    for hint, done in as_printed.run_each(sorted(hints), project, env):
         # It ran: the shell found the program, Python the project, argparse the words; a refusal is one line.
         assert done.returncode not in (2, 126, 127), (hint, done.stderr)
         assert "Traceback" not in done.stderr and "No module named" not in done.stderr, (hint, done.stderr)
@@ -80,11 +80,6 @@ def _clone(tmp_path: Path) -> tuple[Path, dict[str, str]]:
                            if p and p not in venv_bin and ".venv" not in Path(p).parts)
     env = {k: v for k, v in plain_env(tmp_path / "home").items() if k not in {"VIRTUAL_ENV", "PYTHONPATH"}}
     return project, env | {"PATH": path}
-
-
-def _shell(command: str, project: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", command], cwd=project, env=env, capture_output=True, text=True,
-                          timeout=120)
 
 
 def _ticket(printed: str) -> str:

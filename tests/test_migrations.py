@@ -244,11 +244,11 @@ def test_a_database_this_version_cannot_migrate_is_refused_in_one_line_everywher
     assert cli.expenses("migrate", url=db_url).returncode == 0
     asyncio.run(_closing(_stamp(db_url, stamped_as)))
 
-    results = {  # the approver CLI in-process; the demo and make web as the processes they are
+    results = {  # the approver CLI and the demo in-process; make web as the process it is
         "migrate": cli.expenses("migrate", url=db_url),
         "inbox": cli.expenses("inbox", url=db_url),
         "request": cli.expenses("request", "Reimburse $250 for the team lunch", url=db_url),
-        "demo": run(url=db_url),
+        "demo": cli.demo(url=db_url),
         "make web": serve(db_url),
     }
 

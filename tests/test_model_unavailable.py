@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from google.auth.exceptions import DefaultCredentialsError
+from support.cli import expenses
 from support.fake_gemini import BAD_KEY, OUTAGE, QUOTA, UNKNOWN_MODEL, Failure, FakeGemini
 from support.http import assert_error, run_body, user_text
 from support.processes import run
@@ -58,11 +59,10 @@ def assert_one_paragraph(stderr: str, kind: str, address: str) -> None:
     assert address in lines[0] and lines[0].endswith(ModelUnavailable.NEXT[kind]), stderr
 
 
-@pytest.mark.subprocess
 @pytest.mark.parametrize("kind", list(ANSWERS))
 def test_the_cli_says_in_one_line_what_failed_and_what_to_check(kind, tmp_path):
     with gemini_failing(kind) as address:
-        result = run("request", LUNCH, "--user", "alice", url=f"sqlite+aiosqlite:///{tmp_path}/e.db",
+        result = expenses("request", LUNCH, "--user", "alice", url=f"sqlite+aiosqlite:///{tmp_path}/e.db",
                      env=GEMINI | {"GOOGLE_GEMINI_BASE_URL": address})
     assert result.returncode == 1, result.stdout + result.stderr
     assert_one_paragraph(result.stderr, kind, address)
@@ -79,9 +79,8 @@ def test_the_demo_says_in_one_line_what_failed_and_what_to_check(args, kind, tmp
     assert_one_paragraph(result.stderr, kind, address)
 
 
-@pytest.mark.subprocess
 def test_gemini_named_with_no_key_at_all_says_to_set_one(tmp_path):
-    result = run("request", LUNCH, "--user", "alice", url=f"sqlite+aiosqlite:///{tmp_path}/e.db",
+    result = expenses("request", LUNCH, "--user", "alice", url=f"sqlite+aiosqlite:///{tmp_path}/e.db",
                  env=GEMINI | {"GOOGLE_API_KEY": "", "GOOGLE_GEMINI_BASE_URL": ""})
     assert result.returncode == 1, result.stdout + result.stderr
     assert_one_paragraph(result.stderr, "credentials", GEMINI_ADDRESS)

@@ -1,4 +1,5 @@
-"""The `expenses` approver CLI run in the test's own process: its `main(argv)`, on the settings a process would read.
+"""The `expenses` approver CLI and the demo run in the test's own process: their `main(argv)`, on the settings a
+process would read.
 
 For tests of what a command does (its rules, its words, its exit status), where the process around it is
 not the point: a new process costs Python's and ADK's start-up, about 1.3 s, and a test that runs a dozen
@@ -9,18 +10,22 @@ check what only a process shows (its environment, `.env`, a kill, two processes 
 from __future__ import annotations
 
 import contextlib
+import functools
+import gc
+import importlib.util
 import io
 import logging
 import os
 import subprocess
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import ModuleType
 
 from long_running_agent.cli.entry import main
 from long_running_agent.observability import logs
 
 from .models import OFFLINE
-from .processes import pending_ticket
+from .processes import ROOT, pending_ticket
 
 
 @contextlib.contextmanager
@@ -59,15 +64,38 @@ def _stderr_of_a_process(err: io.StringIO) -> Iterator[None]:
 
 def expenses(*args: str, url: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`expenses *args` on the database at `url`, as `processes.run` returns it: exit status, stdout, stderr."""
+    return _as_a_process(main, ["expenses", *args], url=url, env=env)
+
+
+def demo(*args: str, url: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`python main.py *args` on the database at `url`, as `processes.run` returns it."""
+    return _as_a_process(_main_py().main, ["main.py", *args], url=url, env=env)
+
+
+@functools.cache
+def _main_py() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("main_py", ROOT / "main.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _as_a_process(entry: Callable[[list[str]], int], argv: list[str], *, url: str, env: dict[str, str] | None
+                  ) -> subprocess.CompletedProcess[str]:
     out, err = io.StringIO(), io.StringIO()
     variables = {"EXPENSES_DATABASE_URL": url, "AGENT_MODEL": OFFLINE} | (env or {})
     with _environment(variables), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
             _stderr_of_a_process(err):
         try:
-            status = main(list(args))
-        except SystemExit as stopped:  # argparse, on arguments it cannot parse
-            status = stopped.code if isinstance(stopped.code, int) else 1
-    return subprocess.CompletedProcess(["expenses", *args], status, out.getvalue(), err.getvalue())
+            status = entry(argv[1:])
+        except SystemExit as stopped:  # argparse, on arguments it cannot parse (or --help)
+            status = stopped.code if isinstance(stopped.code, int) else 0 if stopped.code is None else 1
+    if variables["AGENT_MODEL"] != OFFLINE:
+        # Gemini's clients are collected now, with no event loop running, as a process's exit would end them: not
+        # later, inside the next command's loop (google-genai's clients close themselves on the loop they find).
+        gc.collect()
+    return subprocess.CompletedProcess(argv, status, out.getvalue(), err.getvalue())
 
 
 def request_ticket(url: str, text: str = "Please reimburse $250 for the team lunch") -> str:
