@@ -75,8 +75,7 @@ def test_a_dotenv_with_the_slack_settings_leaves_the_suite_runnable(tmp_path):
 
     shown = run("-c", SHOW_SETTINGS)
     assert shown.stdout.split()[:1] == ["True"], shown.stdout + shown.stderr  # the .env is read: Slack is on
-    collected = run("-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider")
-    assert collected.returncode == 0 and " tests collected" in collected.stdout, collected.stdout[-3000:]
-    # This module's other checks: every variable empty in a test, and in a process it starts from the clone.
-    passed = run("-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "not runnable", "tests/test_environment.py")
-    assert passed.returncode == 0 and "4 passed" in passed.stdout, passed.stdout[-5000:]
+    # Every module collected; this module's other checks run: every variable empty in a test, and in a process
+    # it starts from the clone.
+    passed = run("-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "test_environment and not runnable")
+    assert passed.returncode == 0 and re.search(r"\b4 passed, \d+ deselected", passed.stdout), passed.stdout[-5000:]

@@ -434,6 +434,11 @@ async def test_the_server_decides_at_once_and_sends_around_a_receiver_that_dribb
 
             failed = await _approval_state(client, tickets["slow lunch"], "retrying", timeout=15)
             receiver.trickle = 0  # it recovers: the outbox sends the slow one again, after its backoff
+            ledger = Ledger(server.database_url, outbox=True)
+            try:
+                await ledger.outbox.make_due(failed["id"])  # the backoff's 5 s, passed
+            finally:
+                await ledger.close()
             again = _approvals(receiver, 3, timeout=30)
             sent = await _approval_state(client, tickets["slow lunch"], "sent", timeout=10)
 

@@ -11,6 +11,7 @@ saying the same thing.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -263,27 +264,32 @@ async def test_a_request_that_is_not_slacks_or_not_new_is_refused_and_decides_no
         assert fake_slack.at("/response/x") == []
 
 
-@pytest.mark.parametrize("kind", ["click", "form"])
-@pytest.mark.parametrize("response_url", [
-    "http://127.0.0.1:{port}/response/x", "https://hooks.slack.com.evil.example/actions/1",
-    "https://hooks.slack.com@evil.example/actions/1", "http://hooks.slack.com/actions/1", "not a url",
-], ids=["loopback", "look-alike host", "user info", "plain http", "not a url"])
+NOT_SLACKS = {
+    "loopback": "http://127.0.0.1:{port}/response/x", "look-alike host": "https://hooks.slack.com.evil.example/actions/1",
+    "user info": "https://hooks.slack.com@evil.example/actions/1", "plain http": "http://hooks.slack.com/actions/1",
+    "not a url": "not a url",
+}
+
+
 async def test_a_signed_request_whose_response_url_is_not_slacks_is_refused_and_nothing_goes_there(
-        fake_slack, configure, kind, response_url):
+        fake_slack, configure):
     configure(**slack_settings(fake_slack, slack_response_url_hosts=SLACK_HOSTS))  # the default: Slack's hosts
-    response_url = response_url.format(port=fake_slack.url("").rsplit(":", 1)[1])
+    port = fake_slack.url("").rsplit(":", 1)[1]
     async with in_process() as app:
         _session, _call, ticket_id = await ask(app)
-        payload = (click(BOB, "approve", ticket_id, response_url) if kind == "click" else
-                   submission(CAROL, form("reject", ticket_id, response_url), reason="not a business expense"))
-        refused = await from_slack(app, payload)
-        await work_done()
+        answers = {}
+        for (name, response_url), kind in itertools.product(NOT_SLACKS.items(), ("click", "form")):
+            response_url = response_url.format(port=port)
+            payload = (click(BOB, "approve", ticket_id, response_url) if kind == "click" else
+                       submission(CAROL, form("reject", ticket_id, response_url), reason="not a business expense"))
+            refused = await from_slack(app, payload)
+            await work_done()
+            answers[name, kind] = (refused.status_code, refused.json().get("error"),
+                                   "SLACK_RESPONSE_URL_HOSTS" in refused.json().get("fix", ""),
+                                   await ledger_says(ticket_id))
 
-        assert refused.status_code == 400, refused.text
-        answer = refused.json()
-        assert answer["error"] == "response_url_not_allowed"
-        assert "SLACK_RESPONSE_URL_HOSTS" in answer["fix"]
-        assert await ledger_says(ticket_id) == (TicketStatus.PENDING, [])
+        assert answers == dict.fromkeys(answers, (400, "response_url_not_allowed", True, (TicketStatus.PENDING, [])))
+        assert len(answers) == 2 * len(NOT_SLACKS)
         assert [n.event for n in await current().ledger.outbox.of_ticket(ticket_id)] == ["ticket.requested"]
         assert [p.path for p in fake_slack.posted] == ["/hook"]
 
@@ -310,38 +316,41 @@ def test_a_response_url_is_followed_only_to_the_hosts_listed_over_https_or_to_lo
 DEEP = "[" * 5000 + "]" * 5000
 
 
-@pytest.mark.parametrize("payload", [
-    pytest.param('{"type": "block_actions", "user": {"id": "UBOB0001"}, "actions": ' + DEEP + "}", id="5,000 deep"),
-    pytest.param({"actions": "approve"}, id="actions a string"),
-    pytest.param({"actions": [1]}, id="actions [1]"),
-    pytest.param({"actions": []}, id="no action"),
-    pytest.param({"actions": [{"action_id": 7, "value": "T-1"}]}, id="action_id a number"),
-    pytest.param({"user": "UBOB0001"}, id="user a string"),
-    pytest.param({"user": None}, id="no user"),
-    pytest.param({"team": "T0TEAM"}, id="team a string"),
-    pytest.param({"response_url": ["http://127.0.0.1/"]}, id="response_url a list"),
-    pytest.param({"type": 5}, id="type a number"),
-    pytest.param({"type": "view_submission", "view": {"state": {"values": []}}}, id="state.values a list"),
-    pytest.param({"type": "view_submission", "view": {"state": {"values": {"reason": {"reason": "no"}}}}},
-                 id="a form's input a string"),
-    pytest.param({"type": "view_submission"}, id="a form without its view"),
-    pytest.param("[]", id="an array"),
-])
-async def test_a_signed_payload_of_the_wrong_shape_is_a_400_that_says_so(app, fake_slack, payload):
+WRONG_SHAPES: dict[str, dict[str, Any] | str] = {
+    "5,000 deep": '{"type": "block_actions", "user": {"id": "UBOB0001"}, "actions": ' + DEEP + "}",
+    "actions a string": {"actions": "approve"},
+    "actions [1]": {"actions": [1]},
+    "no action": {"actions": []},
+    "action_id a number": {"actions": [{"action_id": 7, "value": "T-1"}]},
+    "user a string": {"user": "UBOB0001"},
+    "no user": {"user": None},
+    "team a string": {"team": "T0TEAM"},
+    "response_url a list": {"response_url": ["http://127.0.0.1/"]},
+    "type a number": {"type": 5},
+    "state.values a list": {"type": "view_submission", "view": {"state": {"values": []}}},
+    "a form's input a string": {"type": "view_submission", "view": {"state": {"values": {"reason": {"reason": "no"}}}}},
+    "a form without its view": {"type": "view_submission"},
+    "an array": "[]",
+}
+
+
+async def test_a_signed_payload_of_the_wrong_shape_is_a_400_that_says_so(app, fake_slack):
     _session, _call, ticket_id = await ask(app)
-    if isinstance(payload, dict):  # a click with this changed (None removes the field), a form this app opened
-        changed = click(BOB, "approve", ticket_id, fake_slack.url("/response/x")) | payload
-        if isinstance(changed.get("view"), dict):
-            changed["view"] = changed["view"] | form("reject", ticket_id, fake_slack.url("/response/x"))
-        payload = {k: v for k, v in changed.items() if v is not None}
+    answers = {}
+    for shape, payload in WRONG_SHAPES.items():
+        if isinstance(payload, dict):  # a click with this changed (None removes the field), a form this app opened
+            changed = click(BOB, "approve", ticket_id, fake_slack.url("/response/x")) | payload
+            if isinstance(changed.get("view"), dict):
+                changed["view"] = changed["view"] | form("reject", ticket_id, fake_slack.url("/response/x"))
+            payload = {k: v for k, v in changed.items() if v is not None}
 
-    refused = await from_slack(app, payload)
-    await work_done()
+        refused = await from_slack(app, payload)
+        await work_done()
+        said = refused.json()
+        answers[shape] = (refused.status_code, said.get("error"), bool(said.get("message") and said.get("fix")),
+                          await ledger_says(ticket_id))
 
-    assert refused.status_code == 400, refused.text
-    answer = refused.json()
-    assert answer["error"] == "invalid_payload" and answer["message"] and answer["fix"]
-    assert await ledger_says(ticket_id) == (TicketStatus.PENDING, [])
+    assert answers == dict.fromkeys(WRONG_SHAPES, (400, "invalid_payload", True, (TicketStatus.PENDING, [])))
     assert fake_slack.at("/response/x") == []
 
 
