@@ -21,18 +21,25 @@ $(VENV)/.app: pyproject.toml $(LOCK)
 	$(PY) -m pip install -q -c $(LOCK) -e .
 	touch $@
 
-$(VENV)/.dev: pyproject.toml $(LOCK) $(VENV)/.app
+# The app and the tests' extras in one install, which stamps the app's too: one resolution, not two.
+$(VENV)/.dev: pyproject.toml $(LOCK)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c $(LOCK) -e '.[dev]'
-	touch $@
+	touch $@ $(VENV)/.app
 
 demo: $(VENV)/.app
 	$(PY) main.py
 
+# mypy (about 30 s of one core on a fresh clone) checks the types beside the suite, which leaves a core idle
+# about a fifth of the time; its verdict prints after the suite's, and either failing fails the target.
 test: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy long_running_agent main.py
 	$(VENV)/bin/lint-imports
-	$(PYTEST) $(PYTEST_ARGS)
+	@echo "$(VENV)/bin/mypy long_running_agent main.py (beside the tests)"
+	@$(VENV)/bin/mypy long_running_agent main.py > $(VENV)/mypy.log 2>&1 & types=$$!; \
+		$(PYTEST) $(PYTEST_ARGS); tests=$$?; \
+		wait $$types; typed=$$?; cat $(VENV)/mypy.log; test $$tests = 0 && test $$typed = 0
 
 # The loop to run while changing code: no test marked as starting a process, Chromium or PostgreSQL
 # (docs/testing.md), and a shorter search of the money invariants.
