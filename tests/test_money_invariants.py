@@ -40,11 +40,12 @@ from support.clock import FakeClock
 from support.invariants import APPROVED, FIRST_APPROVAL, Decision, Record, check_money_invariants
 from support.postgres import new_postgres_database
 
-from long_running_agent.ledger import Conversation, Ledger, LedgerError, Ticket, TicketExpired, TicketStatus
+from long_running_agent.ledger import Conversation, Ledger, LedgerError, Ticket, TicketExpired, TicketStatus, tickets
 from long_running_agent.ledger.inputs import InputError
 from long_running_agent.ledger.policy import Policy
 from long_running_agent.ledger.quorum import EVERYONE, Rules, Tier
 from long_running_agent.ledger.schema import Base, PendingCountRow
+from long_running_agent.ledger.tickets import row_of
 
 APP = "long_running_agent"
 # The policy as data: one approver from finance, or above the line one from finance and one from cfo; dave is in
@@ -326,6 +327,31 @@ async def ticket_in_state(money: Money, state: int, round_: int) -> Ticket:
         await money.approve(0, ticket.id, "dave", None)
         await money.fail_delivery(0, ticket.id)
     return ticket
+
+
+async def test_two_approvals_that_read_the_ticket_before_either_lands_both_count(db_url, monkeypatch):
+    """The race the pairs below leave to the scheduler, made certain: each approval reads the ticket, then waits
+    for the other's read. The one that lands second finds the ticket changed since it read it, and is judged again."""
+    money = Money(db_url)
+    try:
+        ticket = await ticket_in_state(money, 1, 0)  # two approvals needed, none given yet
+        both_read, reads = asyncio.Barrier(2), itertools.count(1)
+
+        async def read_then_wait(db: Any, ticket_id: str) -> Any:
+            row = await row_of(db, ticket_id)
+            if next(reads) <= 2:  # each decision's first read; a decision judged again reads at once
+                await both_read.wait()
+            return row
+
+        monkeypatch.setattr(tickets, "row_of", read_then_wait)
+        # bob counts for finance, dave for the cfo (or finance): together they complete the need.
+        await at_once(money, ticket.id, ticket.user_id, ("approve", "approve"), ["bob", "dave"])
+
+        decided = await money.ledgers[0].tickets.get(ticket.id)
+        assert (decided.status, set(decided.counted_for)) == (TicketStatus.APPROVED, {"bob", "dave"})
+        await money.check()
+    finally:
+        await money.close()
 
 
 @pytest.mark.parametrize("pair", list(itertools.combinations_with_replacement(OPERATIONS, 2)),
