@@ -15,17 +15,20 @@ PYTEST := $(if $(wildcard /dev/shm),TMPDIR=$${TMPDIR:-/dev/shm}) PYTHONDONTWRITE
 
 .PHONY: demo test test-fast test-mutations test-adk web bench lint clean lock
 
-$(VENV)/.app: pyproject.toml $(LOCK)
+# The virtualenv, then the project with the extras named ($(1)) at the pinned versions.
+define install
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c $(LOCK) -e .
+	$(PY) -m pip install -q -c $(LOCK) -e $(1)
+endef
+
+$(VENV)/.app: pyproject.toml $(LOCK)
+	$(call install,.)
 	touch $@
 
 # The app and the tests' extras in one install, which stamps the app's too: one resolution, not two.
 $(VENV)/.dev: pyproject.toml $(LOCK)
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c $(LOCK) -e '.[dev]'
+	$(call install,'.[dev]')
 	touch $@ $(VENV)/.app
 
 demo: $(VENV)/.app

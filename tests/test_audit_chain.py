@@ -8,13 +8,12 @@ not found by the chain alone, only by a head anchored before it (docs/audit-chai
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import re
 from typing import Any
 
 import pytest
 from sqlalchemy import select, text
-from support import cli
+from support import cli, sources
 from support.models import ledger_at
 from support.releases import load_release_0_1
 from support.tickets import open_ticket_for
@@ -254,11 +253,7 @@ async def test_an_upgraded_release_0_1_ledger_verifies(db_url):
 
 
 def test_a_new_database_gets_the_audit_head_trigger_migration_0010_makes():
-    [path] = (migrate.MIGRATIONS / "versions").glob("0010_*.py")
-    spec = importlib.util.spec_from_file_location("migration_0010", path)
-    assert spec is not None and spec.loader is not None
-    migration = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(migration)
+    migration = sources.migration("0010")
 
     assert migrate._SQLITE_AUDIT_HEAD == (migration.SQLITE_TRIGGER,)
     assert migrate._POSTGRESQL_AUDIT_HEAD == (migration.POSTGRESQL_FUNCTION, migration.POSTGRESQL_TRIGGER)

@@ -6,20 +6,18 @@ The release 0.1 databases come from tests/support/releases.py.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import re
 import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
-from support import cli
+from support import cli, sources
 from support.desks import current
 from support.models import ledger_at
 from support.processes import run, serve
@@ -63,15 +61,6 @@ async def test_the_migrations_build_exactly_the_tables_the_code_declares(db_url)
     assert await _schema_differences(db_url) == [], "ledger/schema.py and ledger/migrations/ disagree; add a migration"
 
 
-def _migration(name: str) -> ModuleType:
-    [path] = (migrate.MIGRATIONS / "versions").glob(f"{name}_*.py")
-    spec = importlib.util.spec_from_file_location(f"migration_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 async def test_a_new_database_is_built_in_one_step_as_the_migrations_would_build_it(db_url, tmp_path):
     if db_url.startswith("sqlite"):  # not the test's own file, which starts as a copy (support/ledger_template.py)
         db_url = f"sqlite+aiosqlite:///{tmp_path}/new.db"
@@ -80,7 +69,7 @@ async def test_a_new_database_is_built_in_one_step_as_the_migrations_would_build
 
     assert await _schema_differences(db_url) == []
     assert await _stamped(db_url) == migrate.head()
-    counter = _migration("0007")  # the pending tickets' counter: the same triggers, counting from 0
+    counter = sources.migration("0007")  # the pending tickets' counter: the same triggers, counting from 0
     assert migrate._SQLITE_COUNT == counter.SQLITE_TRIGGERS
     assert migrate._POSTGRESQL_COUNT == (counter.POSTGRESQL_FUNCTION, *counter.POSTGRESQL_TRIGGERS)
     async with ledger.engine.connect() as connection:

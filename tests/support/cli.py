@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import importlib.util
 import io
 import logging
 import os
@@ -26,6 +25,7 @@ from long_running_agent.observability import logs
 
 from .models import OFFLINE
 from .processes import ROOT, pending_ticket
+from .sources import from_file
 
 
 @contextlib.contextmanager
@@ -74,11 +74,7 @@ def demo(*args: str, url: str, env: dict[str, str] | None = None) -> subprocess.
 
 @functools.cache
 def _main_py() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("main_py", ROOT / "main.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return from_file("main_py", ROOT / "main.py")
 
 
 def _as_a_process(entry: Callable[[list[str]], int], argv: list[str], *, url: str, env: dict[str, str] | None
