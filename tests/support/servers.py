@@ -16,9 +16,11 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from opentelemetry import trace
 
 from long_running_agent.desk import Desk
 
@@ -141,8 +143,27 @@ async def in_process(desk: Desk | None = None) -> AsyncIterator[httpx.AsyncClien
     """
     from long_running_agent.web import create_server
 
+    before = _span_processors()
     server = create_server(desk or desks.current())
-    async with server.router.lifespan_context(server):
-        transport = httpx.ASGITransport(app=server)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as client:
-            yield client
+    added = set(_span_processors()) - set(before)
+    try:
+        async with server.router.lifespan_context(server):
+            transport = httpx.ASGITransport(app=server)
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as client:
+                yield client
+    finally:
+        _forget_span_processors(added)
+
+
+# ADK's get_fast_api_app gives the process's tracer provider two span processors of its own (for the dev UI's
+# traces), which export every span as it ends. A process serves one server; a test process builds dozens, and each
+# span would go through all of theirs: each in-process server's are taken off again when it stops.
+def _span_processors() -> tuple[Any, ...]:
+    processors = getattr(trace.get_tracer_provider(), "_active_span_processor", None)
+    return tuple(getattr(processors, "_span_processors", ()))
+
+
+def _forget_span_processors(added: set[Any]) -> None:
+    processors = getattr(trace.get_tracer_provider(), "_active_span_processor", None)
+    if added and processors is not None:
+        processors._span_processors = tuple(p for p in processors._span_processors if p not in added)
