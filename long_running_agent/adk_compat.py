@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService, InMemorySessionService
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from sqlalchemy import Select, bindparam, select
 
 logger = logging.getLogger(__name__)
@@ -163,3 +165,27 @@ RESUME_REFUSALS: dict[str, tuple[str, ...]] = {
 def is_resume_refusal(message: str) -> bool:
     """Whether `message` is ADK's refusal of a message that cannot resume a pending call."""
     return message.startswith(tuple(text for texts in RESUME_REFUSALS.values() for text in texts))
+
+
+# --- The dev UI's trace view -------------------------------------------------------
+# get_fast_api_app gives the tracer provider two span processors whose exporters (classes of google.adk.cli) keep
+# every span of the process for the dev UI's trace view, and never let one go (google/adk-python#6692): about
+# 140 KiB a request here, until the server runs out of memory. ADK adds them with
+# `TracerProvider.add_span_processor`, on the global provider (2.13) or on one it then makes global (2.8).
+ADKS_TRACE_VIEW = "google.adk.cli."
+
+
+@contextmanager
+def no_trace_view() -> Iterator[None]:
+    """Inside the block, a span processor exporting to ADK's own trace view is not added (other processors are)."""
+    add = TracerProvider.add_span_processor
+
+    def add_unless_adks(provider: TracerProvider, processor: SpanProcessor) -> None:
+        if not type(getattr(processor, "span_exporter", None)).__module__.startswith(ADKS_TRACE_VIEW):
+            add(provider, processor)
+
+    setattr(TracerProvider, "add_span_processor", add_unless_adks)  # noqa: B010 (mypy: no assigning to a method)
+    try:
+        yield
+    finally:
+        setattr(TracerProvider, "add_span_processor", add)  # noqa: B010

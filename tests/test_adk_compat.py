@@ -28,11 +28,15 @@ from google.adk.runners import Runner
 from google.adk.sessions import DatabaseSessionService, InMemorySessionService
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from support.desks import current
 from support.models import ScriptedModel
 from support.processes import ROOT
+from support.servers import span_processors, take_off
 
 from long_running_agent import adk_compat
 from long_running_agent.model.offline import OfflineExpenseModel
+from long_running_agent.web import create_server
 
 ADK_SOURCE = Path(google.adk.__file__).parent
 APP_FOLDER = "long_running_agent"
@@ -233,6 +237,35 @@ async def test_adk_refuses_a_message_that_cannot_resume_in_the_words_the_server_
         f'RESUME_REFUSALS["{refusal}"]', f"ADK now refuses with {refused[:120]!r}")
     assert refused.startswith(adk_compat.RESUME_REFUSALS[refusal]), broken(
         f'RESUME_REFUSALS["{refusal}"]', f"ADK refuses with {refused[:120]!r}")
+
+
+# --- The dev UI's trace view ---------------------------------------------------------
+
+
+def _trace_view(processors: list) -> list:
+    return [p for p in processors
+            if type(getattr(p, "span_exporter", None)).__module__.startswith(adk_compat.ADKS_TRACE_VIEW)]
+
+
+@pytest.mark.parametrize("production", [False, True], ids=["dev UI", "production"])
+async def test_only_a_server_with_the_dev_ui_keeps_spans_for_adks_trace_view(configure, monkeypatch, production):
+    """ADK 2.8 and 2.9 keep them without the dev UI too, in every span until the server runs out of memory."""
+    configure(production=production, trusted_user_header="X-Forwarded-User" if production else None)
+    added, add = [], TracerProvider.add_span_processor
+
+    def adding(provider: TracerProvider, processor: SpanProcessor) -> None:
+        added.append(processor)
+        add(provider, processor)
+
+    monkeypatch.setattr(TracerProvider, "add_span_processor", adding)
+    before = span_processors()
+    create_server(current())
+    take_off([p for p in span_processors() if p not in before])
+    kept = _trace_view(added)
+    if production:
+        assert kept == [], f"a server without the dev UI keeps every span for ADK's trace view: {kept}"
+    else:  # what no_trace_view() leaves out is what ADK adds
+        assert len(kept) == 2, broken("ADKS_TRACE_VIEW", f"the dev server's span processors are {added}")
 
 
 # --- Nobody else touches ADK's private parts ------------------------------------------

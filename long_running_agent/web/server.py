@@ -15,7 +15,7 @@ import socket
 import sys
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -29,6 +29,7 @@ from google.adk.cli.service_registry import get_service_registry
 from google.adk.cli.utils.base_agent_loader import BaseAgentLoader
 from uvicorn.config import LOGGING_CONFIG
 
+from ..adk_compat import no_trace_view
 from ..agent import build_app
 from ..approval.conversations import GuardedSessionService
 from ..approval.courier import decide_and_deliver
@@ -113,20 +114,22 @@ def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> F
         await asyncio.gather(*background, return_exceptions=True)
         await desk.close()
 
-    server = get_fast_api_app(
-        agents_dir=str(Path(__file__).resolve().parents[2]),
-        # The desk's app, and no other, whatever else (tests, benchmarks, docs) sits in the repo root.
-        agent_loader=OneApp(desk.app),
-        session_service_uri=config.database_url,
-        artifact_service_uri="memory://",
-        # PRODUCTION_MODE serves no dev UI (and gate.py closes ADK's /dev routes).
-        web=not config.production,
-        host=host,
-        port=port,
-        # ADK guards a loopback bind from DNS rebinding, and warns that its routes have no authentication on others.
-        bind_host=host,
-        lifespan=lifespan,
-    )
+    # Without the dev UI nothing reads ADK's trace view, which would keep every span for the life of the process.
+    with no_trace_view() if config.production else nullcontext():
+        server = get_fast_api_app(
+            agents_dir=str(Path(__file__).resolve().parents[2]),
+            # The desk's app, and no other, whatever else (tests, benchmarks, docs) sits in the repo root.
+            agent_loader=OneApp(desk.app),
+            session_service_uri=config.database_url,
+            artifact_service_uri="memory://",
+            # PRODUCTION_MODE serves no dev UI (and gate.py closes ADK's /dev routes).
+            web=not config.production,
+            host=host,
+            port=port,
+            # ADK guards a loopback bind from DNS rebinding, and warns that its routes have no authentication on others.
+            bind_host=host,
+            lifespan=lifespan,
+        )
     server.state.desk = desk  # what the routes' dependencies hand them (routes.py)
     server.state.slack = None
     # This server's own registry: what its desk's steps and its requests did (observability/metrics.py).

@@ -143,27 +143,27 @@ async def in_process(desk: Desk | None = None) -> AsyncIterator[httpx.AsyncClien
     """
     from long_running_agent.web import create_server
 
-    before = _span_processors()
+    before = span_processors()
     server = create_server(desk or desks.current())
-    added = set(_span_processors()) - set(before)
+    adks = [p for p in span_processors() if p not in before]
     try:
         async with server.router.lifespan_context(server):
             transport = httpx.ASGITransport(app=server)
             async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as client:
                 yield client
     finally:
-        _forget_span_processors(added)
+        take_off(adks)
 
 
-# ADK's get_fast_api_app gives the process's tracer provider two span processors of its own (for the dev UI's
-# traces), which export every span as it ends. A process serves one server; a test process builds dozens, and each
-# span would go through all of theirs: each in-process server's are taken off again when it stops.
-def _span_processors() -> tuple[Any, ...]:
-    processors = getattr(trace.get_tracer_provider(), "_active_span_processor", None)
-    return tuple(getattr(processors, "_span_processors", ()))
+# ADK's get_fast_api_app adds two span processors for the dev UI's trace view, which see every span as it ends. A
+# process serves one server; a test process builds dozens, and each span would go through all of theirs: each
+# in-process server's are taken off when it stops.
+def span_processors() -> list[Any]:
+    """The span processors on the process's tracer provider, in order."""
+    return list(getattr(getattr(trace.get_tracer_provider(), "_active_span_processor", None), "_span_processors", ()))
 
 
-def _forget_span_processors(added: set[Any]) -> None:
-    processors = getattr(trace.get_tracer_provider(), "_active_span_processor", None)
-    if added and processors is not None:
-        processors._span_processors = tuple(p for p in processors._span_processors if p not in added)
+def take_off(processors: list[Any]) -> None:
+    multi = getattr(trace.get_tracer_provider(), "_active_span_processor", None)
+    if processors and multi is not None:
+        multi._span_processors = tuple(p for p in multi._span_processors if p not in processors)
