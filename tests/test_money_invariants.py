@@ -307,13 +307,11 @@ def search(url: str) -> None:
         loop.close()
 
 
-@pytest.mark.long
 def test_no_sequence_breaks_the_money_invariants_on_sqlite(tmp_path):
     search(f"sqlite+aiosqlite:///{tmp_path}/invariants.db")
 
 
 @pytest.mark.postgres
-@pytest.mark.long
 def test_no_sequence_breaks_the_money_invariants_on_postgresql(postgres_admin_url):
     search(new_postgres_database(postgres_admin_url))
 

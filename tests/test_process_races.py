@@ -28,7 +28,7 @@ from support.servers import TOKENS, web_server
 
 from long_running_agent.ledger import Ledger
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.long]
+pytestmark = pytest.mark.subprocess
 
 APP = "long_running_agent"
 APPROVERS = frozenset(TOKENS)  # alice, bob and carol, as the server's APPROVERS names them

@@ -5,14 +5,12 @@ Each module says what its tests start: `pytestmark = pytest.mark.subprocess`
 differ; the `postgres` side of `db_url` carries its mark as a parameter. A test
 that starts Python, `adk` or `expenses` in another process without the
 `subprocess` mark fails, and so does one that uses the session's PostgreSQL
-server without the `postgres` mark, saying which mark to add. Tests marked
-`long` (tens of seconds alone) run first.
+server without the `postgres` mark, saying which mark to add.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,13 +45,6 @@ def programs_started() -> Iterator[list[str]]:
         yield started
     finally:
         subprocess.Popen = real  # type: ignore[misc]
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests marked `long` first. `-n auto` hands each worker its share in order and the others steal from it
-    as they run out; a long test left for the end keeps one worker busy while the other has nothing to do."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # a run in one process keeps the files' order
-        items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 @pytest.fixture(autouse=True)
