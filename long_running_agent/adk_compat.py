@@ -169,8 +169,8 @@ def is_resume_refusal(message: str) -> bool:
 
 # --- The dev UI's trace view -------------------------------------------------------
 # get_fast_api_app gives the tracer provider two span processors whose exporters (classes of google.adk.cli) keep
-# every span of the process for the dev UI's trace view, and never let one go (google/adk-python#6692): about
-# 140 KiB a request here, until the server runs out of memory. ADK adds them with
+# every span of the process for the dev UI's trace view, and never let one go (google/adk-python#6692): on 2.8 and
+# 2.9 without the dev UI too, about 43 KiB a /run here, until the server runs out of memory. ADK adds them with
 # `TracerProvider.add_span_processor`, on the global provider (2.13) or on one it then makes global (2.8).
 ADKS_TRACE_VIEW = "google.adk.cli."
 
