@@ -9,13 +9,17 @@ from __future__ import annotations
 import json
 import re
 
+import google.adk
 from opentelemetry import trace
 from support.conversation import Conversation, pending_calls, responses
+from support.http import new_session, run_body, user_text
 from support.processes import ROOT
+from support.servers import LUNCH, in_process
 from support.traces import finished, recorded, waterfall
 from support.transcripts import updating
 
 from long_running_agent.approval.courier import decide_and_deliver
+from long_running_agent.names import APP_NAME
 from long_running_agent.observability.spans import SESSION, TICKET, Watch
 from long_running_agent.observability.tracing import CUT
 
@@ -122,6 +126,19 @@ async def test_the_trace_in_docs_operations_is_drawn_from_a_real_run(desk):
         return
     assert tree(shown.group("body")) == tree(drawn), "refresh it: UPDATE_DOCS=1 .venv/bin/python -m pytest " \
                                                      "tests/test_tracing.py"
+
+
+async def test_with_the_apps_exporter_the_dev_uis_trace_view_shows_a_run_from_adk_2_10():
+    """docs/operations.md: `make web` sets the tracer provider first; ADK 2.10+ adds its trace view to it."""
+    exporter = recorded()  # the app's exporter on the process's provider, as with OTEL_EXPORTER_OTLP_ENDPOINT set
+    async with in_process() as client:
+        session_id = await new_session(client, "alice")
+        asked = await client.post("/run", json=run_body("alice", session_id, user_text(LUNCH)))
+        view = await client.get(f"/dev/apps/{APP_NAME}/debug/trace/session/{session_id}")
+    assert asked.status_code == view.status_code == 200, view.text
+    assert any(s.name.startswith("invoke_agent") for s in finished(exporter))
+    release = tuple(int(part) for part in google.adk.__version__.split(".")[:2])
+    assert bool(view.json()) is (release >= (2, 10)), view.json()
 
 
 def test_a_listener_that_fails_never_fails_the_step_it_hears_of(caplog):
