@@ -175,13 +175,18 @@ def is_resume_refusal(message: str) -> bool:
 ADKS_TRACE_VIEW = "google.adk.cli."
 
 
+def feeds_trace_view(processor: SpanProcessor) -> bool:
+    """Whether `processor` exports to ADK's own trace view."""
+    return type(getattr(processor, "span_exporter", None)).__module__.startswith(ADKS_TRACE_VIEW)
+
+
 @contextmanager
 def no_trace_view() -> Iterator[None]:
     """Inside the block, a span processor exporting to ADK's own trace view is not added (other processors are)."""
     add = TracerProvider.add_span_processor
 
     def add_unless_adks(provider: TracerProvider, processor: SpanProcessor) -> None:
-        if not type(getattr(processor, "span_exporter", None)).__module__.startswith(ADKS_TRACE_VIEW):
+        if not feeds_trace_view(processor):
             add(provider, processor)
 
     setattr(TracerProvider, "add_span_processor", add_unless_adks)  # noqa: B010 (mypy: no assigning to a method)
