@@ -20,9 +20,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, HttpUrl, TypeAdapter, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
 from .ledger import policy_file
+from .ledger.engine import usable_url
 from .ledger.inputs import InputError, name
 from .ledger.quorum import Approver, Rules
 from .names import PYTHON
@@ -131,15 +131,6 @@ def _name(raw: str, field: str) -> str:
         raise ValueError(str(error)) from None
 
 
-def _database_url(url: str) -> str:
-    try:
-        make_url(url)
-    except ArgumentError:  # the URL is not repeated: it may hold a password
-        raise ValueError("is not a database URL; set it to e.g. sqlite+aiosqlite:///path/expenses.db or "
-                         "postgresql+asyncpg://user:password@host/database.") from None
-    return url
-
-
 Dollars = Annotated[Decimal, Field(gt=0, le=1_000_000_000)]
 Flag = Annotated[bool, BeforeValidator(lambda v: v.strip() if isinstance(v, str) else v)]
 Text = Annotated[str | None, BeforeValidator(lambda v: v.strip() or None if isinstance(v, str) else v)]
@@ -152,7 +143,7 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(frozen=True, case_sensitive=True, env_ignore_empty=True)
 
-    database_url: Annotated[str, AfterValidator(_database_url)] = Field(
+    database_url: Annotated[str, AfterValidator(usable_url)] = Field(
         default=DEFAULT_DATABASE_URL, alias="EXPENSES_DATABASE_URL")
     approval_threshold: Dollars = Field(default=Decimal(100), alias="APPROVAL_THRESHOLD",
                                         description="dollars, more than 0 and at most MAX_REIMBURSEMENT, e.g. 100")

@@ -308,3 +308,16 @@ def test_what_plain_adk_writes_in_the_package_is_ignored_kept_out_of_its_tests_a
     cleaned = subprocess.run(["make", "clean"], cwd=project, capture_output=True, text=True, timeout=120)
     assert cleaned.returncode == 0, cleaned.stderr
     assert [p for p in project.rglob(".adk") if p.is_dir()] == []
+
+
+@pytest.mark.parametrize("url, async_form", [
+    ("sqlite:///.data/expenses.db", "sqlite+aiosqlite:///.data/expenses.db"),
+    ("postgresql://user@127.0.0.1/expenses", "postgresql+asyncpg://"),
+    ("postgresql+psycopg2://user@127.0.0.1/expenses", "postgresql+asyncpg://"),
+])
+def test_a_database_url_with_a_blocking_driver_is_refused_with_its_async_form(monkeypatch, url, async_form):
+    """Once accepted, then every command failed with SQLAlchemy's "The asyncio extension requires an async driver"."""
+    monkeypatch.setenv("EXPENSES_DATABASE_URL", url)
+    with pytest.raises(SettingsError, match="EXPENSES_DATABASE_URL") as refusal:
+        load_settings()
+    assert async_form in str(refusal.value) and "user@" not in str(refusal.value), str(refusal.value)

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import ArgumentError, DisconnectionError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..refusals.rules import DatabaseFileGone
@@ -97,6 +97,23 @@ def sqlite_file(url: str | URL) -> str | None:
     if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
         return None
     return url.database
+
+
+_SQLITE, _POSTGRES = "sqlite+aiosqlite:///path/expenses.db", "postgresql+asyncpg://user:password@host/database"
+
+
+def usable_url(url: str) -> str:
+    """`url` if it names a database and a driver SQLAlchemy runs on asyncio; else a ValueError saying what to write."""
+    try:
+        parsed = make_url(url)
+        blocking = not parsed.get_dialect().is_async
+    except (ArgumentError, NoSuchModuleError):  # the URL is not repeated: it may hold a password
+        raise ValueError(f"is not a database URL; set it to e.g. {_SQLITE} or {_POSTGRES}.") from None
+    if blocking:  # SQLAlchemy would refuse it only at the first command, in words of its own
+        sqlite = parsed.get_backend_name() == "sqlite"
+        raise ValueError(f"names the blocking driver {parsed.get_driver_name()} and the app runs on asyncio; set it "
+                         f"to e.g. {parsed.set(drivername=_SQLITE.split(':')[0]) if sqlite else _POSTGRES}.")
+    return url
 
 
 def tune_sqlite(engine: AsyncEngine) -> None:

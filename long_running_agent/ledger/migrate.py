@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import os
 import re
 from collections.abc import AsyncIterator
@@ -50,8 +51,13 @@ _REVISION = re.compile(r"^(down_revision|revision)\b[^=]*=\s*(?:None|[\"']([^\"'
 
 def _revisions() -> dict[str, str | None]:
     """Each revision of ledger/migrations/versions/ and the one it follows, read as text: Alembic is slow to import."""
+    return _revisions_in(MIGRATIONS)
+
+
+@functools.cache  # read once per process: every start of a desk and every check of a database asks
+def _revisions_in(migrations: Path) -> dict[str, str | None]:
     found: dict[str, str | None] = {}
-    for script in sorted((MIGRATIONS / "versions").glob("*.py")):
+    for script in sorted((migrations / "versions").glob("*.py")):
         names = {name: value for name, value in _REVISION.findall(script.read_text())}
         if "revision" in names:
             found[names["revision"]] = names.get("down_revision") or None

@@ -16,16 +16,13 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from .processes import ROOT
-from .servers import free_port
+from .servers import answers, free_port
 
 ADK = Path(sys.executable).with_name("adk")
 
@@ -110,7 +107,7 @@ def plain_adk(command: str, project: Path, home: Path, *flags: str,
                                        env=env or plain_env(home), stdout=out, stderr=subprocess.STDOUT)
         base_url = f"http://127.0.0.1:{port}"
         try:
-            if _answers(process, f"{base_url}/list-apps"):
+            if answers(process, f"{base_url}/list-apps"):
                 break
             if process.poll() is None:
                 raise AssertionError(f"adk {command} did not answer within 60 s:\n{log.read_text()[-3000:]}")
@@ -126,18 +123,6 @@ def plain_adk(command: str, project: Path, home: Path, *flags: str,
         yield PlainServer(base_url, project, log)
     finally:
         _stop(process)
-
-
-def _answers(process: subprocess.Popen[bytes], url: str, timeout: float = 60) -> bool:
-    deadline = time.monotonic() + timeout
-    while process.poll() is None and time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return True
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    return False
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
