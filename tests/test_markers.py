@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from support import processes, warm
 from support.markers import programs_started
 
 MARKS = "[pytest]\nmarkers =\n    subprocess: starts a process\n    postgres: needs PostgreSQL\n"
@@ -72,9 +73,10 @@ def test_the_postgres_side_of_db_url_is_marked_and_the_sqlite_side_is_not(reques
 
 
 @pytest.mark.subprocess
-def test_a_started_python_is_seen_and_a_shell_tool_is_not():
+def test_a_started_python_is_seen_and_a_shell_tool_is_not(sqlite_url):
     with programs_started() as started:
         subprocess.run(["true"], check=True)
         subprocess.run([sys.executable, "-c", "pass"], check=True)
-    assert [name.startswith("python") for name in started] == [True]
-    assert subprocess.Popen.__name__ == "Popen"  # put back after the block
+        assert processes.run("inbox", url=sqlite_url).returncode == 0  # forked, not started (support/warm.py)
+    assert [name.startswith("python") for name in started] == [True, True]
+    assert subprocess.Popen.__name__ == "Popen" and warm.start.__name__ == "start"  # put back after the block

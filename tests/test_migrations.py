@@ -285,7 +285,7 @@ def test_an_approver_command_that_reads_a_current_database_imports_neither_alemb
 
     for command in (("inbox",), ("show", ticket_id), ("audit", "verify"), ("policy",)):
         # Python lists every module it imports on stderr (-X importtime).
-        done = run(*command, url=sqlite_url, env={"PYTHONPROFILEIMPORTTIME": "1"})
+        done = run(*command, url=sqlite_url, env={"PYTHONPROFILEIMPORTTIME": "1"}, fresh=True)
 
         assert done.returncode == 0, done.stderr
         imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()

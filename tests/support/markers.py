@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from . import warm
+
 PROGRAMS = ("python", "adk", "expenses")  # what a test without the `subprocess` mark may not start
 
 
@@ -40,11 +42,17 @@ def programs_started() -> Iterator[list[str]]:
                 started.append(program)
             super().__init__(args, *rest, **options)
 
-    subprocess.Popen = Watched  # type: ignore[misc]
+    forked = warm.start
+
+    def watched_fork(module: str, *rest: Any, **options: Any) -> warm.Process:
+        started.append("python")  # the app's server or an approver command, forked (warm.py)
+        return forked(module, *rest, **options)
+
+    subprocess.Popen, warm.start = Watched, watched_fork  # type: ignore[misc]
     try:
         yield started
     finally:
-        subprocess.Popen = real  # type: ignore[misc]
+        subprocess.Popen, warm.start = real, forked  # type: ignore[misc]
 
 
 @pytest.fixture(autouse=True)

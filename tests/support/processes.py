@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import warm
+
 ROOT = Path(__file__).resolve().parents[2]  # the project folder
 # The approver CLI, as pip installed it beside this Python (.venv/bin/expenses).
 EXPENSES = str(Path(sys.executable).with_name("expenses"))
@@ -19,11 +21,18 @@ def program(*args: str) -> list[str]:
     return [EXPENSES, *args] if args and not args[0].startswith("-") else [sys.executable, "main.py", *args]
 
 
-def run(*args: str, url: str, timeout: float = 120, env: dict[str, str] | None = None
+def run(*args: str, url: str, timeout: float = 120, env: dict[str, str] | None = None, fresh: bool = False
         ) -> subprocess.CompletedProcess[str]:
-    """`expenses *args` (or the demo) on the database at `url`; `env` adds settings (e.g. a webhook)."""
+    """`expenses *args` (or the demo) on the database at `url`; `env` adds settings (e.g. a webhook).
+
+    An approver command runs in a process forked from one with ADK imported (warm.py); `fresh`, or the demo,
+    in a new interpreter, for a test of what the interpreter itself does at start.
+    """
     env = os.environ | {"EXPENSES_DATABASE_URL": url, "AGENT_MODEL": "offline-expense-model"} | (env or {})
-    return subprocess.run(program(*args), cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    command = program(*args)
+    if command[0] == EXPENSES and not fresh:
+        return warm.run("long_running_agent.cli", list(args), env=env, cwd=ROOT, timeout=timeout, argv0=EXPENSES)
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def serve(url: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

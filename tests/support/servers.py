@@ -10,7 +10,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -24,7 +23,7 @@ from opentelemetry import trace
 
 from long_running_agent.desk import Desk
 
-from . import desks
+from . import desks, warm
 from .processes import ROOT
 
 APP = "long_running_agent"
@@ -37,7 +36,7 @@ class WebServer:
     base_url: str
     database_url: str
     log: Path
-    process: subprocess.Popen[bytes] | None = None  # for a test that kills it
+    process: warm.Process | None = None  # for a test that kills it
 
 
 def free_port() -> int:
@@ -81,7 +80,7 @@ def web_servers(
         "PYTHONUNBUFFERED": "1",
     } | settings
     logs = [directory / (f"{name}.log" if count == 1 else f"{name}-{i}.log") for i in range(count)]
-    running: list[tuple[subprocess.Popen[bytes], str]] = []
+    running: list[tuple[warm.Process, str]] = []
     try:
         launched = [_launch(env, log) for log in logs]  # all at once, before any is waited for
         for log, (process, base_url) in zip(logs, launched, strict=True):
@@ -106,17 +105,15 @@ def web_servers(
                 process.wait()
 
 
-def _launch(env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _launch(env: dict[str, str], log: Path) -> tuple[warm.Process, str]:
+    """`python -m long_running_agent.web --port N`, in a process forked from one with ADK imported (warm.py)."""
     port = free_port()
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "long_running_agent.web", "--port", str(port)],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )
-    return process, f"http://127.0.0.1:{port}"
+    log.write_text("")
+    return warm.start("long_running_agent.web", ["--port", str(port)], env=env, cwd=ROOT, out=log), \
+        f"http://127.0.0.1:{port}"
 
 
-def answers(process: subprocess.Popen[bytes], url: str, timeout: float = 60) -> bool:
+def answers(process: subprocess.Popen[bytes] | warm.Process, url: str, timeout: float = 60) -> bool:
     """Ask `url` every 0.1 s until it answers 200 (True), or `process` ends or `timeout` passes (False).
 
     One client for all the asking: each new one reads the CA bundle, about 40 ms of CPU, which ten times a second
@@ -134,7 +131,7 @@ def answers(process: subprocess.Popen[bytes], url: str, timeout: float = 60) -> 
     return False
 
 
-def _serves(process: subprocess.Popen[bytes], base_url: str, log: Path) -> bool:
+def _serves(process: warm.Process, base_url: str, log: Path) -> bool:
     """Wait until the server answers /health; False if its port was taken, a failed test otherwise."""
     if answers(process, f"{base_url}/health"):
         return True
