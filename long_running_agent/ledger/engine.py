@@ -110,9 +110,9 @@ def usable_url(url: str) -> str:
     except (ArgumentError, NoSuchModuleError):  # the URL is not repeated: it may hold a password
         raise ValueError(f"is not a database URL; set it to e.g. {_SQLITE} or {_POSTGRES}.") from None
     if blocking:  # SQLAlchemy would refuse it only at the first command, in words of its own
-        sqlite = parsed.get_backend_name() == "sqlite"
+        instead = parsed.set(drivername="sqlite+aiosqlite") if parsed.get_backend_name() == "sqlite" else _POSTGRES
         raise ValueError(f"names the blocking driver {parsed.get_driver_name()} and the app runs on asyncio; set it "
-                         f"to e.g. {parsed.set(drivername=_SQLITE.split(':')[0]) if sqlite else _POSTGRES}.")
+                         f"to e.g. {instead}.")
     return url
 
 
