@@ -21,4 +21,4 @@ from support.environment import clear_app_variables  # noqa: E402  (imports the 
 clear_app_variables()
 
 # Loaded after the line above: the fixtures read the settings of a cleared environment.
-pytest_plugins = ["support.fixtures", "support.markers", "pytester"]
+pytest_plugins = ["support.fixtures", "support.markers", "support.heap", "pytester"]

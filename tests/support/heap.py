@@ -1,0 +1,41 @@
+"""What a test process keeps between tests, kept small, so that its garbage collections stay cheap.
+
+A test process holds a few million objects once ADK, SQLAlchemy, FastAPI and the tests are loaded, and Python's full
+collections walked them all again, about twenty times a process at 0.3 s each. Once collection is done they are
+frozen out of every later collection (`gc.freeze`); what the tests make is collected as before.
+
+FastAPI caches, for 4,096 endpoints, whether each is a coroutine or a generator; the endpoints of a server are
+closures holding its desk, engine and ADK's session store, so the cache kept the last sixty or so servers a process
+built alive, a million objects the collector walked again and again. It is emptied after each test.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+
+import pytest
+from fastapi.dependencies import models
+
+
+_modules = 0
+
+
+def _freeze() -> None:
+    global _modules
+    gc.collect()
+    gc.freeze()
+    _modules = len(sys.modules)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _freeze()
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    if len(sys.modules) > _modules:  # a test imported more (ADK's evaluation brings two thousand modules): frozen too
+        _freeze()
+    for name in ("_is_gen_callable_cached", "_is_async_gen_callable_cached", "_is_coroutine_callable_cached"):
+        cached = getattr(models, name, None)  # FastAPI before 0.150 has no such cache
+        if cached is not None:
+            cached.cache_clear()
