@@ -179,9 +179,9 @@ async def open_directly(purpose: str, session_id: str = "s1") -> str:
 
 async def test_one_dribbling_receiver_holds_up_no_other_notification_and_is_retried_later(
         desk, sqlite_url, webhook, clock, configure):
-    # A byte every second: each read is quick, so only a deadline on the whole attempt ends it.
-    configure(webhook_timeout=timedelta(seconds=3))
-    webhook.trickle = 1
+    # A byte every half second: each read is quick, so only a deadline on the whole attempt ends it.
+    configure(webhook_timeout=timedelta(seconds=1.5))
+    webhook.trickle = 0.5
     webhook.slow = lambda event: event["ticket"]["purpose"] == "slow lunch"
     slow = await open_directly("slow lunch", "s1")
     quick = await open_directly("team lunch", "s2")  # due after the slow one, so behind it in a queue
@@ -193,8 +193,8 @@ async def test_one_dribbling_receiver_holds_up_no_other_notification_and_is_retr
     outcome = {a.notification.ticket_id: a.sent for a in attempts}
     assert outcome == {slow: False, quick: True}
     arrived = {r.json["ticket"]["id"]: r.at - started for r in webhook.received}
-    assert arrived[quick] < 3, arrived  # side by side with the slow one, not after its 3-second deadline
-    assert took < 3 + 7, took  # the round ends with the slow attempt's deadline, not its 100 s of dribble
+    assert arrived[quick] < 1.5, arrived  # side by side with the slow one, not after its 1.5-second deadline
+    assert took < 1.5 + 7, took  # the round ends with the slow attempt's deadline, not its 50 s of dribble
     [slow_notification] = await desk.ledger.outbox.of_ticket(slow)
     assert (slow_notification.state, slow_notification.attempts) == ("retrying", 1)
 
@@ -206,15 +206,15 @@ async def test_one_dribbling_receiver_holds_up_no_other_notification_and_is_retr
 
 async def test_a_tickets_notifications_go_out_in_the_order_they_happened(desk, sqlite_url, webhook, clock,
                                                                          configure):
-    configure(webhook_timeout=timedelta(seconds=2))
-    webhook.delay = 1.2  # each answer: sent side by side, the later event would arrive first
+    configure(webhook_timeout=timedelta(seconds=1.5))
+    webhook.delay = 0.9  # each answer: sent side by side, the later event would arrive first
     ticket_id = await open_directly("team lunch")
     clock.advance(minutes=1)
     await desk.ledger.tickets.decide(ticket_id, approver="bob", approve=False, reason="no receipt")
 
     first_round = await send()
 
-    # The first went through in 1.2 s; the second had 0.8 s left of the round, too little:
+    # The first went through in 0.9 s; the second had 0.6 s left of the round, too little:
     # handed back untried, not counted against it.
     assert [(a.notification.event, a.sent) for a in first_round] == [("ticket.requested", True)]
     states = {n.event: (n.state, n.attempts) for n in await desk.ledger.outbox.of_ticket(ticket_id)}
