@@ -17,7 +17,6 @@ import sys
 import pytest
 from fastapi.dependencies import models
 
-
 _modules = 0
 
 
