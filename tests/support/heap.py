@@ -32,9 +32,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    forget_endpoints()
     if len(sys.modules) > _modules:  # a test imported more (ADK's evaluation brings two thousand modules): frozen too
         _freeze()
+
+
+def forget_endpoints() -> None:
+    """Empty FastAPI's caches of endpoints, which hold the servers the tests built (a FastAPI without them: nothing)."""
     for name in ("_is_gen_callable_cached", "_is_async_gen_callable_cached", "_is_coroutine_callable_cached"):
-        cached = getattr(models, name, None)  # FastAPI before 0.150 has no such cache
+        cached = getattr(models, name, None)
         if cached is not None:
             cached.cache_clear()
