@@ -2,9 +2,10 @@
 
 Every variable the app reads (tests/support/environment.py, from the settings
 class) is cleared here, before any test or fixture reads a setting. The
-fixtures every module shares live in tests/support/fixtures.py, and the guard
-that keeps `make test-fast` fast in tests/support/markers.py; both load from
-here as plugins.
+fixtures every module shares live in tests/support/fixtures.py, the guard
+that keeps `make test-fast` fast in tests/support/markers.py, and what keeps a
+test process's garbage collections cheap in tests/support/heap.py; all three
+load from here as plugins.
 """
 
 from __future__ import annotations
