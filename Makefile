@@ -4,12 +4,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # The exact versions the tests passed with (docs/testing.md says how to refresh them).
 LOCK := .ci/constraints.txt
-# A dot per test as it ends, then the ten slowest tests (docs/testing.md). The fast loop keeps every core busy on
-# its own; the whole suite waits on the processes, browsers and databases it starts, and one worker more than the
-# cores fills those waits (on 2 cores: 5 min 57 s with three workers, 6 min 43 s with two, 6 min 22 s with four).
+# One worker more than the cores: the tests wait on the processes, browsers, databases and receivers they start, and
+# the extra worker fills those waits (on 2 cores, make test: 5 min 57 s with three workers, 6 min 43 s with two,
+# 6 min 22 s with four; make test-fast a few seconds faster with three in each of four pairs). A dot per test as it
+# ends, then the ten slowest tests (docs/testing.md).
 CORES := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 PYTEST_ARGS := -n $(shell echo $$(($(CORES) + 1))) --dist worksteal --durations=10
-FAST_ARGS := -n auto --dist worksteal --durations=10
 # The tests' throwaway files (a SQLite file per test, copies of the project) in memory where the machine
 # has /dev/shm: SQLite syncs each commit to disk, which costs the flow tests a third of their time.
 # Bytecode written even where PYTHONDONTWRITEBYTECODE is set (container images often set it): without it each
@@ -51,7 +51,7 @@ test: $(VENV)/.dev
 # The loop to run while changing code: no test marked as starting a process, Chromium or PostgreSQL
 # (docs/testing.md), and a shorter search of the money invariants.
 test-fast: $(VENV)/.dev
-	INVARIANT_EXAMPLES=$${INVARIANT_EXAMPLES:-10} $(PYTEST) $(FAST_ARGS) \
+	INVARIANT_EXAMPLES=$${INVARIANT_EXAMPLES:-10} $(PYTEST) $(PYTEST_ARGS) \
 		-m "not subprocess and not browser and not postgres"
 
 # Each money defect that once shipped, put back alone into a temporary copy of the project: the invariant tests must
