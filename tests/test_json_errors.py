@@ -10,6 +10,7 @@ import contextlib
 import json
 import re
 import socket
+import sys
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -108,7 +109,10 @@ def assert_json_refusal(answer: httpx.Response, method: str, url: str) -> None:
     assert "Traceback" not in answer.text and "[SQL" not in answer.text, where
 
 
-async def test_every_error_adks_routes_answer_on_make_web_is_json_with_a_fix():
+async def test_every_error_adks_routes_answer_on_make_web_is_json_with_a_fix(monkeypatch):
+    # As where ADK's eval extra is missing: its metrics route then answers a 400 (which must be JSON too) instead
+    # of importing the evaluator, 3 s of CPU (tests/test_eval.py runs that).
+    monkeypatch.setitem(sys.modules, "google.adk.evaluation.metric_evaluator_registry", None)
     statuses: dict[int, set[str]] = {}
     met: dict[tuple[str, str], set[str]] = {}  # the errors each route answered
     async with in_process() as client:
@@ -144,6 +148,8 @@ async def test_every_error_adks_routes_answer_on_make_web_is_json_with_a_fix():
     assert {"not_found", "app_not_found"} <= met[("GET", session)], met[("GET", session)]
     for run in ("/run", "/run_sse"):
         assert {"not_found", "app_not_found", "invalid_request"} <= met[("POST", run)], met[("POST", run)]
+    # ADK's 400 for its missing eval extra.
+    assert "bad_request" in met[("GET", "/dev/apps/{app_name}/metrics-info")]
 
 
 async def test_adks_plain_text_403s_are_json():

@@ -3,7 +3,7 @@
 A test process holds a few million objects once ADK, SQLAlchemy, FastAPI and the tests are loaded, and Python's full
 collections walked them all again, some twenty times a process at about 0.4 s each. Once collection is done they are
 frozen out of every later collection (`gc.freeze`), and so are the modules a test imports later (ADK's evaluator
-brings two thousand); what the tests make is collected as before.
+brings two thousand); what the tests make is still collected, less often than Python's default.
 
 FastAPI caches, for 4,096 endpoints, whether each is a coroutine or a generator; the endpoints of a server are
 closures holding its desk, engine and ADK's session store, so the cache kept the last sixty or so servers a process
@@ -30,6 +30,10 @@ def _freeze() -> None:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     _freeze()
+    # The youngest generation collected every 10,000 allocations, not every 700, and each older one a tenth as often
+    # as Python's default: the tests' objects mostly die young anyway, and the collector's share of a process's CPU
+    # fell by about a third (3 s in all on make test-fast).
+    gc.set_threshold(10_000, 20, 20)
 
 
 def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
