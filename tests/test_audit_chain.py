@@ -133,32 +133,24 @@ async def test_two_rows_with_their_contents_swapped_are_found(db_url):
     assert (broken.row_id, broken.seq) == (rows[1], 2)
 
 
-async def test_two_rows_moved_in_the_chain_are_found(db_url):
-    ledger = ledger_at(db_url)
-    ticket_id, rows = await _trail(ledger)
-    # The refusal and the approval trade places, each keeping its own content and hash.
-    await _sql(ledger,
-               "UPDATE approval_audit SET seq = 0 WHERE id = :second",
-               "UPDATE approval_audit SET seq = 2 WHERE id = :third",
-               "UPDATE approval_audit SET seq = 3 WHERE id = :second", second=rows[1], third=rows[2])
-
-    [broken] = (await verify(ledger.database)).breaks
-
-    assert (broken.row_id, broken.seq) == (rows[2], 2)
-
-
-async def test_rows_reordered_by_id_are_found(db_url):
-    ledger = ledger_at(db_url)
-    ticket_id, rows = await _trail(ledger)
+@pytest.mark.parametrize(("swap", "found"), [
+    # The refusal and the approval trade places in the chain, each keeping its own content and hash.
+    (("UPDATE approval_audit SET seq = 0 WHERE id = :second", "UPDATE approval_audit SET seq = 2 WHERE id = :third",
+      "UPDATE approval_audit SET seq = 3 WHERE id = :second"), (2, 2)),
     # The history is shown in the order of ids: the approval moved before the refusal there, with each row's content.
-    await _sql(ledger,
-               "UPDATE approval_audit SET id = 1000000 WHERE id = :second",
-               "UPDATE approval_audit SET id = :second WHERE id = :third",
-               "UPDATE approval_audit SET id = :third WHERE id = 1000000", second=rows[1], third=rows[2])
+    (("UPDATE approval_audit SET id = 1000000 WHERE id = :second",
+      "UPDATE approval_audit SET id = :second WHERE id = :third",
+      "UPDATE approval_audit SET id = :third WHERE id = 1000000"), (1, 3)),
+], ids=["moved in the chain", "reordered by id"])
+async def test_two_rows_that_trade_places_are_found(db_url, swap, found):
+    ledger = ledger_at(db_url)
+    ticket_id, rows = await _trail(ledger)
+    await _sql(ledger, *swap, second=rows[1], third=rows[2])
 
     [broken] = (await verify(ledger.database)).breaks
 
-    assert (broken.row_id, broken.seq) == (rows[1], 3)
+    row, seq = found
+    assert (broken.row_id, broken.seq) == (rows[row], seq)
 
 
 async def test_rows_whose_ticket_was_deleted_are_found(db_url):
