@@ -34,7 +34,7 @@ def stores(tmp_path: Path) -> Stores:
 async def test_duplicate_approval_costs_ours_and_adk_confirmation_nothing_and_the_seed_a_second_payout(
     stores: Stores,
 ) -> None:
-    rows, cost = await measure_per_flow(stores, repeats=2, flows_per_repeat=2, warmup_flows=1)
+    rows, cost = await measure_per_flow(stores, repeats=1, flows_per_repeat=1, warmup_flows=1)
 
     assert {(r["system"], r["store"]) for r in rows} == {
         (system, store) for system in ("ours", "seed", "confirmation") for store in ("memory", "sqlite")
@@ -84,7 +84,7 @@ async def test_concurrent_flows_pay_each_ticket_exactly_once(stores: Stores) -> 
 
 
 async def test_backlog_holds_the_pending_tickets_and_resumes_still_pay(stores: Stores) -> None:
-    resume = await measure_resume(stores, sizes=[10, 100], repeats=2)
+    resume = await measure_resume(stores, sizes=[10, 100], repeats=1)
 
     assert [(r["store"], r["pending"]) for r in resume] == [("sqlite", 10), ("sqlite", 100)]
 
