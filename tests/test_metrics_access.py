@@ -40,3 +40,26 @@ async def test_a_refused_decision_counts_as_no_decision(configure):
         after = await scrape(client)
     assert [key for key in after.samples if key[0] == "expenses_decisions_total"] == []
     assert after("expenses_pending_tickets") == before("expenses_pending_tickets") == 1
+
+
+def made_up(round_: int, count: int) -> list[tuple[str, str, dict[str, str]]]:
+    """Requests a hostile client makes up: a method, a path and a token of its own each time."""
+    paths = ("/api/approvals/T-{n}/approve", "/no-such-page-{n}", "/metrics", "/api/approvals", "/dev-ui/{n}")
+    return [(f"MADE{round_}X{n}", paths[n % len(paths)].format(n=n), {"Authorization": f"Bearer made-up-{round_}-{n}"})
+            for n in range(count)]
+
+
+async def test_made_up_methods_paths_and_tokens_add_no_series(configure):
+    """Every label takes its values from a fixed set: once each kind of request was seen, more add no series."""
+    configure(approvers=APPROVERS)
+    async with in_process() as client:
+        for round_, count in ((1, 50), (2, 300)):
+            for method, path, headers in made_up(round_, count):
+                await client.request(method, path, headers=headers)
+                await client.request("GET", path, headers=headers)
+            series = set((await scrape(client)).samples)
+            if round_ == 1:
+                seen = series
+    methods = {dict(labels).get("method") for name, labels in series if name.startswith("expenses_http")}
+    assert series == seen, sorted(series - seen)
+    assert "other" in methods and not any(m and m.startswith("MADE") for m in methods)

@@ -1,7 +1,8 @@
 """Each HTTP request's duration, by the route it matched and its status (expenses_http_request_duration_seconds).
 
 The route is the one the request matched (`/api/approvals/{ticket_id}/approve`), never the path itself, so ids do not
-multiply the series; a request that matched none (refused by the gate, or unknown) counts as "unmatched". Its span
+multiply the series; a request that matched none (refused by the gate, or unknown) counts as "unmatched", and a
+method or status outside the known ones as "other" (metrics.py). Its span
 is FastAPI's own: FastAPI starts one for each request, continuing a caller's `traceparent`, once a tracer provider is
 set, and the ledger's and ADK's spans nest in it.
 """
@@ -39,4 +40,4 @@ class RequestMetrics:
             await self.app(scope, receive, sending)
         finally:
             route = getattr(scope.get("route"), "path", None) or "unmatched"
-            self.metrics.http.labels(scope["method"], route, str(status)).observe(time.perf_counter() - started)
+            self.metrics.request(scope["method"], route, status, time.perf_counter() - started)

@@ -9,10 +9,12 @@ servers in one process (tests) never count each other's work.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from http import HTTPStatus
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from ..names import TicketStatus
 from .spans import Step, Watch
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -26,6 +28,18 @@ GAUGES = {
 # From a request to its decision: minutes to days (APPROVAL_TTL_HOURS is 72 by default).
 DECISION_BUCKETS = (60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 2 * 86400, 3 * 86400, 7 * 86400)
 HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+# Every label takes its values from a fixed set, whatever a client sends: a value from outside it counts as OTHER,
+# so that made-up methods, statuses or channels cannot add a series each (and grow the scrape without bound).
+OTHER = "other"
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+STATUSES = frozenset(str(status.value) for status in HTTPStatus)
+OUTCOMES = frozenset(TicketStatus)
+CHANNELS = frozenset({"api", "inbox", "cli", "slack", "chat", "sweep", "ledger", "unknown"})
+
+
+def one_of(known: frozenset[str], value: object) -> str:
+    """`value` as a label: itself if it is one of `known`, else OTHER."""
+    return value if isinstance(value, str) and value in known else OTHER
 
 
 class Metrics:
@@ -54,7 +68,8 @@ class Metrics:
         """Count what a ledger step did (its facts; spans.py)."""
         facts = step.facts
         if outcome := facts.get("outcome"):
-            self.decisions.labels(outcome, facts.get("channel", "unknown")).inc(facts.get("count", 1))
+            self.decisions.labels(one_of(OUTCOMES, outcome), one_of(CHANNELS, facts.get("channel", "unknown"))).inc(
+                facts.get("count", 1))
             if (waited := facts.get("waited_seconds")) is not None:
                 self.decision_seconds.observe(waited)
         if facts.get("paid"):
@@ -64,6 +79,11 @@ class Metrics:
             self.deliveries_failed.inc()
         if facts.get("sent") is False:
             self.outbox_failed.inc()
+
+    def request(self, method: str, route: str, status: int, seconds: float) -> None:
+        """Time one HTTP request; `route` is the route it matched (a template, so one of the app's few) or
+        "unmatched"."""
+        self.http.labels(one_of(METHODS, method), route, one_of(STATUSES, str(status))).observe(seconds)
 
     def render(self, gauges: Mapping[str, float]) -> bytes:
         """The text a scrape gets: the database's figures as just read, then the counters as they stand."""
