@@ -6,9 +6,10 @@ Run with: make test-mutations                              (every mutant, SQLite
 
 Each mutant is a few exact edits (file, old, new) made in a temporary copy, never in the working tree. Each `old`
 must occur exactly once in its file, so a change to the code cannot quietly turn a mutant into a no-op: the run
-stops first, naming the edit to bring up to date. Only the invariant tests run: the state machine and the races of
-tests/test_money_invariants.py, and tests/test_process_races.py. A mutant they do not fail is a gap in them,
-closed by a stronger invariant, never by a test aimed at the mutant (docs/testing.md: the mutants).
+stops first, naming the edit to bring up to date. Only the invariant tests run: the state machines of
+tests/test_money_invariants.py and tests/test_policy_model.py, the races, and tests/test_process_races.py; a defect
+in what they do not cover (the audit trail, the metrics) runs the tests of that rule. A mutant they do not fail is
+a gap in them, closed by a stronger invariant, never by a test aimed at the mutant (docs/testing.md: the mutants).
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent  # the project: this file lives in .ci/
-TESTS = ["tests/test_process_races.py", "tests/test_money_invariants.py"]
+TESTS = ("tests/test_process_races.py", "tests/test_money_invariants.py", "tests/test_policy_model.py")
 TICKETS = "long_running_agent/ledger/tickets.py"
 PAYOUTS = "long_running_agent/ledger/payouts.py"
 APPROVING = "long_running_agent/ledger/approving.py"
+RECORDS = "long_running_agent/ledger/records.py"
 MIGRATE = "long_running_agent/ledger/migrate.py"
 MIGRATIONS = "long_running_agent/ledger/migrations/versions"
 
@@ -43,6 +45,9 @@ class Edit(NamedTuple):
 class Mutant(NamedTuple):
     name: str
     edits: tuple[Edit, ...]
+    # The tests that must fail: the invariant tests, unless the defect is in what they do not cover (the audit
+    # trail, the metrics), where the tests of that rule.
+    tests: tuple[str, ...] = TESTS
 
 
 MUTANTS = [
@@ -74,14 +79,25 @@ MUTANTS = [
     )),
     Mutant("the same approver twice", (
         # An approval judged as if from a newcomer: its approver's earlier approval kept under another key.
-        Edit(APPROVING, "voters = {who: rules.groups_of(who) for who in so_far} | {approver: groups}",
-             'voters = {f"{who}#{n}": rules.groups_of(who.split("#")[0]) for n, who in enumerate(so_far)} '
-             "| {approver: groups}"),
-        Edit(APPROVING, "    if approver in so_far:\n        raise AlreadyApprovedByYou(ticket, approver)\n", ""),
+        Edit(APPROVING, "{who: ticket.eligible(rules, who) for who in so_far} | {approver: groups}",
+             '{f"{who}#{n}": ticket.eligible(rules, who) for n, who in enumerate(so_far)} | {approver: groups}'),
+        Edit(APPROVING, 'return {who: counted.get(who, "") for who in now.approvals} | {approver: counted[approver]}',
+             "return counted"),
+        Edit(APPROVING, "    if approver in now.approvals:\n        raise AlreadyApprovedByYou(now, approver)\n", ""),
     )),
     Mutant("the requester approving their own ticket", (
-        Edit(APPROVING, "    if requester_of(ticket.user_id) == approver:\n",
-             "    if requester_of(ticket.user_id) == approver and from_chat:\n"),
+        Edit(RECORDS, "requester=requester_of(self.user_id) == approver)", "requester=False)"),
+    )),
+    Mutant("the requester's approval moved onto a group without self-approval", (
+        # The approvals given matched again with all their approvers' groups, the requester's too (issue 43: erin's
+        # own approval, moved from cfo onto finance, let dave's complete a $25,000 ticket).
+        Edit(APPROVING, "{who: ticket.eligible(rules, who) for who in so_far} | {approver: groups}",
+             "{who: rules.groups_of(who) for who in so_far} | {approver: groups}"),
+    )),
+    Mutant("an approver who left the group still holds the place", (
+        # The approvals judged as they were stored, not with who is in which group now: bob, out of finance,
+        # keeps finance's place and every finance approver after him is refused.
+        Edit(APPROVING, "    so_far = now.counted_for\n", "    so_far = ticket.counted_for\n"),
     )),
     Mutant("the pending condition dropped from the decision", (
         Edit(APPROVING, 'PENDING = (TicketRow.id == bindparam("t_id"), TicketRow.status == TicketStatus.PENDING)',
@@ -89,8 +105,8 @@ MUTANTS = [
     )),
     Mutant("too few approvals", (
         # The need counted in groups, not approvals: `finance = 2` met by one.
-        Edit(APPROVING, "complete = len(counted) == ticket.approvals_needed",
-             "complete = len(counted) >= len(ticket.needed)"),
+        Edit(APPROVING, "complete = sum(1 for group in counted.values() if group) == ticket.approvals_needed",
+             "complete = len({group for group in counted.values() if group}) >= len(ticket.needed)"),
     )),
     Mutant("the wrong group", (
         Edit("long_running_agent/ledger/quorum.py", "if group in approvers[who] and index not in tried:",
@@ -126,6 +142,28 @@ MUTANTS = [
         Edit(f"{MIGRATIONS}/0002_deliveries_identities_daily_rules.py",
              '        sa.UniqueConstraint("ticket_id", name="uq_approval_payouts_ticket_id"),\n', ""),
     )),
+    Mutant("an approval marked delivered that its run never paid", (
+        # A delivery run that ended without the payout it was delivering still marked the ticket delivered: neither
+        # deliverable nor settleable, and never paid.
+        Edit("long_running_agent/ledger/deliveries.py",
+             "update(TicketRow).where(*_THESE_UNDELIVERED, _PAID_OR_NOT_APPROVED)",
+             "update(TicketRow).where(*_THESE_UNDELIVERED)"),
+    )),
+    Mutant("the guard reading amounts more leniently than reimburse", (
+        # "2e2" let through as $200, which reimburse then refused.
+        Edit("long_running_agent/approval/decisions.py", "return parse_amount(claimed, limits) == held",
+             "return Decimal(str(claimed)) == held"),
+    ), tests=("tests/test_paid_or_payable.py",)),
+    Mutant("verify compares no payout with its paid row", (
+        # A paid ticket's payout edited from $250 to $9,000 passed `expenses audit verify`.
+        Edit("long_running_agent/ledger/audit_facts.py",
+             "    if payout is not None:\n        found.append(_compared(",
+             "    if False:\n        found.append(_compared("),
+    ), tests=("tests/test_audit_coverage.py",)),
+    Mutant("metrics labelled with whatever method a client sends", (
+        Edit("long_running_agent/observability/metrics.py", "self.http.labels(one_of(METHODS, method), route,",
+             "self.http.labels(method, route,"),
+    ), tests=("tests/test_metrics_access.py",)),
     Mutant("a pending count that ignores expiries", tuple(
         edit for file in (MIGRATE, f"{MIGRATIONS}/0007_pending_count.py") for edit in (
             Edit(file, "_MOVED = \"CASE WHEN NEW.status = 'pending' THEN 1 ELSE -1 END\"",
@@ -180,7 +218,7 @@ def run(mutant: Mutant, *, postgres: bool, every_test: bool) -> Verdict:
             return Verdict(mutant, "error", [], 0.0, f"Bring it up to date with the code (.ci/mutants.py):\n{stale}")
         # This virtualenv's Python, run in the copy: the folder it runs in comes first on sys.path, so it and the
         # processes the tests start import the copy's package, not the working tree's that pip installed.
-        command = [sys.executable, "-m", "pytest", *TESTS, "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
+        command = [sys.executable, "-m", "pytest", *mutant.tests, "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
                    *([] if postgres else ["-m", "not postgres"])]
         if not every_test:
             command.append("-x")

@@ -39,9 +39,10 @@ _places = itertools.count(1)  # a place per row, so the plain rows keep the UNIQ
 
 
 async def _plain_write(
-    db: AsyncConnection, ticket_id: str, *, at: datetime, actor: str, action: str, detail: str | None = None
+    db: AsyncConnection, ticket_id: str, *, at: datetime, actor: str, action: str, detail: str | None = None,
+    facts: Any = None,
 ) -> None:
-    """The trail's writer without the chain: one INSERT of the row, no lock, no hash, no head."""
+    """The trail's writer without the chain: one INSERT of the row, no lock, no hash, no head, no facts."""
     await db.execute(_PLAIN, {"ticket_id": ticket_id, "at": at, "actor": actor, "action": action,
                               "detail": detail[:500] if detail else None, "seq": next(_places), "hash": ""})
 

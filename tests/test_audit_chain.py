@@ -16,7 +16,7 @@ from sqlalchemy import select, text
 from support import cli, sources
 from support.models import ledger_at
 from support.releases import load_release_0_1
-from support.tickets import open_ticket_for
+from support.tickets import open_ticket_for, pay_and_mark_delivered
 
 from long_running_agent.ledger import Ledger, migrate
 from long_running_agent.ledger.audit_check import Head, heads, verify
@@ -25,11 +25,12 @@ from long_running_agent.ledger.schema import AuditRow
 
 
 async def _trail(ledger: Ledger) -> tuple[str, list[int]]:
-    """A ticket with a trail (requested, refused, approved and what goes with it, delivered): its rows' ids in order."""
+    """A ticket with a trail (requested, refused, approved and what goes with it, paid, delivered): its rows' ids in
+    order."""
     ticket = await open_ticket_for(ledger, 25_000)
     await ledger.tickets.record_refusal(ticket.id, actor="mallory", detail="response claiming 'approved'")
-    await ledger.tickets.decide(ticket.id, approver="bob", approve=True)
-    await ledger.deliveries.mark_delivered(ticket.id, actor="bob")
+    approved = await ledger.tickets.decide(ticket.id, approver="bob", approve=True)
+    await pay_and_mark_delivered(ledger, approved, actor="bob")
     return ticket.id, await _row_ids(ledger, ticket.id)
 
 
@@ -156,7 +157,8 @@ async def test_two_rows_that_trade_places_are_found(db_url, swap, found):
 async def test_rows_whose_ticket_was_deleted_are_found(db_url):
     ledger = ledger_at(db_url)
     ticket_id, rows = await _trail(ledger)
-    await _sql(ledger, "DELETE FROM approval_tickets WHERE id = :t", t=ticket_id)
+    await _sql(ledger, "DELETE FROM approval_payouts WHERE ticket_id = :t",
+               "DELETE FROM approval_tickets WHERE id = :t", t=ticket_id)
 
     [broken] = (await verify(ledger.database)).breaks
 
@@ -166,7 +168,7 @@ async def test_rows_whose_ticket_was_deleted_are_found(db_url):
 async def _rows(ledger: Ledger, ticket_id: str) -> list[Any]:
     async with ledger.engine.connect() as db:
         return list(await db.execute(select(AuditRow.id, AuditRow.at, AuditRow.actor, AuditRow.action,
-                                            AuditRow.detail).where(AuditRow.ticket_id == ticket_id)
+                                            AuditRow.detail, AuditRow.facts).where(AuditRow.ticket_id == ticket_id)
                                      .order_by(AuditRow.seq)))
 
 
@@ -175,7 +177,7 @@ async def _rewrite_consistently(ledger: Ledger, ticket_id: str, row_id: int, det
     await _sql(ledger, "UPDATE approval_audit SET detail = :detail WHERE id = :row", detail=detail, row=row_id)
     previous = ""
     for row in await _rows(ledger, ticket_id):
-        previous = link(previous, content(ticket_id, row.at, row.actor, row.action, row.detail))
+        previous = link(previous, content(ticket_id, row.at, row.actor, row.action, row.detail, row.facts))
         await _sql(ledger, "UPDATE approval_audit SET hash = :h WHERE id = :row", h=previous, row=row.id)
     await _sql(ledger, "UPDATE approval_tickets SET audit_head = :h WHERE id = :t", h=previous, t=ticket_id)
 
@@ -195,7 +197,8 @@ async def test_an_anchored_ticket_deleted_with_all_its_rows_is_found(db_url):
     ledger = ledger_at(db_url)
     ticket_id, _ids = await _trail(ledger)
     anchored = await heads(ledger.database)
-    await _sql(ledger, "DELETE FROM approval_audit WHERE ticket_id = :t", "DELETE FROM approval_tickets WHERE id = :t",
+    await _sql(ledger, "DELETE FROM approval_audit WHERE ticket_id = :t",
+               "DELETE FROM approval_payouts WHERE ticket_id = :t", "DELETE FROM approval_tickets WHERE id = :t",
                t=ticket_id)
 
     assert (await verify(ledger.database)).holds

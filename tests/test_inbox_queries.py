@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import event, text
 from support.clock import FakeClock
-from support.tickets import APP, open_tickets
+from support.tickets import APP, open_tickets, pay_and_mark_delivered
 
 from long_running_agent.ledger import Ledger, TicketStatus
 from long_running_agent.ledger.schema import TicketRow
@@ -143,11 +143,12 @@ async def test_inbox_queries_read_indexes_and_the_pending_total_reads_its_kept_c
     # A store in the shape of a real one: many decisions delivered long ago, a few not.
     await add_delivered_decisions(ledger, 500)
     tickets = await open_tickets(ledger, 60, "busy")
+    approved = []
     for ticket in tickets[:30]:
         clock.advance(seconds=1)
-        await ledger.tickets.decide(ticket.id, approver="bob", approve=True)
-    for ticket in tickets[:25]:
-        await ledger.deliveries.mark_delivered(ticket.id, actor="bob")
+        approved.append(await ledger.tickets.decide(ticket.id, approver="bob", approve=True))
+    for ticket in approved[:25]:
+        await pay_and_mark_delivered(ledger, ticket, actor="bob")
 
     sent: list[tuple[str, object]] = []
 

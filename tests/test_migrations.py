@@ -108,8 +108,11 @@ def test_a_release_0_1_database_upgrades_and_its_pending_ticket_pays_once(db_url
     assert again.returncode == 1 and "already approved by bob" in again.stderr
 
     history = cli.expenses("show", pending, url=db_url).stdout
+    # The upgrade states each ticket's columns in its audit chain (migration 0013), for `audit verify` to compare.
     assert [a for a in re.findall(r"^\s+\S+ \S+\s+(\w+)\s+by", history, re.M)] == [
-        "requested", "approved", "evidence", "paid", "delivered"]
+        "requested", "upgraded", "approved", "evidence", "paid", "delivered"]
+    verified = cli.expenses("audit", "verify", url=db_url)
+    assert verified.returncode == 0, verified.stderr
     # What 0.1 recorded before the upgrade is all still there.
     [paid_by_0_1] = [t for t in _paid_tickets(db_url) if t != pending]
     paid_before = cli.expenses("show", paid_by_0_1, url=db_url).stdout

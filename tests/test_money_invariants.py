@@ -2,11 +2,11 @@
 
 A Hypothesis state machine drives the ledger through random sequences of
 requests, approvals (with and without an amount), rejections, withdrawals,
-expiries, deliveries, failed deliveries, settlements and stray `reimburse`
-calls, by two requesters and three configured approvers (one of whom also
-asks) under a policy of groups (finance, and above the line finance and cfo),
-on two connections; some steps run two operations on the same ticket
-at the same moment, one on each connection. After every step it checks the
+expiries, deliveries (some whose run ends without paying), failed deliveries,
+settlements and stray `reimburse` calls, by two requesters and three configured
+approvers (one of whom also asks) under a policy of groups (finance, and above
+the line finance and cfo), on two connections; some steps run two operations on
+the same ticket at the same moment, one on each connection. After every step it checks the
 invariants. Then every pair of decision operations is raced, many times.
 
 `make test` runs a bounded search; `INVARIANT_EXAMPLES=2000 .venv/bin/python -m
@@ -38,13 +38,13 @@ from hypothesis.stateful import (
 )
 from support.clock import FakeClock
 from support.invariants import APPROVED, FIRST_APPROVAL, Decision, Record, check_money_invariants
+from support.models import empty
 from support.postgres import new_postgres_database
 
 from long_running_agent.ledger import Conversation, Ledger, LedgerError, Ticket, TicketExpired, TicketStatus, tickets
 from long_running_agent.ledger.inputs import InputError
 from long_running_agent.ledger.policy import Policy
 from long_running_agent.ledger.quorum import EVERYONE, Rules, Tier
-from long_running_agent.ledger.schema import Base, PendingCountRow
 from long_running_agent.ledger.tickets import row_of
 
 APP = "long_running_agent"
@@ -134,16 +134,20 @@ class Money:
         for ticket_id in await self.ledgers[n].tickets.expire_due():
             self.accepted(ticket_id, "expired", "system")
 
-    async def deliver(self, n: int, ticket_id: str) -> None:
-        """What the guard and the agent do with a decision: `reimburse` pays an approval, then it is delivered."""
+    async def deliver(self, n: int, ticket_id: str, *, pays: bool = True) -> None:
+        """A run delivering a decision, as the courier's: it holds the conversation, the agent's `reimburse` pays an
+        approval (unless `pays` is False: the model never called it, or called it wrongly), and the lock's release
+        records the delivery, as every run's does (locks.py)."""
         ledger = self.ledgers[n]
         ticket = await ledger.tickets.get(ticket_id)
         if ticket.status is TicketStatus.PENDING or ticket.delivered_at or ticket.settled_at:
             return
-        if ticket.status is TicketStatus.APPROVED:
-            await ledger.payouts.pay_approved(conversation=ticket.conversation, call_id=f"call-{next(self.calls)}",
-                                      purpose=ticket.purpose, amount_cents=ticket.payable_cents, prefer=[ticket])
-        await ledger.deliveries.mark_delivered(ticket_id, actor="approval_guard")
+        async with ledger.locks.hold(ticket.conversation, purpose=f"delivering {ticket_id}") as run:
+            if pays and ticket.status is TicketStatus.APPROVED:
+                await ledger.payouts.pay_approved(conversation=ticket.conversation, call_id=f"call-{next(self.calls)}",
+                                                  purpose=ticket.purpose, amount_cents=ticket.payable_cents,
+                                                  prefer=[ticket])
+            run.deliveries.append(ticket_id)
 
     async def fail_delivery(self, n: int, ticket_id: str) -> None:
         ticket = await self.ledgers[n].tickets.get(ticket_id)
@@ -167,15 +171,6 @@ async def refused(work: Awaitable[Any]) -> None:
         pass
 
 
-async def empty(ledger: Ledger) -> None:
-    """Every table emptied (children first), for the next example on the same database."""
-    async with await ledger.database.session() as db, db.begin():
-        for table in reversed(Base.metadata.sorted_tables):
-            await db.execute(table.delete())
-        # Emptying the tickets moved the pending count (a trigger); it starts again from nothing.
-        await db.execute(PendingCountRow.__table__.delete())
-
-
 # What two people can do to one ticket at the same moment.
 def decisions(money: Money, ticket_id: str, requester: str) -> dict[str, Callable[[int, str], Awaitable[None]]]:
     return {
@@ -185,6 +180,7 @@ def decisions(money: Money, ticket_id: str, requester: str) -> dict[str, Callabl
         "withdraw": lambda n, _who: money.withdraw(n, ticket_id, requester),
         "expire": lambda n, _who: money.expire_due(n),
         "deliver": lambda n, _who: money.deliver(n, ticket_id),
+        "deliver unpaid": lambda n, _who: money.deliver(n, ticket_id, pays=False),
         "fail delivery": lambda n, _who: money.fail_delivery(n, ticket_id),
         "settle": lambda n, who: money.settle(n, ticket_id, who),
     }
@@ -196,7 +192,8 @@ async def at_once(money: Money, ticket_id: str, requester: str, pair: tuple[str,
     await asyncio.gather(refused(ops[pair[0]](0, who[0])), refused(ops[pair[1]](1, who[1])))
 
 
-OPERATIONS = ("approve", "approve less", "reject", "withdraw", "expire", "deliver", "fail delivery", "settle")
+OPERATIONS = ("approve", "approve less", "reject", "withdraw", "expire", "deliver", "deliver unpaid", "fail delivery",
+              "settle")
 
 
 class LedgerMachine(RuleBasedStateMachine):
@@ -266,9 +263,9 @@ class LedgerMachine(RuleBasedStateMachine):
         if sweep:
             self.run(refused(self.money.expire_due(0)))
 
-    @rule(ticket=tickets)
-    def deliver(self, ticket: str) -> None:
-        self.run(refused(self.money.deliver(0, ticket)))
+    @rule(ticket=tickets, pays=st.booleans())
+    def deliver(self, ticket: str, pays: bool) -> None:
+        self.run(refused(self.money.deliver(0, ticket, pays=pays)))
 
     @rule(ticket=tickets)
     def delivery_fails(self, ticket: str) -> None:

@@ -35,6 +35,7 @@ need = { finance = 2 }
 above = 20000
 need = { finance = 1, cfo = 1 }
 """
+SELF_CFO = "[group.cfo]\nallow_self_approval = true\n"
 APPROVERS = ("bob:tok-bbbbbbbb:finance,carol:tok-cccccccc:finance,dave:tok-dddddddd:cfo,"
              "erin:tok-eeeeeeee:finance+cfo,olga:tok-oooooooo:ops,alice:tok-aaaaaaaa:cfo")
 
@@ -140,6 +141,56 @@ async def test_someone_in_two_groups_moves_to_the_group_still_needed(ledger):
     await ledger.tickets.decide(ticket.id, approver="erin", approve=True)
     approved = await ledger.tickets.decide(ticket.id, approver="carol", approve=True)
     assert (approved.status, approved.counted_for) == (TicketStatus.APPROVED, {"erin": "cfo", "carol": "finance"})
+
+
+async def test_the_requesters_own_approval_counts_only_where_self_approval_is_allowed_however_many_follow(
+        db_url, tmp_path):
+    """docs/policy.md's example: erin (finance and cfo) asks for $25,000 and approves it herself, which counts for
+    cfo only; dave (cfo) adds nothing, and only a finance approver other than erin completes it."""
+    ledger = Ledger(db_url, policy=Policy(rules=policy_at(tmp_path, POLICY + SELF_CFO)))
+    try:
+        ticket = await open_ticket_for(ledger, 2_500_000, user="erin")
+        own = await ledger.tickets.decide(ticket.id, approver="erin", approve=True)
+        assert (own.status, own.counted_for) == (TicketStatus.PENDING, {"erin": "cfo"})
+        with pytest.raises(NotInGroup, match="at 1 of 2: needs 1 more from finance; its approvals from your groups"):
+            await ledger.tickets.decide(ticket.id, approver="dave", approve=True)
+        assert (await ledger.tickets.get(ticket.id)).still_missing == "1 of 2: needs 1 more from finance"
+        approved = await ledger.tickets.decide(ticket.id, approver="carol", approve=True)
+
+        assert (approved.status, approved.counted_for) == (TicketStatus.APPROVED, {"erin": "cfo", "carol": "finance"})
+        document = await ledger.evidence(ticket.id)
+        assert [(d["approver"], d["counted_for"]) for d in document["decisions"]] == [("erin", "cfo"),
+                                                                                       ("carol", "finance")]
+    finally:
+        await ledger.close()
+
+
+async def test_an_approver_who_left_the_group_no_longer_counts_and_their_place_is_open_again(db_url, tmp_path):
+    """Membership is read at each approval: bob approved for finance, then left it (a restart with new APPROVERS)."""
+    before = Ledger(db_url, policy=Policy(rules=policy_at(tmp_path)))
+    ticket = await open_ticket_for(before, 600_000)  # finance = 2
+    await before.tickets.decide(ticket.id, approver="bob", approve=True)
+    await before.close()
+    ledger = Ledger(db_url, policy=Policy(rules=policy_at(tmp_path, raw=APPROVERS.replace("bob:tok-bbbbbbbb:finance",
+                                                                                         "bob:tok-bbbbbbbb:ops"))))
+    try:
+        now = await ledger.tickets.get(ticket.id)
+        gone = "0 of 2: needs 2 more from finance (bob approved, but no longer counts: not in a group it needs now)"
+        assert (now.still_missing, now.counted_for, now.no_longer_counting) == (gone, {}, ["bob"])
+        with pytest.raises(AlreadyApprovedByYou, match=r"0 of 2: needs 2 more from finance \(bob approved"):
+            await ledger.tickets.decide(ticket.id, approver="bob", approve=True)
+        first = await ledger.tickets.decide(ticket.id, approver="carol", approve=True)
+        assert (first.status, first.counted_for) == (TicketStatus.PENDING, {"carol": "finance"})
+        assert first.still_missing.startswith("1 of 2: needs 1 more from finance (bob approved, but no longer")
+        approved = await ledger.tickets.decide(ticket.id, approver="erin", approve=True)
+
+        assert (approved.status, approved.counted_for) == (TicketStatus.APPROVED, {"carol": "finance",
+                                                                                   "erin": "finance"})
+        document = await ledger.evidence(ticket.id)
+        assert [(d["approver"], d["counted_for"]) for d in document["decisions"]] == [
+            ("bob", None), ("carol", "finance"), ("erin", "finance")]
+    finally:
+        await ledger.close()
 
 
 async def test_the_first_rejection_by_an_eligible_approver_rejects_and_no_approval_follows(ledger):

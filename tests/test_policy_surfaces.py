@@ -20,7 +20,7 @@ from support.tickets import open_ticket_for
 from long_running_agent.approval.courier import Outcome, decide_and_deliver
 from long_running_agent.cli import commands, render
 from long_running_agent.cli.entry import parser
-from long_running_agent.ledger import TicketNotFound, evidence, policy_file
+from long_running_agent.ledger import Ledger, TicketNotFound, evidence, policy_file
 from long_running_agent.refusals.values import InputError
 from long_running_agent.slack.messages import Buttons, event_text, updated_message
 from long_running_agent.transcript import Transcript
@@ -92,6 +92,53 @@ async def test_the_cli_inbox_and_report_say_what_is_missing_by_group(groups, cap
     assert "[1 of 2: needs 1 more from cfo; approved by dave for finance]" in capsys.readouterr().out
     await cli("show", ticket.id)
     assert "\nApprovals: 1 of 2: needs 1 more from cfo; approved by dave for finance\n" in capsys.readouterr().out
+
+
+async def test_an_approval_whose_approver_left_the_group_shows_as_no_longer_counting_on_every_surface(
+        groups, configure, capsys):
+    before = Ledger(current().settings.database_url, policy=current().policy)  # the process before the restart
+    ticket = await open_ticket_for(before, 1_200_000)  # 1 from finance and 1 from cfo
+    await before.tickets.decide(ticket.id, approver="bob", approve=True)
+    await before.close()
+    configure(approvers=APPROVERS.replace("bob:bob-token-1:finance", "bob:bob-token-1:ops"))  # a restart
+    gone = ("0 of 2: needs 1 more from finance and 1 more from cfo (bob approved, but no longer counts: not in a "
+            "group it needs now)")
+
+    async with in_process() as client:
+        shown = (await client.get(f"/api/approvals/{ticket.id}", headers=by("carol"))).json()["ticket"]
+        assert (shown["missing"], shown["counted_for"], shown["no_longer_counting"]) == (gone, [], ["bob"])
+        blocks = updated_message(shown, None, Buttons(forms=True))["blocks"]
+        fields = [f["text"] for b in blocks for f in b.get("fields", [])]
+        assert f"*Approvals*\n{gone}" in fields
+        await cli("show", ticket.id)
+        assert f"\nApprovals: {gone}\n" in capsys.readouterr().out
+        await cli("inbox")
+        assert f"[{gone}]" in capsys.readouterr().out
+
+        taken = await client.post(f"/api/approvals/{ticket.id}/approve", headers=by("dave"), json={})  # finance
+        assert taken.status_code == 200, taken.text
+        assert taken.json()["ticket"]["missing"] == ("1 of 2: needs 1 more from cfo (bob approved, but no longer "
+                                                      "counts: not in a group it needs now)")
+
+
+async def test_a_requesters_own_approval_leaves_the_other_group_missing_on_every_surface(tmp_path, sqlite_url,
+                                                                                       configure, capsys):
+    """docs/policy.md's example: erin, in finance and cfo, approves her own $25,000; cfo allows it, finance not."""
+    path = tmp_path / "policy.toml"
+    path.write_text(POLICY)
+    configure(approval_policy=path, approvers=policy_file.approvers(APPROVERS + ",erin:erin-token-1:finance+cfo"))
+    async with in_process() as client:  # first: the server's store shares the ledger's engine
+        ticket = await open_ticket_for(current().ledger, 2_500_000, user="erin")
+        await cli("approve", ticket.id, "--approver", "erin")
+        capsys.readouterr()
+        refused = await client.post(f"/api/approvals/{ticket.id}/approve", headers=by("carol"), json={})  # cfo
+        assert refused.status_code == 403 and refused.json()["error"] == "not_in_group", refused.text
+        assert "1 of 2: needs 1 more from finance" in refused.json()["message"]
+        shown = (await client.get(f"/api/approvals/{ticket.id}", headers=by("carol"))).json()["ticket"]
+    assert (shown["missing"], shown["counted_for"]) == ("1 of 2: needs 1 more from finance",
+                                                        [{"approver": "erin", "group": "cfo"}])
+    assert await cli("show", ticket.id) == 0
+    assert "\nApprovals: 1 of 2: needs 1 more from finance; approved by erin for cfo\n" in capsys.readouterr().out
 
 
 async def test_under_the_default_policy_the_progress_stays_in_plain_words(sqlite_url):

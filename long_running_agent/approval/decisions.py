@@ -1,19 +1,21 @@
 """A decision as the agent receives it: the FunctionResponse built from the ledger's record, and the check of one.
 
-A response agrees when every field the ledger knows says what the ledger says; a field it does not know passes as
-sent, authority for nothing, since `reimburse` pays only what the ledger approved (docs/security.md#the-guard).
+A response agrees when every field the ledger knows says what the ledger says, an amount read by the rule `reimburse`
+reads amounts with; a field it does not know passes as sent, authority for nothing, since `reimburse` pays only what
+the ledger approved (docs/security.md#the-guard).
 """
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from google.adk.sessions import Session
 from google.genai import types
 
 from ..ledger import Ticket, TicketStatus
-from ..ledger.policy import from_cents
+from ..ledger.inputs import AmountError
+from ..ledger.policy import Limits, from_cents, parse_amount
 
 
 def decision_message(ticket: Ticket) -> types.Content:
@@ -40,17 +42,22 @@ def _ledger_says(ticket: Ticket) -> dict[str, Any]:
     }
 
 
-def _same(claimed: Any, held: Any) -> bool:
+def _same(claimed: Any, held: Any, limits: Limits) -> bool:
+    """Whether `claimed` says `held`; an amount the rule refuses raises AmountError."""
     if isinstance(held, Decimal):
-        try:
-            return not isinstance(claimed, bool) and Decimal(str(claimed)) == held
-        except (InvalidOperation, ValueError):
-            return False
+        # The model passes the amount it is shown on to `reimburse`: read by any other rule, a spelling
+        # such as "2e2" would agree here and be refused there, and the run would end with nothing paid.
+        return parse_amount(claimed, limits) == held
     return bool(claimed == held)
 
 
-def disagreement(response: types.FunctionResponse, call: types.FunctionCall, ticket: Ticket) -> str | None:
-    """What `response` says that the ledger does not, in words naming both; None when it agrees."""
+def disagreement(
+    response: types.FunctionResponse, call: types.FunctionCall, ticket: Ticket, limits: Limits
+) -> str | None:
+    """What `response` says that the ledger does not, in words naming both; None when it agrees.
+
+    `limits`: the policy `reimburse` reads amounts under (policy.parse_amount).
+    """
     if response.name != call.name:
         return f"it names the call {response.name!r}, but call {call.id} is {call.name!r}"
     claimed = claimed_status(response)
@@ -59,8 +66,16 @@ def disagreement(response: types.FunctionResponse, call: types.FunctionCall, tic
                 else f"it says no status, but the ledger has ticket {ticket.id} {ticket.status}")
     payload: Any = response.response or {}
     for field, held in _ledger_says(ticket).items():
-        if field in payload and not _same(payload[field], held):
-            return f"its {field} is {payload[field]!r}, but the ledger's is {held!r} (ticket {ticket.id})"
+        if field not in payload:
+            continue
+        shown = f"${held:,}" if isinstance(held, Decimal) else repr(held)
+        try:
+            same = _same(payload[field], held, limits)
+        except AmountError as error:
+            return (f"its {field} is {payload[field]!r}, which reimburse would refuse ({str(error).rstrip('.')}); "
+                    f"the ledger's is {shown} (ticket {ticket.id})")
+        if not same:
+            return f"its {field} is {payload[field]!r}, but the ledger's is {shown} (ticket {ticket.id})"
     return None
 
 

@@ -190,7 +190,7 @@ class ApprovalGuard(BasePlugin):
             raise StillPending(ticket.id)
         if ticket.delivered_at or ticket.settled_at:
             raise await already_delivered(ledger, ticket)
-        if (why := disagreement(response, call, ticket)) is not None:
+        if (why := disagreement(response, call, ticket, ledger.policy)) is not None:
             await ledger.tickets.record_refusal(ticket.id, actor=context.session.user_id, detail=f"response: {why}")
             raise AnswerDisagrees(ticket.id, why)
         run.delivering.append(ticket.id)

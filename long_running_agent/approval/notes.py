@@ -100,9 +100,9 @@ async def news(ledger: Ledger, ticket: Ticket) -> str:
     """The ticket's state as the ledger knows it, for a question asked where its decision is awaited."""
     what = f"Ticket {ticket.id} ({ticket.amount_text} for {ticket.purpose})"
     if ticket.status is TicketStatus.PENDING:
-        if ticket.counted_for:
-            state = (f"{what} waits for more approvals ({ticket.still_missing}; approved by "
-                     f"{quorum.counted_words(ticket.counted_for)}).")
+        if ticket.approvals:
+            by = f"; approved by {quorum.counted_words(ticket.counted_for)}" if ticket.counted_for else ""
+            state = f"{what} waits for more approvals ({ticket.still_missing}{by})."
         elif ticket.needed != ((quorum.EVERYONE, 1),):
             state = f"{what} is still pending: it needs {quorum.need_words(ticket.needed)}."
         else:

@@ -55,9 +55,10 @@ def waiting(ticket: Ticket) -> str | None:
     or "needs 2 approvers" before any approval; None when one approval from anyone decides it."""
     if ticket.status is not TicketStatus.PENDING or ticket.needed == ((quorum.EVERYONE, 1),):
         return None
-    if not ticket.counted_for:
+    if not ticket.approvals:
         return f"needs {quorum.need_words(ticket.needed)}"
-    return f"{ticket.still_missing}; approved by {quorum.counted_words(ticket.counted_for)}"
+    counted = f"; approved by {quorum.counted_words(ticket.counted_for)}" if ticket.counted_for else ""
+    return f"{ticket.still_missing}{counted}"
 
 
 def undelivered(inbox: Inbox, limit: int, failed: dict[str, datetime]) -> None:

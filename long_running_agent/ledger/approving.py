@@ -48,31 +48,29 @@ _ROUNDS = 8
 
 def eligible(rules: quorum.Rules, ticket: Ticket, approver: str, *, from_chat: bool = False) -> frozenset[str]:
     """The groups of the ticket's need `approver` may count for: their own, their own request only where allowed."""
-    needed = {group for group, _ in ticket.needed}
     if from_chat:  # DEV_CHAT_APPROVAL: the requester, where one approval decides
         if ticket.approvals_needed > 1:
             raise NotAllowed(ticket.id, approver)
-        return frozenset(needed)
-    groups = rules.groups_of(approver) & needed
-    if requester_of(ticket.user_id) == approver:
-        groups &= rules.self_approval
-        if not groups:
-            raise NotAllowed(ticket.id, approver)
+        return frozenset(group for group, _ in ticket.needed)
+    groups = ticket.eligible(rules, approver)
+    if requester_of(ticket.user_id) == approver and not groups:
+        raise NotAllowed(ticket.id, approver)
     return groups
 
 
 def judged(rules: quorum.Rules, ticket: Ticket, approver: str, groups: frozenset[str]) -> dict[str, str]:
-    """Who counts for which group once `approver` approves; raises if their approval would not count."""
-    so_far = ticket.counted_for
-    if approver in so_far:
-        raise AlreadyApprovedByYou(ticket, approver)
+    """Every approval once `approver` approves, each with the group it counts for ("" for none): the approvals
+    given are matched again with each approver's groups now, and the new one must add a place, or it is refused."""
+    now = ticket.under(rules)
+    if approver in now.approvals:
+        raise AlreadyApprovedByYou(now, approver)
     if not groups:
-        raise NotInGroup(ticket, approver, rules.groups_of(approver), counts=False)
-    voters = {who: rules.groups_of(who) for who in so_far} | {approver: groups}
-    counted = quorum.counted(ticket.needed, voters)
+        raise NotInGroup(now, approver, rules.groups_of(approver), counts=False)
+    so_far = now.counted_for
+    counted = quorum.counted(ticket.needed, {who: ticket.eligible(rules, who) for who in so_far} | {approver: groups})
     if approver not in counted or len(counted) <= len(so_far):
-        raise NotInGroup(ticket, approver, groups, counts=True)
-    return counted
+        raise NotInGroup(now, approver, groups, counts=True)
+    return {who: counted.get(who, "") for who in now.approvals} | {approver: counted[approver]}
 
 
 class Approval(NamedTuple):
@@ -92,13 +90,14 @@ async def approve(
     for _ in range(_ROUNDS):
         groups = eligible(rules, ticket, values["who"], from_chat=from_chat)
         counted = judged(rules, ticket, values["who"], groups)
-        complete = len(counted) == ticket.approvals_needed
+        complete = sum(1 for group in counted.values() if group) == ticket.approvals_needed
         judged_against = {"seen": ticket.counted or "", "counted": quorum.counted_text(counted)}
         row = (await db.execute(_QUORUM if complete else _APPROVAL, values | judged_against)).first()
         if row is not None:
             moved = Ticket.of(row)
             # "1 of 2: needs 1 more from cfo: <reason>" where more than one approval decides.
-            progress = quorum.progress_text(moved.needed, moved.counted_for) if moved.needs_two_approvers else None
+            progress = (quorum.progress_text(moved.needed, moved.counted_for, moved.no_longer_counting)
+                        if moved.needs_two_approvers else None)
             said = ": ".join(filter(None, (progress, detail))) or None
             if complete:
                 return Approval(moved, "approved", "ticket.approved", said)

@@ -1,14 +1,16 @@
 """Deliveries: whether each decision reached its conversation, and settling those that never can (docs/security.md).
 
 The run that delivers a decision records it under the conversation's lock (locks.py); a failed attempt records why.
+An approval is delivered only with its payout: a run that ended without paying it is a failed attempt (`UNPAID`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
-from sqlalchemy import Select, bindparam, func, select, update
+from sqlalchemy import Select, bindparam, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -22,12 +24,15 @@ from .schema import (
     IN_BOUND_CONVERSATION,
     TICKET_COLUMNS,
     AuditRow,
+    PayoutRow,
     TicketRow,
     conversation_params,
     in_conversation,
     undelivered,
 )
 from .tickets import Tickets, row_of
+
+logger = logging.getLogger(__name__)
 
 
 def undelivered_in(
@@ -43,10 +48,22 @@ _OPEN_IN = select(*TICKET_COLUMNS).where(
     IN_BOUND_CONVERSATION,
     (TicketRow.status == TicketStatus.PENDING) | (TicketRow.delivered_at.is_(None) & TicketRow.settled_at.is_(None)),
 )
+# An approved ticket counts as delivered only with its payout: once the run delivering it has ended unpaid (the
+# agent did not call `reimburse`, or called it with what `reimburse` refuses), only another delivery or a settlement
+# can pay it, and a ticket marked delivered allows neither.
+_PAID_OR_NOT_APPROVED = (TicketRow.status != TicketStatus.APPROVED.value) | exists().where(
+    PayoutRow.ticket_id == TicketRow.id)
+_THESE_UNDELIVERED = TicketRow.id.in_(bindparam("ids", expanding=True)), TicketRow.delivered_at.is_(None)
 _MARK_DELIVERED = (
-    update(TicketRow)
-    .where(TicketRow.id.in_(bindparam("ids", expanding=True)), TicketRow.delivered_at.is_(None))
+    update(TicketRow).where(*_THESE_UNDELIVERED, _PAID_OR_NOT_APPROVED)
     .values(delivered_at=bindparam("now"), delivery_error=None)
+    .returning(TicketRow.id)
+)
+UNPAID = ("it was sent, but the agent's run ended without paying it (it did not call reimburse for the approved "
+          "amount, or reimburse refused the call), so it counts as not delivered; nothing was paid")
+_MARK_UNPAID = (
+    update(TicketRow).where(*_THESE_UNDELIVERED, TicketRow.settled_at.is_(None), ~_PAID_OR_NOT_APPROVED)
+    .values(delivery_error=UNPAID)
     .returning(TicketRow.id)
 )
 
@@ -76,11 +93,13 @@ class Deliveries:
         async with self.database.transaction() as db:
             return await self.read_open_in(conversation)(db)
 
-    @staticmethod
-    def read_open_in(conversation: Conversation) -> Callable[[AsyncConnection], Awaitable[list[Ticket]]]:
+    def read_open_in(self, conversation: Conversation) -> Callable[[AsyncConnection], Awaitable[list[Ticket]]]:
         """`open_in` as a read to make in a transaction of one's own (e.g. the one that takes a lock)."""
+        rules = self.tickets.rules
+
         async def read(db: AsyncConnection) -> list[Ticket]:
-            return [Ticket.of(row) for row in await db.execute(_OPEN_IN, conversation_params(conversation))]
+            rows = await db.execute(_OPEN_IN, conversation_params(conversation))
+            return [Ticket.of(row).under(rules) for row in rows]
 
         return read
 
@@ -135,17 +154,24 @@ class Deliveries:
             return {ticket_id: at.replace(tzinfo=at.tzinfo or UTC) for ticket_id, at in rows.all() if at is not None}
 
     async def mark_delivered(self, ticket_id: str, *, actor: str) -> bool:
-        """Record that the decision reached the conversation; False if it already had."""
+        """Record that the run delivering the decision has ended; False if it was delivered before, or is unpaid."""
         async with self.database.transaction() as db:
             return bool(await self.record_delivered(db, [ticket_id], actor))
 
     async def record_delivered(self, db: AsyncConnection, ticket_ids: Sequence[str], actor: str) -> list[str]:
-        """Mark these decisions delivered in `db`'s transaction; returns those not marked before."""
-        now = self.database.now()
-        marked = list(await db.scalars(_MARK_DELIVERED, {"ids": list(ticket_ids), "now": now}))
+        """Mark these decisions delivered in `db`'s transaction, as the run delivering them ends; returns those not
+        marked before. An approval the run did not pay is recorded as a failed delivery instead (`UNPAID`), so that
+        delivering it again or settling it pays it."""
+        now, ids = self.database.now(), list(ticket_ids)
+        marked = list(await db.scalars(_MARK_DELIVERED, {"ids": ids, "now": now}))
         for ticket_id in marked:
             await audit.write(db, ticket_id, at=now, actor=actor, action="delivered",
                               detail="the decision reached the conversation")
+        for ticket_id in list(await db.scalars(_MARK_UNPAID, {"ids": ids})):
+            logger.warning("Ticket %s: %s (the conversation shows what the agent did)", ticket_id, UNPAID)
+            with self.database.watch.step("ledger.undelivered", ticket=ticket_id) as step:
+                await audit.write(db, ticket_id, at=now, actor=actor, action="undelivered", detail=UNPAID)
+                step.note(delivery_failed=True)
         return marked
 
     async def mark_undelivered(self, ticket_id: str, *, actor: str, error: str) -> None:

@@ -63,20 +63,28 @@ async def add(db: AsyncConnection, ticket_id: str, *, approver: str, approve: bo
                       detail=entry(approver, approve, counted_as, cents, via.channel, principal, shown))
 
 
-async def decisions(db: Any, ticket_id: str) -> list[dict[str, Any]]:
+async def decisions(db: Any, ticket: Ticket) -> list[dict[str, Any]]:
     """Each decision on the ticket with its evidence, in the order they were made, and whether the audit chain
-    holds the same evidence (`in_audit_chain`: a changed evidence row is caught; a changed chain, by verify)."""
-    rows = list(await db.execute(select(*DecisionRow.__table__.columns).where(DecisionRow.ticket_id == ticket_id)
+    holds the same evidence (`in_audit_chain`: a changed evidence row is caught; a changed chain, by verify).
+
+    `counted_for` is the group an approval counts for on the ticket as it stands (decided, or judged with who is in
+    which group now), None if it counts for none: an approval may have moved to another group since it was made.
+    """
+    rows = list(await db.execute(select(*DecisionRow.__table__.columns).where(DecisionRow.ticket_id == ticket.id)
                                  .order_by(DecisionRow.id)))
-    chained = set(await db.scalars(select(AuditRow.detail).where(AuditRow.ticket_id == ticket_id,
+    chained = set(await db.scalars(select(AuditRow.detail).where(AuditRow.ticket_id == ticket.id,
                                                                  AuditRow.action == "evidence")))
+    counts = ticket.counted_for
     return [{
-        "approver": row.approver, "decision": "approve" if row.approve else "reject", "counted_for": row.counted_as,
+        "approver": row.approver, "decision": "approve" if row.approve else "reject",
+        # A chat approval's approver is "alice (chat, DEV_CHAT_APPROVAL)": a name holds no space.
+        "counted_for": counts.get(row.approver.partition(" ")[0]) if row.approve else None,
         "amount": float(from_cents(row.cents)) if row.cents is not None else None, "channel": row.channel,
         "principal": json.loads(row.principal), "shown_sha256": row.shown, "reason": row.reason,
         "at": row.at.replace(tzinfo=row.at.tzinfo or UTC).isoformat(timespec="seconds"),
+        # As audit.write keeps it: cut at MAX_REASON.
         "in_audit_chain": entry(row.approver, bool(row.approve), row.counted_as, row.cents, row.channel,
-                                row.principal, row.shown) in chained,
+                                row.principal, row.shown)[:MAX_REASON] in chained,
     } for row in rows]
 
 

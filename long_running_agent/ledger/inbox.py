@@ -54,7 +54,7 @@ class InboxQueries:
             undelivered = await db.scalars(undelivered_in(limit=undelivered_limit, offset=undelivered_offset))
             total_undelivered = await db.scalar(count_undelivered_in())
             recent_rows = list(await db.scalars(latest_decisions(recent))) if recent else []
-            pending_tickets = [Ticket.of(row) for row in pending]
+            pending_tickets = [Ticket.of(row).under(self.tickets.rules) for row in pending]
             return Inbox(
                 now=self.database.now(),
                 pending=pending_tickets,

@@ -13,8 +13,8 @@ from decimal import Decimal
 from ..refusals.rules import NotAnApprover
 from ..refusals.values import AmountError, InputError
 
-__all__ = ["AmountError", "InputError", "amount", "approver", "is_canonical_name", "name", "printable", "purpose",
-           "reason", "unstorable"]
+__all__ = ["AmountError", "InputError", "amount", "approver", "exact_amount", "is_canonical_name", "name", "printable",
+           "purpose", "reason", "unstorable"]
 
 MAX_NAME = 64
 # Session ids, app names and call ids: ADK's session tables hold 128 characters.
@@ -160,6 +160,15 @@ def amount(raw: object, *, most: Decimal) -> Decimal:
                                               "and cents, with at most two decimals, e.g. 250.00.",
                           shown=shown, most=most)
     return cents
+
+
+def exact_amount(raw: object) -> Decimal:
+    """The exact number `raw` is, read as `amount` reads it, but with no bounds checked; raises AmountError.
+
+    For wording an amount another part has accepted (the offline model telling what was approved): read
+    any other way, a spelling `amount` takes, such as "$200", could be unreadable there.
+    """
+    return _exact(raw, most=Decimal("Infinity"))
 
 
 def _exact(raw: object, most: Decimal) -> Decimal:

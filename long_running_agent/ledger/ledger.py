@@ -115,7 +115,7 @@ class Ledger:
         ticket = await self.tickets.get(ticket_id)
         verdict = await audit_check.verify(self.database, [ticket_id])
         async with await self.database.session() as db:
-            decisions = await evidence.decisions(db, ticket_id)
+            decisions = await evidence.decisions(db, ticket)
             groups = await db.scalar(select(TicketRow.request_groups).where(TicketRow.id == ticket_id))
         message = next((g.removeprefix("message:") for g in (groups or "").splitlines() if g.startswith("message:")),
                        None)

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from .database import Database, new_id
 from .inputs import MAX_REASON
-from .records import Notification, Ticket, _utc
+from .records import Notification, Ticket, TicketStatus, _utc
 from .schema import NotificationRow
 
 # Seconds before attempt n+1, after n failures: 5 s, 30 s, 2 min, 10 min, 30 min, then hourly.
@@ -50,12 +50,14 @@ def ticket_fields(ticket: Ticket) -> dict[str, Any]:
 
 def policy_fields(ticket: Ticket) -> dict[str, Any]:
     """What the approval policy asks of the ticket (docs/policy.md): its tier and need, who counted for which group,
-    and what is still missing ("1 of 2: needs 1 more from cfo", while pending)."""
+    whose approval no longer counts (its approver left the group), and what is still missing ("1 of 2: needs 1 more
+    from cfo", while pending)."""
     return {
         "tier": ticket.tier,
         "need": dict(ticket.needed),
         "policy_version": ticket.policy_version,
         "counted_for": [{"approver": who, "group": ticket.counted_for[who]} for who in ticket.approvers],
+        "no_longer_counting": ticket.no_longer_counting if ticket.status is TicketStatus.PENDING else [],
         "missing": ticket.still_missing,
     }
 

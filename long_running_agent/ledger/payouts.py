@@ -59,7 +59,8 @@ async def pay_ticket(
     payout = _payout(conversation, call_id, ticket.purpose, cents, at, ticket_id=ticket.id)
     # The audit entry first: it locks the ticket, as a decision or a settlement does before its payout, so that
     # racing them waits instead of deadlocking on the payout's UNIQUE ticket (PostgreSQL).
-    await audit.write(db, ticket.id, at=at, actor=actor, action="paid", detail=f"{payout['id']}{note}")
+    await audit.write(db, ticket.id, at=at, actor=actor, action="paid", detail=f"{payout['id']}{note}",
+                      facts={PayoutRow.__tablename__: payout})
     await db.execute(_PAY, payout)
     return Payout.of(SimpleNamespace(**payout))
 
@@ -195,6 +196,10 @@ class Payouts:
                 if added.rowcount != 1:
                     raise _OverDailyLimit
                 await db.execute(_PAY, payout)
+                # No ticket to chain it to: the payout's own chain, keyed by its id (audit.start).
+                await audit.start(db, payout["id"], at=now, actor="reimburse", action="paid",
+                                  detail="without approval, under the daily rules",
+                                  facts={PayoutRow.__tablename__: payout})
                 await db.execute(_SAME_PURPOSE_KEY, {"payout_id": payout["id"], "requester": requester, "day": day,
                                                      "purpose_key": purpose_key})
                 # Paid is part of what the requester got that day: the two-person rule counts it too.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import NamedTuple
@@ -75,6 +75,12 @@ class Rules:
             return frozenset({EVERYONE})
         return self.members.get(approver, frozenset())
 
+    def eligible(self, approver: str, need: Need, *, requester: bool) -> frozenset[str]:
+        """The groups of `need` an approval by `approver` may count for: their own, and for the requester only
+        those that allow self-approval."""
+        groups = self.groups_of(approver) & {group for group, _ in need}
+        return groups & self.self_approval if requester else groups
+
     @classmethod
     def from_thresholds(cls, threshold: Decimal, dual_above: Decimal,
                         members: Mapping[str, frozenset[str]] | None = None) -> Rules:
@@ -126,6 +132,14 @@ def counted(need: Need, approvers: Mapping[str, frozenset[str]]) -> dict[str, st
     return {who: group_of[who] for who in approvers if who in group_of}
 
 
+def standing(need: Need, approvals: Mapping[str, str], eligible: Callable[[str], frozenset[str]]) -> dict[str, str]:
+    """The approvals given ({approver: group}, in order) judged again with each approver's groups now: those that
+    still count keep a place, the earliest first; one that counted for nothing, or now can take no place, gets ""."""
+    still = {who: eligible(who) for who, group in approvals.items() if group}
+    placed = counted(need, still)
+    return {who: placed.get(who, "") for who in approvals}
+
+
 def missing(need: Need, so_far: Mapping[str, str]) -> dict[str, int]:
     """What the need still lacks, by group, given who counted for which group."""
     given = list(so_far.values())
@@ -139,13 +153,16 @@ def need_words(need: Need) -> str:
     return " and ".join(f"{count} from {group}" for group, count in need)
 
 
-def progress_text(need: Need, so_far: Mapping[str, str]) -> str:
-    """"1 of 2: needs 1 more from cfo", or "2 of 2"."""
+def progress_text(need: Need, so_far: Mapping[str, str], no_longer: Iterable[str] = ()) -> str:
+    """"1 of 2: needs 1 more from cfo", or "2 of 2"; and whose approval no longer counts."""
     total, lacking = sum(count for _, count in need), missing(need, so_far)
     text = f"{len(so_far)} of {total}"
     if lacking:
         text += ": needs " + " and ".join(f"{count} more approver" + ("s" if count > 1 else "") if group == EVERYONE
                                           else f"{count} more from {group}" for group, count in lacking.items())
+    if gone := list(no_longer):
+        text += (f" ({' and '.join(gone)} approved, but " + ("no longer counts: not" if len(gone) == 1
+                 else "no longer count: not") + " in a group it needs now)")
     return text
 
 

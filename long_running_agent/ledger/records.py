@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from ..names import DECIDED, PayoutStatus, TicketStatus
 from . import quorum
-from .policy import from_cents
+from .policy import from_cents, requester_of
 
 if TYPE_CHECKING:
     from .schema import PayoutRow, TicketRow
@@ -30,9 +30,9 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
-def _fields(cls: Any, row: Any) -> dict[str, Any]:
-    """The dataclass `cls`'s fields from the row's attributes of the same names, times in UTC."""
-    values = {name: getattr(row, name) for name in cls.__dataclass_fields__}
+def _fields(cls: Any, row: Any, *, besides: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The dataclass `cls`'s fields (but `besides`) from the row's attributes of the same names, times in UTC."""
+    values = {name: getattr(row, name) for name in cls.__dataclass_fields__ if name not in besides}
     return {name: _utc(value) if isinstance(value, datetime) else value for name, value in values.items()}
 
 
@@ -87,16 +87,33 @@ class Ticket:
     delivery_error: str | None
     settled_by: str | None
     settled_at: datetime | None
-    # Its policy tier (quorum.py): the need ("finance=1,cfo=1"), its number and version, and who counted so far.
+    # Its policy tier (quorum.py): the need ("finance=1,cfo=1"), its number and version, and who approved so far,
+    # each with the group they counted for when the last approval was judged ("bob=finance"; "bob=" no longer counts).
     need: str | None = None
     tier: int | None = None
     policy_version: str | None = None
     counted: str | None = None
+    # Not a column: `counted` judged again with who is in which group now (`under`), while the ticket is pending.
+    standing: str | None = None
 
     @classmethod
     def of(cls, row: TicketRow | Any) -> Ticket:
         """From a TicketRow, or a Core row of its columns (schema.TICKET_COLUMNS)."""
-        return cls(**_fields(cls, row) | {"status": TicketStatus(row.status)})
+        return cls(**_fields(cls, row, besides=("standing",)) | {"status": TicketStatus(row.status)})
+
+    def under(self, rules: quorum.Rules) -> Ticket:
+        """The ticket with its approvals as they count under `rules` now: an approver who left the groups their
+        approval counted for no longer counts, and their place is open again (docs/policy.md). A decided ticket
+        stays as it was decided."""
+        if self.status is not TicketStatus.PENDING or not self.counted:
+            return self
+        now = quorum.standing(self.needed, quorum.parse_counted(self.counted), lambda who: self.eligible(rules, who))
+        return replace(self, standing=quorum.counted_text(now))
+
+    def eligible(self, rules: quorum.Rules, approver: str) -> frozenset[str]:
+        """The groups of this ticket's need `approver` may count for now: their own; the requester's, only those
+        that allow self-approval."""
+        return rules.eligible(approver, self.needed, requester=requester_of(self.user_id) == approver)
 
     @property
     def amount(self) -> float:
@@ -135,9 +152,19 @@ class Ticket:
         return quorum.parse_need(self.need) if self.need else ((quorum.EVERYONE, self.approvals_needed),)
 
     @property
+    def approvals(self) -> dict[str, str]:
+        """Who approved so far, in order, each with the group they count for ("" for one that no longer counts)."""
+        return quorum.parse_counted(self.counted if self.standing is None else self.standing)
+
+    @property
     def counted_for(self) -> dict[str, str]:
-        """Who approved so far, each with the group they counted for."""
-        return quorum.parse_counted(self.counted)
+        """Whose approvals count, each with the group they count for."""
+        return {who: group for who, group in self.approvals.items() if group}
+
+    @property
+    def no_longer_counting(self) -> list[str]:
+        """Approvers whose approval counts no longer: they left the groups it could count for."""
+        return [who for who, group in self.approvals.items() if not group]
 
     @property
     def approvals_so_far(self) -> str:
@@ -147,7 +174,9 @@ class Ticket:
     @property
     def still_missing(self) -> str | None:
         """"1 of 2: needs 1 more from cfo" while pending; None once decided."""
-        return quorum.progress_text(self.needed, self.counted_for) if self.status is TicketStatus.PENDING else None
+        if self.status is not TicketStatus.PENDING:
+            return None
+        return quorum.progress_text(self.needed, self.counted_for, self.no_longer_counting)
 
     @property
     def approvals_shown(self) -> str | None:

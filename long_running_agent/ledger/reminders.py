@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
-from . import audit
+from . import audit, quorum
 from .database import Database
 from .outbox import Outbox
 from .records import Ticket, TicketStatus
@@ -17,9 +17,11 @@ from .schema import TICKET_COLUMNS, TicketRow
 
 
 async def remind_due(
-    database: Database, outbox: Outbox, remind_before: timedelta, escalate_to: tuple[str, ...] = ()
+    database: Database, outbox: Outbox, remind_before: timedelta, escalate_to: tuple[str, ...] = (), *,
+    rules: quorum.Rules = quorum.DEFAULT_RULES,
 ) -> list[Ticket]:
-    """Remind (once) of each pending ticket that expires within `remind_before`; escalate it too."""
+    """Remind (once) of each pending ticket that expires within `remind_before`; escalate it too. Each reminder
+    says what the ticket still needs under `rules` now."""
     now = database.now()
     async with await database.session() as db:
         due = list(await db.scalars(
@@ -39,7 +41,7 @@ async def remind_due(
             )).first()
             if row is None:
                 continue
-            ticket = Ticket.of(row)
+            ticket = Ticket.of(row).under(rules)
             await audit.write(db, ticket_id, at=now, actor="system", action="reminded",
                               detail=f"it expires at {ticket.expires_at:%Y-%m-%d %H:%M} UTC")
             await outbox.add(db, "ticket.reminder", ticket, now)

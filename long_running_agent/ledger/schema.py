@@ -166,7 +166,11 @@ class AutoApprovedPayoutRow(Base):
 
 
 class AuditRow(Base):
-    """One entry of a ticket's trail, chained: `hash` covers its content and the previous row's hash (audit.py)."""
+    """One entry of a ticket's trail, chained: `hash` covers its content and the previous row's hash (audit.py).
+
+    `ticket_id` is the chain's key: a ticket's id, or for a payout made without approval its payout's id. `facts`:
+    the columns of the ticket or payout this entry records, as written (chain.STATED), for `audit verify` to compare.
+    """
 
     __tablename__ = "approval_audit"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -175,6 +179,7 @@ class AuditRow(Base):
     actor: Mapped[str] = mapped_column(String(128))
     action: Mapped[str] = mapped_column(String(32))
     detail: Mapped[str | None] = mapped_column(String(500))
+    facts: Mapped[str | None] = mapped_column(Text)
     seq: Mapped[int] = mapped_column(Integer)
     hash: Mapped[str] = mapped_column(String(64))
 

@@ -121,7 +121,8 @@ class Tickets:
                            "requests and payouts today, or in the same message)")
             elif tier.need != ((quorum.EVERYONE, 1),):
                 detail += f" ({needs})"
-            await audit.write(db, ticket_id, at=now, actor=user_id, action="requested", detail=detail)
+            await audit.write(db, ticket_id, at=now, actor=user_id, action="requested", detail=detail,
+                              facts={TicketRow.__tablename__: values})
             ticket = Ticket.of(SimpleNamespace(**(dict.fromkeys(c.name for c in TICKET_COLUMNS) | values)))
             await self.outbox.add(db, "ticket.requested", ticket, now)
         return ticket
@@ -147,19 +148,19 @@ class Tickets:
 
     async def get(self, ticket_id: str) -> Ticket:
         async with self.database.transaction() as db:
-            return Ticket.of(await row_of(db, ticket_id))
+            return Ticket.of(await row_of(db, ticket_id)).under(self.rules)
 
     async def find_by_call(self, conversation: Conversation, call_id: str) -> Ticket | None:
         """The ticket opened by call `call_id` in this very conversation (app, user and session)."""
         async with await self.database.session() as db:
             row = await db.scalar(select(TicketRow).where(in_conversation(conversation), TicketRow.call_id == call_id))
-        return Ticket.of(row) if row else None
+        return Ticket.of(row).under(self.rules) if row else None
 
     async def with_status(
         self, status: TicketStatus = TicketStatus.PENDING, limit: int = 50, offset: int = 0
     ) -> list[Ticket]:
         async with await self.database.session() as db:
-            return [Ticket.of(row) for row in await db.scalars(tickets_in(status, limit, offset))]
+            return [Ticket.of(row).under(self.rules) for row in await db.scalars(tickets_in(status, limit, offset))]
 
     async def recent_decisions(self, limit: int = 20) -> list[Ticket]:
         async with await self.database.session() as db:
@@ -205,7 +206,7 @@ class Tickets:
                     await self._recorded(db, approval.ticket, values, approval.action, approval.event, approval.detail)
             else:
                 if not approving.eligible(self.rules, ticket, who, from_chat=from_chat):
-                    raise NotInGroup(ticket, who, self.rules.groups_of(who), counts=False)
+                    raise NotInGroup(ticket.under(self.rules), who, self.rules.groups_of(who), counts=False)
                 moved = await self._move(db, _MOVE[TicketStatus.REJECTED], values, "rejected",
                                          EVENT_OF[TicketStatus.REJECTED], detail)
             if moved is not None:
@@ -214,7 +215,7 @@ class Tickets:
                     await then(db, moved)
             current = moved or await self._current(db, ticket_id)
         if moved is None:
-            await self._refuse(current, who, cents, now)
+            await self._refuse(current.under(self.rules), who, cents, now)
         return current
 
     @staticmethod
@@ -296,7 +297,7 @@ class Tickets:
 
     async def remind_due(self, remind_before: timedelta, escalate_to: tuple[str, ...] = ()) -> list[Ticket]:
         """Remind (once) of each pending ticket that expires within `remind_before`; escalate it too (reminders.py)."""
-        return await reminders.remind_due(self.database, self.outbox, remind_before, escalate_to)
+        return await reminders.remind_due(self.database, self.outbox, remind_before, escalate_to, rules=self.rules)
 
     async def record_refusal(self, ticket_id: str, *, actor: str, detail: str) -> None:
         async with self.database.transaction() as db:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from google.genai import types
 
+from ..ledger.inputs import exact_amount
 from ..names import APPROVAL_TOOL, REIMBURSE_TOOL, WITHDRAW_TOOL
 
 
@@ -34,7 +34,8 @@ class Answer:
 
 
 def dollars(value: Any) -> str:
-    return f"${Decimal(str(value)):,.2f}"
+    """An amount as "$1,250.00"; a response's amount is read as the guard and `reimburse` read it (ledger/inputs.py)."""
+    return f"${exact_amount(value):,.2f}"
 
 
 def call_tool(name: str, **args: Any) -> types.Part:

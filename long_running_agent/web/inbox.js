@@ -58,11 +58,11 @@ function progress(t) {
   const need = Object.entries(t.need);
   const anyone = need.length === 1 && need[0][0] === "approvers";
   if (t.status !== "pending" || (anyone && need[0][1] === 1)) return "";
-  if (!t.counted_for.length) {
+  if (!t.counted_for.length && !t.no_longer_counting.length) {
     return "needs " + (anyone ? `${need[0][1]} approvers` : need.map(([group, n]) => `${n} from ${group}`).join(" and "));
   }
   const by = t.counted_for.map((c) => c.group === "approvers" ? c.approver : `${c.approver} for ${c.group}`);
-  return `${t.missing}; approved by ${by.join(" and ")}`;
+  return t.missing + (by.length ? `; approved by ${by.join(" and ")}` : "");
 }
 
 function ticketButton(ticket, columns) {

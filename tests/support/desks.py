@@ -49,6 +49,7 @@ class TestDesk(Desk):
         self.app_override = app or self.app_override
         self._ledgers.clear()
         self._app = None
+        self._policy = None  # APPROVERS and the policy file are read again, as at a restart
         return self
 
 

@@ -14,6 +14,7 @@ from pydantic import Field
 from long_running_agent.agent import build_app
 from long_running_agent.ledger import Ledger
 from long_running_agent.ledger.engine import create_engine
+from long_running_agent.ledger.schema import Base, PendingCountRow
 from long_running_agent.model.offline import OFFLINE_MODEL_NAME, OfflineExpenseModel
 
 from . import desks, ledger_template
@@ -94,3 +95,12 @@ def ledger_at(database_url: str | None = None) -> Ledger:
 async def close_opened() -> None:
     while _opened:
         await _opened.pop().dispose()
+
+
+async def empty(ledger: Ledger) -> None:
+    """Every table emptied (children first), for a search's next example on the same database."""
+    async with await ledger.database.session() as db, db.begin():
+        for table in reversed(Base.metadata.sorted_tables):
+            await db.execute(table.delete())
+        # Emptying the tickets moved the pending count (a trigger); it starts again from nothing.
+        await db.execute(PendingCountRow.__table__.delete())

@@ -48,8 +48,16 @@ async def decide_and_mark_delivered(ledger: Ledger, count: int, prefix: str = "r
     decided = []
     for ticket in await open_tickets(ledger, count, prefix):
         decided.append(await ledger.tickets.decide(ticket.id, approver="carol", approve=True))
-        await ledger.deliveries.mark_delivered(ticket.id, actor="carol")
+        await pay_and_mark_delivered(ledger, decided[-1], actor="carol")
     return decided
+
+
+async def pay_and_mark_delivered(ledger: Ledger, approved: Ticket, *, actor: str) -> None:
+    """What the run delivering an approval does: `reimburse` pays it, and the run's end marks it delivered (an
+    approval it did not pay is recorded as a failed delivery instead: ledger/deliveries.py)."""
+    await ledger.payouts.pay_approved(conversation=approved.conversation, call_id=f"pay-{approved.id}",
+                                      purpose=approved.purpose, amount_cents=approved.payable_cents, prefer=[approved])
+    await ledger.deliveries.mark_delivered(approved.id, actor=actor)
 
 
 async def decided_not_delivered(ledger: Ledger, ticket_id: str, why: str) -> Ticket:
