@@ -62,16 +62,21 @@ async def _named(ledger: Ledger, table: str) -> list[Break]:
     return [broken for broken in verdict.breaks if broken.table == table]
 
 
-async def test_a_payout_whose_amount_differs_from_its_paid_row_is_named(db_url):
+@pytest.mark.parametrize("approved", [True, False], ids=["approved", "without_approval"])
+async def test_a_payout_whose_amount_differs_from_its_paid_row_is_named(db_url, approved):
+    """A payout without approval has a chain of its own, keyed by the payout."""
     found = await _paid(db_url)
-    await _sql(found.ledger, "UPDATE approval_payouts SET amount_cents = 900000 WHERE id = :p", p=found.payout)
+    payout, chain, paid = ((found.payout, found.paid_ticket, 25000) if approved
+                           else (found.small_payout, found.small_payout, 4250))
+    await _sql(found.ledger, "UPDATE approval_payouts SET amount_cents = 900000 WHERE id = :p", p=payout)
 
     [named] = await _named(found.ledger, "approval_payouts")
 
-    assert (named.key, named.ticket_id) == (found.payout, found.paid_ticket)
-    assert "amount_cents is 900000, not 25000 as its paid row" in named.what
-    document = await found.ledger.evidence(found.paid_ticket)
-    assert document["audit_chain"]["holds"] is False and found.payout in document["audit_chain"]["first_break"]
+    assert (named.key, named.ticket_id) == (payout, chain)
+    assert f"amount_cents is 900000, not {paid} as its paid row" in named.what
+    if approved:
+        document = await found.ledger.evidence(found.paid_ticket)
+        assert document["audit_chain"]["holds"] is False and payout in document["audit_chain"]["first_break"]
 
 
 @pytest.mark.parametrize(("column", "value"), [("user_id", "mallory"), ("purpose", "a new car")])
@@ -93,16 +98,6 @@ async def test_a_payout_moved_to_another_ticket_is_named_by_both_chains(db_url):
 
     assert sorted(broken.ticket_id for broken in named) == sorted([found.paid_ticket, found.pending_ticket])
     assert {broken.key for broken in named} == {found.payout}
-
-
-async def test_a_payout_without_approval_whose_amount_differs_from_its_own_chain_is_named(db_url):
-    found = await _paid(db_url)
-    await _sql(found.ledger, "UPDATE approval_payouts SET amount_cents = 900000 WHERE id = :p", p=found.small_payout)
-
-    [named] = await _named(found.ledger, "approval_payouts")
-
-    assert (named.key, named.ticket_id) == (found.small_payout, found.small_payout)
-    assert "amount_cents is 900000, not 4250" in named.what
 
 
 async def test_a_payout_added_without_a_ticket_or_a_chain_is_named(db_url):

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 VENV_BIN = Path(__import__("sys").executable).parent
 # What a shell has without the project's .venv: the system tools the docs use.
-SYSTEM = {"make", "curl", "jq", "echo", "export", "cp", "kill", "time", "apt-get", "chattr", "rm"}
+SYSTEM = {"make", "curl", "jq", "echo", "export", "cp", "kill", "time", "apt-get", "chattr", "rm", "faketime"}
 # An inline command: a program, maybe after VARIABLE=value words. Bare python, pip and adk with arguments
 # are caught as commands too, so that the check below can say they fail in a plain shell.
 INLINE = re.compile(r"^(?:[A-Z_]+=\S+ )*(?:\.venv/bin/|make\b|pip3? |python3? |adk \w+ \S)")

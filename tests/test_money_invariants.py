@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -37,7 +35,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from support.clock import FakeClock
-from support.invariants import APPROVED, FIRST_APPROVAL, Decision, Record, check_money_invariants
+from support.invariants import APPROVED, EXAMPLES, FIRST_APPROVAL, Decision, Record, check_money_invariants, searching
 from support.models import empty
 from support.postgres import new_postgres_database
 
@@ -62,9 +60,6 @@ SHARES = (None, 0.9, 0.5)
 # 20:00 UTC, so that a few hours later is another day for the daily totals.
 START = datetime(2026, 6, 1, 20, 0, tzinfo=UTC)
 TTL = timedelta(hours=72)
-EXAMPLES = int(os.environ.get("INVARIANT_EXAMPLES", "100"))
-# INVARIANT_SHRINK=0 reports a failing sequence as found, unshrunk: for the mutation run (.ci/mutants.py).
-PHASES = list(Phase) if os.environ.get("INVARIANT_SHRINK") != "0" else [Phase.explicit, Phase.reuse, Phase.generate]
 
 
 class Money:
@@ -295,10 +290,7 @@ def search(url: str) -> None:
     money = Money(url)
     try:
         machine = type("Machine", (LedgerMachine,), {"loop": loop, "money": money})
-        run_state_machine_as_test(machine, settings=settings(
-            max_examples=EXAMPLES, stateful_step_count=40, deadline=None, phases=PHASES,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-        ))
+        run_state_machine_as_test(machine, settings=searching(EXAMPLES, 40))
     finally:
         loop.run_until_complete(money.close())
         loop.close()

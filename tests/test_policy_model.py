@@ -12,17 +12,16 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
-import os
 from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 from sqlalchemy import select
+from support import invariants
 from support.clock import FakeClock
 from support.models import empty
 from support.policy_model import Model
@@ -45,9 +44,7 @@ CHANNELS = ("api", "inbox", "cli", "slack")
 START = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
 # Twice the money machine's examples: a requester in both groups, only one of which allows self-approval, with an
 # approver after them who fits only that one, is a rare draw.
-EXAMPLES = 2 * int(os.environ.get("INVARIANT_EXAMPLES", "100"))
-# INVARIANT_SHRINK=0 reports a failing sequence as found, unshrunk: for the mutation run (.ci/mutants.py).
-PHASES = list(Phase) if os.environ.get("INVARIANT_SHRINK") != "0" else [Phase.explicit, Phase.reuse, Phase.generate]
+EXAMPLES = 2 * invariants.EXAMPLES
 
 # A tier's need: one group or both, one or two approvals each, in either order.
 needs = st.sampled_from([{"finance": 1}, {"cfo": 1}, {"finance": 2}, {"finance": 1, "cfo": 1}, {"cfo": 1, "finance": 1},
@@ -235,9 +232,7 @@ def search(url: str) -> None:
     try:
         machine = type("Machine", (PolicyMachine,), {"url": url, "loop": loop,
                                                      "engines": [first.engine, second.engine]})
-        run_state_machine_as_test(machine, settings=settings(
-            max_examples=EXAMPLES, stateful_step_count=30, deadline=None, phases=PHASES,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+        run_state_machine_as_test(machine, settings=invariants.searching(EXAMPLES, 30))
     finally:
         for ledger in (first, second):
             loop.run_until_complete(ledger.close())

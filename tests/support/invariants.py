@@ -27,6 +27,7 @@ record alone, never against the rest of what the ledger wrote (its running total
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from datetime import date, datetime, timedelta
 from itertools import permutations
 from typing import NamedTuple
 
+from hypothesis import HealthCheck, Phase, settings
 from sqlalchemy import func, select
 
 from long_running_agent.ledger import Ledger, TicketStatus
@@ -198,3 +200,16 @@ async def check_money_invariants(ledger: Ledger, record: Record) -> None:
     assert kept_pending == pending, f"the kept pending count is {kept_pending}, with {pending} tickets pending"  # 8
     chains = await verify(ledger.database)
     assert chains.holds, f"an audit chain is broken: {chains.first}"  # 9
+
+
+# How many sequences a state machine's search tries: `make test-fast` sets 10, a maintainer with time 2000.
+EXAMPLES = int(os.environ.get("INVARIANT_EXAMPLES", "100"))
+
+
+def searching(examples: int, steps: int) -> settings:
+    """Hypothesis's settings for a state machine's search of up to `steps` steps a sequence. INVARIANT_SHRINK=0
+    reports a failing sequence as found, unshrunk: for the mutation run (.ci/mutants.py)."""
+    phases = list(Phase) if os.environ.get("INVARIANT_SHRINK") != "0" else [Phase.explicit, Phase.reuse,
+                                                                            Phase.generate]
+    return settings(max_examples=examples, stateful_step_count=steps, deadline=None, phases=phases,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
