@@ -1,23 +1,22 @@
-# make demo | make test | make test-fast | make test-mutations [ARGS='--every-test --postgres'] | make test-adk [ADK='2.8.0 2.13.0'] | make web [ARGS='--port 8080'] | make bench
+# make demo | make test | make test-fast | make test-mutations [ARGS='--every-test --postgres'] | make test-adk [ADK='2.8.0 2.13.0'] | make web [ARGS='--port 8080'] | make bench | make screenshots
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 # The exact versions the tests passed with (docs/testing.md says how to refresh them).
 LOCK := .ci/constraints.txt
 # One worker more than the cores: the tests wait on the processes, browsers, databases and receivers they start, and
-# the extra worker fills those waits (on 2 cores, make test: 5 min 57 s with three workers, 6 min 43 s with two,
-# 6 min 22 s with four; make test-fast a few seconds faster with three in each of four pairs). A dot per test as it
-# ends, then the ten slowest tests (docs/testing.md).
+# the extra worker fills those waits (measured against one fewer and one more: docs/testing.md). A dot per test as
+# it ends, then the ten slowest tests.
 CORES := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 PYTEST_ARGS := -n $(shell echo $$(($(CORES) + 1))) --dist worksteal --durations=10
 # The tests' throwaway files (a SQLite file per test, copies of the project) in memory where the machine
 # has /dev/shm: SQLite syncs each commit to disk, which costs the flow tests a third of their time.
 # Bytecode written even where PYTHONDONTWRITEBYTECODE is set (container images often set it): without it each
-# test process compiles the tests and pytest's plugins again (hypothesis alone, about 2 s) and each process a
+# test process compiles the tests and pytest's plugins again (hypothesis's take a while) and each process a
 # test starts compiles the app. It goes to __pycache__ folders, which git ignores.
 PYTEST := $(if $(wildcard /dev/shm),TMPDIR=$${TMPDIR:-/dev/shm}) PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 
-.PHONY: demo test test-fast test-mutations test-adk web bench lint clean lock
+.PHONY: demo test test-fast test-mutations test-adk web bench screenshots lint clean lock
 
 # The virtualenv, then the project with the extras named ($(1)) at the pinned versions.
 define install
@@ -27,6 +26,7 @@ define install
 endef
 
 $(VENV)/.app: pyproject.toml $(LOCK)
+	@echo "Installing the app into $(VENV) (google-adk, SQLAlchemy, FastAPI and the rest, at the versions in $(LOCK)): about a minute, once."
 	$(call install,.)
 	touch $@
 
@@ -38,8 +38,8 @@ $(VENV)/.dev: pyproject.toml $(LOCK)
 demo: $(VENV)/.app
 	$(PY) main.py
 
-# mypy (about 30 s of one core on a fresh clone) checks the types beside the suite, which leaves a core idle
-# about a fifth of the time; its verdict prints after the suite's, and either failing fails the target.
+# mypy checks the types beside the suite, on the core the suite leaves idle while its tests wait; its verdict
+# prints after the suite's, and either failing fails the target.
 test: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
@@ -66,6 +66,12 @@ test-adk: $(VENV)/.dev
 
 web: $(VENV)/.app
 	$(PY) -m long_running_agent.web $(ARGS)
+
+# The README's pictures taken again from the surfaces their captions name, in headless Chromium: docs/dev-ui.png
+# from plain `adk web`, docs/inbox.png from make web's inbox (the browser tests that take them, into docs/).
+screenshots: $(VENV)/.dev
+	UPDATE_DOCS=1 $(PYTEST) -p no:xdist tests/test_browser.py \
+		-k "plain_adk_web_request_approved or request_in_dev_ui_approved_in_inbox"
 
 bench: $(VENV)/.dev
 	$(PY) -m pip install -q -c $(LOCK) -e '.[bench]'

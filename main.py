@@ -22,7 +22,7 @@ from long_running_agent.cli.entry import run
 from long_running_agent.desk import Desk
 from long_running_agent.ledger import TicketStatus, inputs
 from long_running_agent.names import EXPENSES
-from long_running_agent.settings import database_in_words, load_settings
+from long_running_agent.settings import database_in_words, policy_in_words, settings_or_exit
 from long_running_agent.transcript import Transcript, pending_call, pending_calls, tool_response, user_text
 
 DONE, REFUSED, ASKED, PENDING = 0, 1, 4, 5  # how a request ended: the demo's exit status
@@ -43,9 +43,11 @@ async def run_demo(desk: Desk, runner: Runner, out: Transcript, requester: str, 
     print("\n== 2. Later, an approver decides (recorded in the ledger) ==")
     decision = await desk.ledger.tickets.decide(ticket_id, approver="bob", approve=approve,
                                                 reason=None if approve else "not a business expense")
-    out.say("approver", f"bob {'approved' if approve else 'rejected'} ticket {decision.id}")
-    if decision.status is TicketStatus.PENDING:  # the two-person rule: the first of two approvals
-        return PENDING, f"{decision.still_missing}; next: {EXPENSES} approve {ticket_id} --approver NAME"
+    waits = decision.status is TicketStatus.PENDING  # the two-person rule: the first of two approvals
+    out.say("approver", f"bob {'approved' if approve else 'rejected'} ticket {decision.id}"
+            + (f" ({decision.still_missing})" if waits else ""))
+    if waits:
+        return PENDING, f"The ticket waits for more approvals; next: {EXPENSES} approve {ticket_id} --approver NAME"
     print("\n== 3. The app sends the updated FunctionResponse: same id and name, role user ==")
     updated = types.FunctionResponse(
         id=call.id,  # the id of the original ask_for_approval call
@@ -83,8 +85,7 @@ async def demo(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
     await desk.prepare()  # the database at this version's schema, or one line saying what to run
     requester = f"demo-{secrets.token_hex(3)}"
     print(f"Model:    {desk.model}\nDatabase: {database_in_words(config.database_url)}")
-    print(f"Policy:   up to ${desk.policy.approval_threshold:,} paid at once (once per purpose, "
-          f"${config.daily_auto_approval_limit:,} a day); more needs an approver")
+    print(f"Policy:   {policy_in_words(desk.policy, config.approval_policy)}")
     print(f"Employee: {requester} (new each run: the daily rules start from zero)")
     async with desk.runner() as runner:  # build_app(desk): the agent and its guard plugin (agent.py)
         status, ended = await run_demo(desk, runner, out, requester,
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reject", action="store_true", help="the simulated approver rejects")
     parser.add_argument("--verbose", action="store_true", help="also print raw ADK events, and ADK's tracebacks")
     args = parser.parse_args(argv)
-    desk = Desk(load_settings(), app=build_app)
+    desk = Desk(settings_or_exit(), app=build_app)  # a setting it cannot use: one line, and exit status 1
     return run(desk, lambda out: demo(desk, args, out), verbose=args.verbose)
 
 

@@ -1,11 +1,13 @@
-"""The seed's pattern, as the baseline: a long-running tool and nothing around it.
+"""The seed's pattern, as the baseline: the bare example's agent (examples/bare/), and nothing around it.
 
-A plain `LongRunningFunctionTool` agent on the same offline model and the same
-instruction. `ask_for_approval` just answers "pending" and `reimburse` just
-answers "paid" (counting each payout); there is no ledger and no guard, and the
-sessions live in one of ADK's stock session services. The application resumes
-by sending the approval as a FunctionResponse with the pending call's id and
-name, as ADK's human-in-the-loop sample does.
+The example's `ask_for_approval` (it just answers "pending") and `reimburse`
+(it just answers "paid") on the offline model. Two changes, both for the
+measuring: the agent gets this project's instruction, so that the two agents
+send the model the same words, and each payout is counted, per session, in a
+`Bank`. There is no ledger and no guard, and the sessions live in one of
+ADK's stock session services. The application resumes by sending the
+approval as a FunctionResponse with the pending call's id and name, as the
+example's main.py does.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from google.adk.apps import App
 from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService, DatabaseSessionService, InMemorySessionService
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
-from google.adk.tools import LongRunningFunctionTool, ToolContext
+from google.adk.tools.tool_context import ToolContext
 
+from examples.bare.expense_agent import agent as bare
 from long_running_agent.agent import build_agent
 from long_running_agent.settings import Settings
 
@@ -37,56 +40,24 @@ class Bank:
 
 
 def paying_reimburse(bank: Bank) -> Callable[..., dict[str, Any]]:
-    """The baseline's `reimburse`: pays whatever it is asked to, counting each payout in `bank`."""
+    """The example's `reimburse`, counting each payout in `bank`."""
 
     def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> dict[str, Any]:
-        """Pay an expense back to the employee.
+        bank.payouts[tool_context.session.id] += 1
+        return bare.reimburse(purpose, amount)
 
-        Args:
-            purpose: What the expense was for.
-            amount: The amount in US dollars.
-
-        Returns:
-            The payout, with status "paid".
-        """
-        session_id = tool_context.session.id
-        bank.payouts[session_id] += 1
-        return {
-            "status": "paid",
-            "payout_id": f"payout-{session_id[:8]}-{bank.payouts[session_id]}",
-            "purpose": purpose,
-            "amount": amount,
-        }
-
+    # ADK builds the tool's declaration from the docstring: the model reads the example's own.
+    reimburse.__doc__ = bare.reimburse.__doc__
     return reimburse
 
 
 def seed_agent(bank: Bank, settings: Settings) -> LlmAgent:
-    """The seed's agent, with the instruction this project's agent has under `settings` (agent.py)."""
-
-    def ask_for_approval(purpose: str, amount: float, tool_context: ToolContext) -> dict[str, Any]:
-        """Ask a manager to approve a reimbursement above the limit.
-
-        Args:
-            purpose: What the expense was for.
-            amount: The amount in US dollars.
-
-        Returns:
-            The ticket, with status "pending" until a manager decides.
-        """
-        return {
-            "status": "pending",
-            "ticket_id": f"ticket-{tool_context.function_call_id}",
-            "purpose": purpose,
-            "amount": amount,
-        }
-
-    return LlmAgent(
-        name="expense_agent",
-        model=OFFLINE_MODEL,
-        instruction=build_agent(settings, OFFLINE_MODEL).instruction,
-        tools=[LongRunningFunctionTool(func=ask_for_approval), paying_reimburse(bank)],
-    )
+    """The example's agent on the offline model, with the instruction this project's agent has under `settings`."""
+    return bare.root_agent.clone(update={
+        "model": OFFLINE_MODEL,
+        "instruction": build_agent(settings, OFFLINE_MODEL).instruction,
+        "tools": [paying_reimburse(bank) if tool is bare.reimburse else tool for tool in bare.root_agent.tools],
+    })
 
 
 def stock_session_service(store: str, url: str | None) -> BaseSessionService:

@@ -2,8 +2,8 @@
 
 Run with:
     make bench                                 # installs the bench extra, then this
-    .venv/bin/python -m benchmarks.run         # full run, about 10 minutes on 2 cores
-    .venv/bin/python -m benchmarks.run --quick # small sizes, about two minutes; results not written
+    .venv/bin/python -m benchmarks.run         # full run (its time: benchmarks/results.md)
+    .venv/bin/python -m benchmarks.run --quick # small sizes; results not written
 
 Measures, in one run: model calls and request bytes per approved payout and
 what a duplicate approval costs, for this project, the seed's pattern and
@@ -74,7 +74,7 @@ FULL = Sizes(
     resume_repeats=5,
     demo_repeats=7,
     breakdown_flows=10,
-    # About 20 s per 1-replica run and 25 s per 2-replica run on a quiet machine.
+    # Enough flows per replica run for a steady rate, few enough to keep the run short.
     replica_flows=100,
     replica_in_flight=16,
     replica_repeats=2,

@@ -2,18 +2,20 @@
 
 `adk web`, `adk api_server` and `adk run` load `app`: the agent plus the
 approval guard plugin, on an approval desk built from the settings in `.env`
-and the environment (desk.py). main.py, the `expenses` CLI and `make web`
-build their own desk and call `build_app(desk)`. The production parts plug in
-here: the tools' one call each into the ledger (tools.py), the guard that
-checks every approval against the ledger and hands the tools the desk
-(approval/guard.py), the history the model is shown (approval/turn_order.py),
-and what a model that cannot be reached becomes (model/failure.py).
+and the environment (desk.py) when first asked for, not at import. main.py,
+the `expenses` CLI and `make web` build their own desk and call
+`build_app(desk)`. The production parts plug in here: the tools' one call
+each into the ledger (tools.py), the guard that checks every approval against
+the ledger and hands the tools the desk (approval/guard.py), the history the
+model is shown (approval/turn_order.py), and what a model that cannot be
+reached becomes (model/failure.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from typing import Any
 
 from google.adk.agents import LlmAgent
 from google.adk.apps import App
@@ -68,7 +70,15 @@ def build_app(desk: Desk, *, model: str | BaseLlm | None = None, plugins: Sequen
     return App(name=APP_NAME, root_agent=agent, plugins=[ApprovalGuard(desk), *plugins])
 
 
-# What `adk web`, `adk api_server` and `adk run` load: the app on the settings in .env and the environment
-# (one it cannot use stops the program with one line naming it), answering a failed model with what to check.
-app = Desk(settings_or_exit(stop=True), app=partial(build_app, answer_model_failures=True)).app
-root_agent = app.root_agent
+def __getattr__(name: str) -> Any:
+    """`app` and `root_agent`, what `adk web`, `adk api_server` and `adk run` load, built when first asked for.
+
+    Built on the settings in .env and the environment, answering a failed model with what to check. Importing this
+    module reads no setting; asking for `app` with one it cannot use stops the program with one line naming it, as
+    those commands would otherwise show a traceback. Your own code builds its app: `build_app(Desk(load_settings()))`.
+    """
+    if name not in ("app", "root_agent"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    built = Desk(settings_or_exit(stop=True), app=partial(build_app, answer_model_failures=True)).app
+    globals().update(app=built, root_agent=built.root_agent)  # built once: later reads find them here
+    return globals()[name]

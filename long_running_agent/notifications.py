@@ -43,8 +43,8 @@ CONCURRENT = 10
 POLL_SECONDS = 0.5
 # Who holds a claim: this process (replicas on one database each have their own).
 HOLDER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-# One TLS context for every round: making one reads the CA bundle (about 30 ms of CPU), and the server sends a round
-# every few seconds and after every ticket event.
+# One TLS context for every round: making one reads the whole CA bundle, and the server sends a round every few
+# seconds and after every ticket event.
 _tls = functools.cache(httpx.create_ssl_context)
 
 

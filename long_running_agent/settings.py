@@ -24,7 +24,8 @@ from sqlalchemy.engine import make_url
 from .ledger import policy_file
 from .ledger.engine import usable_url
 from .ledger.inputs import InputError, name
-from .ledger.quorum import Approver, Rules
+from .ledger.policy import Policy
+from .ledger.quorum import Approver, Rules, need_words
 from .names import PYTHON
 from .refusals.startup import SettingsError
 
@@ -326,6 +327,14 @@ def database_in_words(url: str) -> str:
     if parsed.get_backend_name() == "sqlite" and path.is_absolute() and path.is_relative_to(PROJECT_DIR):
         parsed = parsed.set(database=str(path.relative_to(PROJECT_DIR)))
     return parsed.render_as_string(hide_password=True)
+
+
+def policy_in_words(policy: Policy, file: Path | None) -> str:
+    """The policy in force as main.py and `make web` print it: APPROVAL_POLICY's file and its tiers, if set."""
+    tiers = [f"above ${tier.above:,} {need_words(tier.need)}" for tier in policy.rules.tiers]
+    return (f"{file} ({len(tiers)} tier{'s' * (len(tiers) > 1)}: {'; '.join(tiers)})" if file else
+            f"up to ${policy.approval_threshold:,} paid at once (once per purpose, "
+            f"${policy.daily_auto_approval_limit:,} a day); more needs an approver")
 
 
 def settings_or_exit(*, stop: bool = False) -> Settings:

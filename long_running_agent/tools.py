@@ -1,24 +1,12 @@
 """The agent's tools: `ask_for_approval` (long-running), `reimburse` and `withdraw_request`.
 
-`ask_for_approval` opens a ticket in the ledger and returns at once with
-status "pending"; the decision arrives later as a FunctionResponse with the
-same call id and name (main.py). The model may call it several times in one
-turn, one ticket per expense; each is decided and delivered on its own.
-
-`reimburse` asks the ledger, not the conversation, whether money may be paid:
-above the threshold only an approved, unpaid ticket for the same purpose and
-amount pays, what the approver approved and never more; within it, the daily
-rules apply, and an amount they send to an approver is answered
-"needs_approval", which `ask_for_approval` then accepts.
-
-`withdraw_request` lets the requester withdraw a pending ticket from the chat.
-
-Each tool makes one call to the ledger, which applies the policy
-(ledger/ledger.py, ledger/policy.py). The ledger comes from the tool's run
-(`approval_run`: what the approval guard hands every run, approval/run.py).
-A refusal comes back as the tool's answer, in the words every surface shares
-(refusals/). ADK turns each docstring into the declaration the model reads
-on every turn, so they say only what the model needs.
+As in ADK's long-running-tool sample, `ask_for_approval` returns at once with a pending ticket, and the
+approver's decision answers its call later, as a FunctionResponse with the same id and name (main.py);
+`reimburse` pays what the ledger allows. Each tool makes one call into the ledger, which holds the rules
+(ledger/policy.py) and raises a `Refusal` for what they refuse; the approval guard answers that for the
+tool, in the words every surface shares (approval/guard.py, refusals/). The ledger comes from the tool's
+run (approval/run.py). ADK turns each docstring into the declaration the model reads, so they say only
+what the model needs.
 """
 
 from __future__ import annotations
@@ -28,11 +16,9 @@ from typing import Any
 from google.adk.tools.tool_context import ToolContext
 
 from .approval.courier import answer_withdrawal
-from .approval.notes import tool_error
 from .approval.run import approval_run
 from .names import TicketStatus
 from .notifications import send_soon
-from .refusals import Refusal
 
 
 async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContext) -> dict[str, Any]:
@@ -43,13 +29,11 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
         amount: In US dollars.
     """
     run = approval_run(tool_context)  # this run: the desk, and the conversation's store (approval/run.py)
-    try:
-        requested = await run.ledger.request_approval(await run.tool_call(tool_context), purpose=purpose,
-                                                      amount=amount)
-    except Refusal as refusal:
-        return tool_error(refusal)
+    # The ticket keeps this call's id: the decision comes back as the FunctionResponse with the same id.
+    call = await run.tool_call(tool_context, call_id=tool_context.function_call_id)
+    requested = await run.ledger.request_approval(call, purpose=purpose, amount=amount)
     send_soon(run.desk)  # approvers hear of it now, if a webhook is set (notifications.py)
-    # Returned at once: the call stays pending until the decision answers it with the same id.
+    # Returned at once: the call stays pending until the decision answers it.
     return requested.as_response()  # {"status": "pending", "ticket_id": "T-..."}
 
 
@@ -61,13 +45,10 @@ async def reimburse(purpose: str, amount: float, tool_context: ToolContext) -> d
         amount: In US dollars.
     """
     run = approval_run(tool_context)
-    try:
-        # Whatever the conversation says: the ledger pays an approved ticket, or a small amount, once.
-        payout, already_paid = await run.ledger.reimburse(await run.tool_call(tool_context), purpose=purpose,
-                                                          amount=amount)
-    except Refusal as refusal:
-        return tool_error(refusal)
-    return payout.as_response(already_paid=already_paid)
+    call = await run.tool_call(tool_context, call_id=tool_context.function_call_id)
+    # Whatever the conversation says: the ledger pays an approved ticket, or a small amount, once.
+    payout, already_paid = await run.ledger.reimburse(call, purpose=purpose, amount=amount)
+    return payout.as_response(already_paid=already_paid)  # {"status": "paid", ...}
 
 
 async def withdraw_request(ticket_id: str, tool_context: ToolContext) -> dict[str, Any]:
@@ -77,10 +58,7 @@ async def withdraw_request(ticket_id: str, tool_context: ToolContext) -> dict[st
         ticket_id: Its id, T-...
     """
     run = approval_run(tool_context)
-    try:
-        ticket = await run.ledger.tickets.withdraw(str(ticket_id).strip(), requester=tool_context.session.user_id)
-    except Refusal as refusal:
-        return tool_error(refusal)
+    ticket = await run.ledger.tickets.withdraw(str(ticket_id).strip(), requester=tool_context.session.user_id)
     await answer_withdrawal(run.desk, ticket, tool_context.get_invocation_context())  # the pending call is answered
     send_soon(run.desk)
     return {"status": TicketStatus.WITHDRAWN.value, "ticket_id": ticket.id}

@@ -21,6 +21,8 @@ from support.project import cloned_project, made_venv, plain_env
 
 from long_running_agent.cli.commands import COMMANDS
 from long_running_agent.cli.entry import parser
+from long_running_agent.refusals.startup import SettingsError
+from long_running_agent.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -109,8 +111,10 @@ def _arguments(name: str, args: list[str]) -> str | None:
             return f"no module {args[1]}"
         missing = [a for a in args[2:] if a.startswith("tests/") and not (ROOT / a.split("::")[0]).exists()]
         return f"no such tests: {missing}" if missing else None
-    if name == "python" and args[:1] != ["main.py"]:
-        return f"python {args[:1]}: the docs run main.py or a module"
+    script = args[0] if args else ""
+    if name == "python" and script not in ("main.py", "-c") \
+            and not (script.startswith("examples/") and (ROOT / script).is_file()):
+        return f"python {args[:1]}: the docs run main.py, an example's script or a module"
     return None
 
 
@@ -124,6 +128,7 @@ def test_the_docs_print_commands_and_this_test_reads_them_all():
     assert refusal("make tests") and refusal(".venv/bin/pip install -e '.[slak]'")
     assert refusal(".venv/bin/expenses aprove T-… --approver bob") and refusal("adk run long_running_agent")
     assert refusal(".venv/bin/python -m pytest tests/test_nothing") and not refusal("make web ARGS='--port 8081'")
+    assert refusal(".venv/bin/python examples/nothing.py") and not refusal(".venv/bin/python examples/bare/main.py")
 
 
 def test_every_command_the_docs_print_names_a_program_a_plain_shell_runs():
@@ -152,3 +157,77 @@ def test_the_approver_cli_and_demo_commands_the_docs_print_run_as_printed(tmp_pa
         assert done.returncode in (0, 1, 3), f"{command}: exit {done.returncode}\n{said[-2000:]}"
         assert "Traceback" not in said and "command not found" not in said, said
         assert "usage:" not in said or command.endswith("--help"), said
+
+
+# A secret where the docs show a placeholder (`<the app's Signing Secret>`): long enough for every secret setting.
+FILLED = "5e1f" * 8
+# What a setting shown alone leans on in the reader's .env, for the rules across settings: filled in only where
+# the example leaves it unset (every name here is an approver in docs/policy.md's example).
+BESIDE = {
+    "SLACK_": {"SLACK_SIGNING_SECRET": FILLED, "APPROVAL_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/X",
+               "APPROVAL_WEBHOOK_SECRET": FILLED, "SLACK_APPROVERS": "U012AB3CD:bob",
+               "SLACK_INBOX_URL": "https://expenses.example.com/inbox"},
+    "APPROVAL_WEBHOOK_URL": {"APPROVAL_WEBHOOK_SECRET": FILLED},
+    "PRODUCTION_MODE": {"TRUSTED_USER_HEADER": "X-Forwarded-User"},
+    "": {"APPROVERS": "bob:change-me-bob:finance,carol:change-me-carol:finance,dave:change-me-dave:cfo,"
+                      "erin:change-me-erin:finance+cfo"},
+}
+ASSIGNMENT = re.compile(r"^([A-Z][A-Z0-9_]+)=(.*)$", re.S)
+
+
+def assignments(text: str) -> dict[str, str]:
+    """The `NAME=value` words of a command or a line of settings, as bash reads them (placeholders filled)."""
+    try:
+        split = shlex.split(re.sub(r"<[^>\n]*>", FILLED, text), comments=True)
+    except ValueError:  # a command continued on the block's next line
+        return {}
+    return {m.group(1): m.group(2) for word in split if (m := ASSIGNMENT.match(word))}
+
+
+def example_settings() -> list[tuple[str, dict[str, str]]]:
+    """(where, settings) for every example of settings: a line of .env.example, a command or a code span of the
+    docs, or a whole block of settings lines (```ini, ```bash), whose lines go together."""
+    found = [(f".env.example:{n}", assignments(line.removeprefix("# ")))
+             for n, line in enumerate((ROOT / ".env.example").read_text().splitlines(), 1)]
+    for doc in sorted((ROOT / "docs").glob("*.md")):
+        text = doc.read_text()
+        for kind, block in re.findall(r"```(\w*)\n(.*?)```", text, re.S):
+            lines = block.replace("\\\n", " ").splitlines()
+            if kind == "console":
+                found += [(doc.name, assignments(line[2:])) for line in lines if line.startswith("$ ")]
+            elif kind in ("ini", "bash", "dotenv"):
+                found.append((doc.name, {k: v for line in lines for k, v in assignments(line).items()}))
+        found += [(doc.name, assignments(span)) for span in re.findall(r"`([A-Z][A-Z0-9_]+=[^`\n]*)`", text)]
+    settings = {field.alias for field in Settings.model_fields.values()}
+    # An empty value (`SLACK_SIGNING_SECRET=` in .env.example) is one the reader fills in.
+    return [(where, shown) for where, given in found
+            if (shown := {k: v for k, v in given.items() if k in settings and v})]
+
+
+def test_the_docs_show_examples_of_settings_and_this_test_reads_them():
+    examples = example_settings()
+    assert len(examples) > 40
+    shown = {name for _where, settings in examples for name in settings}
+    assert {"APPROVERS", "SLACK_APPROVERS", "APPROVAL_POLICY", "EXPENSES_DATABASE_URL"} <= shown
+    assert {"APPROVERS": "bob:change-me-bob", "APPROVAL_WEBHOOK_SECRET": FILLED} == assignments(
+        "APPROVERS=bob:change-me-bob APPROVAL_WEBHOOK_SECRET=<the secret> make web  # a comment")
+
+
+def test_every_example_setting_in_the_docs_starts_as_written(monkeypatch, tmp_path):
+    """Copied as shown (with the settings it leans on set), each example loads: unique tokens, 8 characters or more."""
+    # APPROVAL_POLICY=policy.toml names docs/policy.md's file, in the folder the app starts from.
+    [policy] = re.findall(r"```toml\n# policy\.toml\n(.*?)```", (ROOT / "docs" / "policy.md").read_text(), re.S)
+    (tmp_path / "policy.toml").write_text(policy)
+    monkeypatch.chdir(tmp_path)
+    refused = {}
+    for where, shown in example_settings():
+        beside = {name: value for prefix, values in BESIDE.items() if any(s.startswith(prefix) for s in shown)
+                  for name, value in values.items()}
+        with monkeypatch.context() as env:
+            for name, value in (beside | shown).items():
+                env.setenv(name, value)
+            try:
+                load_settings()
+            except SettingsError as error:
+                refused[f"{where}: {' '.join(f'{k}={v}' for k, v in shown.items())}"] = error.message
+    assert refused == {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,7 +55,8 @@ def project(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 
 def test_every_session_in_the_docs_is_checked():
     checked = {"adk-web-approve", "memory-store-approve", "ticket-history", "http-api", "http-api-errors",
-               "two-approvers", "migrate"}
+               "step-5-by-hand", "step-5-dev-chat-approval", "two-approvers", "migrate", "slack-click",
+               "slack-click-decided", "audit-tamper", "audit-reset"}
     assert set(SESSIONS) == checked, "a session in the docs has no test, or a test lost its session"
 
 
@@ -133,6 +135,87 @@ def test_docs_http_api_walkthrough(tmp_path):
         check("http-api", Session(tmp_path, env, None, shown))
         # Further down the page, in the reader's same shell, ADK is still set.
         check("http-api-errors", Session(tmp_path, env | {"ADK": server.base_url}, None, shown))
+        check("step-5-by-hand", Session(tmp_path, env | {"ADK": server.base_url}, None, shown))
+
+
+@pytest.mark.subprocess
+@pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq")),
+                    reason="the curl sessions need curl and jq: apt-get install -y curl jq")
+def test_docs_step_5_by_hand_pays_with_dev_chat_approval(tmp_path):
+    """The seed's own FunctionResponse, sent with curl to `DEV_CHAT_APPROVAL=true make web`, pays."""
+    with web_server(tmp_path, APPROVERS=DOC_APPROVERS, DEV_CHAT_APPROVAL="true") as server:
+        env = {k: v for k, v in os.environ.items() if k != "ADK"} | {"HOME": str(tmp_path / "home"),
+                                                                     "ADK": server.base_url}
+        port = server.base_url.rsplit(":", 1)[1]
+        check("step-5-dev-chat-approval", Session(tmp_path, env, None, {f"127.0.0.1:{port}": "127.0.0.1:8000"}))
+
+
+@pytest.mark.subprocess
+@pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq")),
+                    reason="the curl sessions need curl and jq: apt-get install -y curl jq")
+def test_docs_slack_click_signed_locally_decides_a_ticket(tmp_path):
+    """docs/slack.md's local settings start `make web`; its signed click approves a ticket, as bob through Slack."""
+    settings = dict(line.split("=", 1) for line in _settings_block("slack.md", "slack, locally"))
+    (tmp_path / ".venv").symlink_to(ROOT / ".venv")  # the page runs .venv/bin/python from the project folder
+    with web_server(tmp_path, **settings) as server:
+        ticket = _request(server.base_url, "alice")
+        env = {k: v for k, v in os.environ.items() if k != "ADK"} | {"HOME": str(tmp_path / "home")}
+        port = server.base_url.rsplit(":", 1)[1]
+        shown = {f"127.0.0.1:{port}": "127.0.0.1:8000"}
+        check("slack-click", Session(tmp_path, env, ticket, shown))
+        _wait_until_paid(server.base_url, ticket, token="change-me-bob")
+        check("slack-click-decided", Session(tmp_path, env, ticket, shown))
+
+
+@pytest.mark.subprocess
+def test_docs_audit_tamper_and_reset(project):
+    folder, home = project
+    requested = expenses(folder, home, "request", LUNCH, "--user", "alice")
+    ticket = re.search(r"Ticket (T-[0-9a-f]+) is pending", requested.stdout)
+    assert ticket, requested.stdout + requested.stderr
+    approved = expenses(folder, home, "approve", ticket.group(1), "--approver", "bob")
+    assert approved.returncode == 0, approved.stdout + approved.stderr
+    session = Session(folder, plain_env(home), ticket.group(1), {str(folder): HOME_SHOWN})
+    check("audit-tamper", session)
+    check("audit-reset", session)
+
+
+def test_every_link_between_the_pages_reaches_a_heading():
+    """A link to another page's section (`security.md#identities`) names a heading that page has."""
+    broken = []
+    for page in PAGES:
+        for target, anchor in re.findall(r"\]\(([\w./-]*\.md)?#([\w-]+)\)", page.read_text()):
+            linked = (page.parent / target).resolve() if target else page
+            if linked.exists() and anchor not in _anchors(linked):
+                broken.append(f"{page.name}: {target}#{anchor}")
+    assert broken == []
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's anchors for a page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)  # a `# comment` in a block is no heading
+    headings = re.findall(r"^#{1,6} (.+)$", text, re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+
+def _settings_block(page: str, name: str) -> list[str]:
+    """The lines of the ```ini block a page marks `<!-- settings: NAME -->`."""
+    found = re.search(rf"<!-- settings: {re.escape(name)} -->\n```ini\n(.*?)```", (ROOT / "docs" / page).read_text(),
+                      re.S)
+    assert found, f"docs/{page} lost its settings block {name!r}"
+    return [line for line in found.group(1).splitlines() if line.strip()]
+
+
+def _wait_until_paid(base_url: str, ticket: str, *, token: str, timeout: float = 60) -> None:
+    """Slack's click is decided behind the answer: poll the ticket until its payout is there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        answer = httpx.get(f"{base_url}/api/approvals/{ticket}", headers={"Authorization": f"Bearer {token}"},
+                           timeout=30).json()
+        if answer.get("payouts") and answer["ticket"].get("delivered_at"):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{ticket} was not paid within {timeout} s: {answer}")
 
 
 def _request(base_url: str, user: str) -> str:

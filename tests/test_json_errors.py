@@ -111,7 +111,7 @@ def assert_json_refusal(answer: httpx.Response, method: str, url: str) -> None:
 
 async def test_every_error_adks_routes_answer_on_make_web_is_json_with_a_fix(monkeypatch):
     # As where ADK's eval extra is missing: its metrics route then answers a 400 (which must be JSON too) instead
-    # of importing the evaluator, 3 s of CPU (tests/test_eval.py runs that).
+    # of importing the evaluator, a large import (tests/test_eval.py runs that).
     monkeypatch.setitem(sys.modules, "google.adk.evaluation.metric_evaluator_registry", None)
     statuses: dict[int, set[str]] = {}
     met: dict[tuple[str, str], set[str]] = {}  # the errors each route answered

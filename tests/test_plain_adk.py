@@ -58,11 +58,13 @@ def payouts_in(events: list[dict]) -> list[dict]:
 
 @pytest.mark.parametrize("command", ["web", "api_server"])
 def test_plain_adk_from_the_project_folder_lists_only_the_app(tmp_path, command):
-    # The whole clone: the dev UI's loader looks for apps in every folder below it.
+    # The whole clone: the dev UI's loader looks for apps in every folder below it. ADK releases that walk nested
+    # folders list the bare example too (examples/bare), as `adk web examples/bare` does alone.
     with plain_adk(command, cloned_project(tmp_path), tmp_path / "home") as server:
         listed = httpx.get(f"{server.base_url}/list-apps", timeout=30)
 
-    assert listed.status_code == 200 and listed.json() == [APP]
+    assert listed.status_code == 200 and APP in listed.json()
+    assert set(listed.json()) <= {APP, "examples.bare.expense_agent"}, listed.json()
 
 
 def test_ticket_from_plain_api_server_is_paid_by_main_py_approve(tmp_path):
@@ -301,6 +303,30 @@ def test_adk_run_with_a_bad_setting_stops_at_once_with_main_pys_one_line(tmp_pat
     [line] = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
     assert line.startswith(SAYS) and main_py.stderr.strip() == line
     assert "Traceback" not in ran.stdout + ran.stderr
+
+
+# Your own code (a notebook, a script) building the app on settings of its own, beside a bad .env.
+BUILDS_ITS_OWN = """
+from long_running_agent.agent import build_agent, build_app
+from long_running_agent.desk import Desk
+from long_running_agent.settings import Settings, SettingsError, load_settings
+desk = Desk(Settings(APPROVAL_THRESHOLD="100"))
+print(build_agent(desk.settings, desk.model.name).name, build_app(desk).name)
+try:
+    load_settings()
+except SettingsError as refusal:
+    print("refused:", refusal.message)
+"""
+
+
+def test_importing_the_agent_module_with_a_bad_setting_does_not_exit_and_the_setting_is_refused_when_read(tmp_path):
+    project = fresh_project(tmp_path)
+    built = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", BUILDS_ITS_OWN], cwd=project,
+                           env=with_dotenv(project, tmp_path / "home"), capture_output=True, text=True, timeout=300)
+
+    assert built.returncode == 0, built.stdout + built.stderr
+    names, refused = built.stdout.splitlines()
+    assert names == f"expense_agent {APP}" and refused.startswith(f"refused: {SAYS.removeprefix('error: ')}")
 
 
 @pytest.mark.parametrize("command", ["web", "api_server"])

@@ -22,6 +22,7 @@ from long_running_agent.cli import commands, render
 from long_running_agent.cli.entry import parser
 from long_running_agent.ledger import Ledger, TicketNotFound, evidence, policy_file
 from long_running_agent.refusals.values import InputError
+from long_running_agent.settings import policy_in_words
 from long_running_agent.slack.messages import Buttons, event_text, updated_message
 from long_running_agent.transcript import Transcript
 
@@ -275,3 +276,19 @@ async def test_policy_without_approvers_or_a_file_is_the_two_settings_and_anyone
     assert "APPROVERS is unset" in out and "Who may approve: anyone but alice." in out
     with pytest.raises(InputError, match="--requester goes with --amount"):
         await cli("policy", "--requester", "alice")
+
+
+# --- the banners: python main.py's "Policy:" line, make web's ------------------------------------
+
+
+def test_the_banners_name_the_policy_file_and_each_of_its_tiers(groups):
+    desk = current()
+    assert policy_in_words(desk.policy, desk.settings.approval_policy) == (
+        f"{groups} (2 tiers: above $100 1 from finance; above $10,000 1 from finance and 1 from cfo)")
+
+
+def test_without_a_policy_file_the_banners_name_the_threshold_and_the_daily_rules(sqlite_url, configure):
+    configure(approval_threshold=Decimal(200))
+    desk = current()
+    assert policy_in_words(desk.policy, desk.settings.approval_policy) == (
+        "up to $200 paid at once (once per purpose, $250 a day); more needs an approver")

@@ -1,27 +1,10 @@
-"""One word per concept: module names that say their job, and a ticket that answers a yes-or-no with a bool."""
+"""One word per concept: a ticket answers a yes-or-no with a bool."""
 
 from __future__ import annotations
 
-import re
-from collections import defaultdict
-
-from support.processes import ROOT
 from support.tickets import open_ticket_for
 
 from long_running_agent.ledger import Ledger
-
-
-def _stem(name: str) -> str:
-    """deliveries -> delivery, tickets -> ticket: the word a module is named for."""
-    return re.sub(r"ies$", "y", name) if name.endswith("ies") else name.removesuffix("s")
-
-
-def test_no_two_modules_are_named_for_one_word():
-    named: dict[str, list[str]] = defaultdict(list)
-    for path in (ROOT / "long_running_agent").rglob("*.py"):
-        if "migrations" not in path.parts and path.stem not in ("__init__", "__main__"):
-            named[_stem(path.stem)].append(str(path.relative_to(ROOT)))
-    assert {word: paths for word, paths in named.items() if len(paths) > 1} == {}
 
 
 async def test_a_ticket_says_whether_it_needs_two_approvers_with_a_bool(sqlite_url):

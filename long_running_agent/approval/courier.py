@@ -1,4 +1,4 @@
-"""The courier: deciding a ticket, then taking the decision to its conversation (docs/security.md#delivery).
+"""The courier: deciding a ticket, then taking the decision to its conversation (docs/delivery.md).
 
 The ledger is written first; the FunctionResponse is then rebuilt from the ledger's stored call id and name and sent
 to the store the conversation lives in (conversations.py), so a decision made days later, in another process,

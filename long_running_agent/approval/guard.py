@@ -4,8 +4,9 @@ ADK resumes a long-running call for any FunctionResponse whose id matches, and r
 response arrives twice. This plugin, carried by the `App` to every surface, makes the ledger the authority: a
 response that agrees reaches the model as sent; a question typed as the answer gets the ticket's news; anything else
 is kept as a thought (which ADK never sends to the model) and the agent answers with a note naming what disagreed.
+A `Refusal` a tool raises becomes that tool's answer, worded for the chat (`on_tool_error_callback`).
 Every run first takes the conversation's lock, so runs on one conversation queue instead of failing ADK's
-stale-session check (docs/security.md#the-guard, #delivery).
+stale-session check (docs/security.md#the-guard, docs/delivery.md).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ..ledger import Conversation, DatabaseFileGone, LedgerError, Ticket, Ticket
 from ..ledger.evidence import Via
 from ..ledger.inputs import InputError
 from ..names import APPROVAL_TOOL, ERROR, REIMBURSE_TOOL, PayoutStatus
+from ..refusals import Refusal
 from ..refusals.answers import (
     AlreadyDelivered,
     AnswerDisagrees,
@@ -39,7 +41,7 @@ from ..refusals.rules import LedgerUnusable
 from ..refusals.startup import SchemaError
 from .decisions import claimed_status, disagreement, holds_call, stored_call
 from .holding import deliver_owed, refresh, session_version
-from .notes import CHAT, already_delivered, asks, news, record_of, refused_answer, unacceptable
+from .notes import CHAT, already_delivered, asks, news, record_of, refused_answer, tool_error, unacceptable
 from .run import ApprovalRun, Holding, finish_run, found_run, start_run
 
 if TYPE_CHECKING:
@@ -256,7 +258,13 @@ class ApprovalGuard(BasePlugin):
     async def on_tool_error_callback(
         self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any, error: Exception
     ) -> dict[str, Any] | None:
-        """A tool that cannot reach the ledger answers so, for the model to tell; never SQL, never a 500."""
+        """A tool's refusal is its answer, in the chat's words (notes.py); a ledger it cannot reach, so said.
+
+        The tools raise what the ledger refuses, as a `Refusal`; the model reads this answer and tells the user.
+        Never SQL, never a 500.
+        """
+        if isinstance(error, Refusal):  # first: a database gone or at another schema says itself what to do
+            return tool_error(error)
         if not isinstance(error, UNUSABLE):
             return None
         logger.warning("%s could not use the ledger: %s", tool.name, without_sql(str(error)))

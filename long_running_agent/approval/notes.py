@@ -35,7 +35,8 @@ CHAT = replace(
 
 
 def tool_error(refusal: Refusal) -> dict[str, Any]:
-    """A tool's answer when the ledger refuses: what the model acts on and tells the user."""
+    """A tool's answer when the ledger refuses (the guard's `on_tool_error_callback`): what the model acts on and
+    tells the user."""
     if isinstance(refusal, NeedsApproval):
         return {"status": PayoutStatus.NEEDS_APPROVAL.value, "reason": refusal.reason,
                 "message": refusal.message, "next": refusal.next_for(CHAT)}

@@ -75,14 +75,15 @@ class ApprovalRun:
     def ledger(self) -> Ledger:
         return self.desk.ledger
 
-    async def tool_call(self, context: Any) -> ToolCall:
-        """The tool call `context` (a ToolContext) runs, with the decisions this run delivers."""
+    async def tool_call(self, context: Any, *, call_id: str | None) -> ToolCall:
+        """The call `call_id` that `context` (a ToolContext) runs: where its conversation is kept, and the decisions
+        this run delivers."""
         session = context.session
         store = await locate(context.get_invocation_context().session_service, app_name=session.app_name,
                              app_database_url=self.settings.database_url)
         delivered = tuple(t for t in self.known.values() if t.id in self.delivering)
-        return ToolCall(self.conversation, call_id=context.function_call_id or "",
-                        message_id=context.invocation_id, session_store=store, resumed_by=delivered)
+        return ToolCall(self.conversation, call_id=call_id or "", message_id=context.invocation_id,
+                        session_store=store, resumed_by=delivered)
 
 
 def found_run(context: Any) -> ApprovalRun | None:

@@ -49,7 +49,7 @@ async def _with_payouts(run: ApprovalRun, content: types.Content) -> types.Conte
     """`content` with the payout id on each approval in it that is paid already.
 
     Looked up even when the turn holds only approvals: the second of two tickets from one message arrives beside the
-    first, already paid (docs/security.md#several-tickets-lower-amounts-withdrawals).
+    first, already paid (docs/delivery.md#several-tickets-lower-amounts-withdrawals).
     """
     parts = content.parts or []
     approved = [p.function_response for p in parts

@@ -1,11 +1,15 @@
-"""`expenses`: the approver CLI's arguments, its desk, and one clear line for anything refused.
+"""Decide expense tickets and look after the ledger: see what waits, approve or reject, deliver, settle, audit.
 
+    .venv/bin/expenses inbox
     .venv/bin/expenses approve T-... --approver bob [--amount 200 --reason 'per diem cap']
     .venv/bin/expenses reject T-... --approver bob --reason 'not a business expense'
 
 Exit status: 0 done, 1 refused (the message says why; a setting it cannot use too), 2 bad
 arguments, 3 a decision recorded but not delivered yet, 141 what read its output stopped first (`| head`).
 """
+
+# This module: the `expenses` command's arguments, its desk, and one clear line for anything refused
+# (commands.py does each command's work, render.py prints it).
 
 from __future__ import annotations
 
@@ -132,8 +136,8 @@ def run(desk: Desk, work: Callable[[Transcript], Awaitable[int]], *, verbose: bo
 
 
 def agent_app(desk: Desk, *, model: str | BaseLlm | None = None) -> App:
-    """The agent app the commands deliver with, imported only once the settings are known to be good."""
-    from ..agent import build_app  # agent.py builds its own app from the settings when imported
+    """The agent app the commands deliver with, built when a command first delivers."""
+    from ..agent import build_app  # here, not at the top: the commands that only read the ledger never load ADK
 
     return build_app(desk, model=model)
 

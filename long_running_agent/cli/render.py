@@ -79,6 +79,9 @@ def undelivered(inbox: Inbox, limit: int, failed: dict[str, datetime]) -> None:
 def report(delivery: Delivery, out: Transcript) -> int:
     """Tell the approver what became of the delivery; the exit status says the same."""
     ticket = delivery.ticket
+    if delivery.events:  # the agent ran on the ledger's record, sent as the pending call's answer (as main.py does)
+        out.say("user", f"FunctionResponse(id={ticket.call_id}, name={ticket.call_name}, "
+                        f"status={ticket.status.value!r})")
     for event in delivery.events:
         out.show(event)
     approved_by_two = ticket.needs_two_approvers and ticket.status is TicketStatus.APPROVED

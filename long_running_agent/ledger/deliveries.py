@@ -1,4 +1,4 @@
-"""Deliveries: whether each decision reached its conversation, and settling those that never can (docs/security.md).
+"""Deliveries: whether each decision reached its conversation, and settling those that never can (docs/delivery.md).
 
 The run that delivers a decision records it under the conversation's lock (locks.py); a failed attempt records why.
 An approval is delivered only with its payout: a run that ended without paying it is a failed attempt (`UNPAID`).

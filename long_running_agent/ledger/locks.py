@@ -1,4 +1,4 @@
-"""One run at a time per conversation, across processes and replicas (docs/security.md: one run per conversation).
+"""One run at a time per conversation, across processes and replicas (docs/delivery.md).
 
 ADK appends events with an optimistic check: two runs on one conversation at once make the later writer fail with
 `StaleSessionError`. So every run first takes the conversation's lock, a lease renewed while the run goes on.

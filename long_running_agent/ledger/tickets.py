@@ -1,7 +1,7 @@
 """Tickets: opened by `ask_for_approval`, decided once by an approver, expired by the clock.
 
 Every move out of pending, and the first of two approvals, is one conditional UPDATE, audited and notified in the
-same transaction: of approvers racing in two processes exactly one wins (docs/security.md: two approvers).
+same transaction: of approvers racing in two processes exactly one wins (docs/delivery.md: two approvers).
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ API = Actions(
 
 STATUS = {
     "ticket_not_found": 404, "not_allowed": 403, "not_requester": 403, "not_an_approver": 403, "not_in_group": 403,
-    "database_file_gone": 503, "schema_behind": 503, "schema_ahead": 503, "schema_mismatch": 503,
+    "database_file_gone": 503, "schema_behind": 503, "schema_ahead": 503, "schema_mismatch": 503, "schema_error": 503,
     "invalid_input": 422, "invalid_body": 422, "reason_required": 422, "invalid_amount": 422,
     "conversation_unreachable": 502, "delivery_failed": 502, "conversation_missing": 410,
     "model_unavailable": 502,

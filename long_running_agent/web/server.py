@@ -43,7 +43,7 @@ from ..observability.logs import configure_logging, log_model_failures
 from ..observability.metrics import Metrics
 from ..observability.tracing import configure_tracing
 from ..refusals.startup import SchemaError, SettingsError
-from ..settings import database_in_words, settings_or_exit
+from ..settings import database_in_words, policy_in_words, settings_or_exit
 from .api_errors import API
 from .gate import Gate
 from .json_errors import JsonErrors, install_json_errors
@@ -235,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     base = f"http://{shown_host}:{args.port}"
     print(f"Model:     {desk.model}")
     print(f"Database:  {database_in_words(config.database_url)}")
+    print(f"Policy:    {policy_in_words(desk.policy, config.approval_policy)}")
     if not config.production:
         print(f"Dev UI:    {base}/dev-ui/?app={APP_NAME}")
     print(f"Inbox:     {base}/inbox")

@@ -2,7 +2,7 @@
 
 bash reads its words (quotes, `$'…'`, `NAME=value` settings before the program); the program must be one that
 shell finds; `.venv/bin/expenses` and `.venv/bin/python main.py` then run in the test's process (`support.cli`),
-on the project's own database, and anything else in bash. A new Python process costs 1 to 3 s of start-up, so
+on the project's own database, and anything else in bash. A new Python process pays ADK's start-up, so
 the tests that check every printed command run only each program's first one as a real process of that bash, which
 shows the shell finds the program and the program the project (`run_each`).
 """

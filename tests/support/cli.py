@@ -2,7 +2,7 @@
 process would read.
 
 For tests of what a command does (its rules, its words, its exit status), where the process around it is
-not the point: a new process costs Python's and ADK's start-up, about 1.3 s, and a test that runs a dozen
+not the point: a new process costs Python's and ADK's start-up, and a test that runs a dozen
 commands pays it a dozen times. `processes.run` starts the real `.venv/bin/expenses`, and the tests that
 check what only a process shows (its environment, `.env`, a kill, two processes racing) keep using it.
 """

@@ -1,7 +1,7 @@
 """What a test process keeps between tests, kept small, so that its garbage collections stay cheap.
 
 A test process holds a few million objects once ADK, SQLAlchemy, FastAPI and the tests are loaded, and Python's full
-collections walked them all again, some twenty times a process at about 0.4 s each. Once collection is done they are
+collections walked them all again, some twenty times a process. Once collection is done they are
 frozen out of every later collection (`gc.freeze`), and so are the modules a test imports later (ADK's evaluator
 brings two thousand); what the tests make is still collected, less often than Python's default.
 
@@ -31,8 +31,8 @@ def _freeze() -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     _freeze()
     # The youngest generation collected every 10,000 allocations, not every 700, and each older one after 20 of the
-    # younger one's collections, not 10: the tests' objects mostly die young anyway, and the collector's share of the
-    # CPU fell by about a third (from about 9.5 s to 6.3 s of make test-fast's).
+    # younger one's collections, not 10: the tests' objects mostly die young anyway, so the collector's share of the
+    # CPU falls (docs/testing.md).
     gc.set_threshold(10_000, 20, 20)
 
 

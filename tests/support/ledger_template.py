@@ -1,7 +1,7 @@
 """A SQLite database at this code's schema, built once per test process and copied for each test that opens one.
 
-A new file costs a test about 40 ms to build (the ledger's tables in one step, then ADK's session tables);
-a copy of this one costs about 1 ms and holds the same tables, triggers and stamped revision, since it is
+A new file costs a test its build (the ledger's tables in one step, then ADK's session tables); a copy of
+this one costs a fraction of that and holds the same tables, triggers and stamped revision, since it is
 built by the same code on the same release. Only a desk's own database is copied, and only where the
 app would build a new one itself (AUTO_MIGRATE on, no file yet): a test of a missing, half-migrated or
 refused database still meets it, and tests/test_migrations.py checks the one-step build itself.

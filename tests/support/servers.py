@@ -116,8 +116,8 @@ def _launch(env: dict[str, str], log: Path) -> tuple[warm.Process, str]:
 def answers(process: subprocess.Popen[bytes] | warm.Process, url: str, timeout: float = 60) -> bool:
     """Ask `url` every 0.1 s until it answers 200 (True), or `process` ends or `timeout` passes (False).
 
-    One client for all the asking: each new one reads the CA bundle, about 40 ms of CPU, which ten times a second
-    while a server starts was most of the test's own CPU.
+    One client for all the asking: each new one reads the whole CA bundle, which ten times a second while a server
+    starts was most of the test's own CPU.
     """
     deadline = time.monotonic() + timeout
     with httpx.Client(timeout=1) as client:

@@ -1,6 +1,6 @@
 """The app's server and approver commands in a process of their own, forked from a parent that has ADK imported.
 
-A new interpreter spends about 2 s of CPU importing google-genai, ADK, SQLAlchemy and FastAPI before the app
+A new interpreter spends most of its start importing google-genai, ADK, SQLAlchemy and FastAPI before the app
 runs a line, and the tests start dozens of servers and commands. multiprocessing's forkserver imports those
 libraries once per test process (`PRELOAD`, none of the app's own modules); each process forks from it, takes
 the environment, folder and arguments it is given, and runs the program's own entry point as `python -m` would,
