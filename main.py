@@ -19,10 +19,10 @@ from google.genai import types
 
 from long_running_agent.agent import build_app  # the package loads .env first
 from long_running_agent.cli.entry import run
-from long_running_agent.desk import Desk
+from long_running_agent.desk import Desk, desk_or_exit
 from long_running_agent.ledger import TicketStatus, inputs
 from long_running_agent.names import EXPENSES
-from long_running_agent.settings import database_in_words, policy_in_words, settings_or_exit
+from long_running_agent.settings import database_in_words
 from long_running_agent.transcript import Transcript, pending_call, pending_calls, tool_response, user_text
 
 DONE, REFUSED, ASKED, PENDING = 0, 1, 4, 5  # how a request ended: the demo's exit status
@@ -85,7 +85,7 @@ async def demo(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
     await desk.prepare()  # the database at this version's schema, or one line saying what to run
     requester = f"demo-{secrets.token_hex(3)}"
     print(f"Model:    {desk.model}\nDatabase: {database_in_words(config.database_url)}")
-    print(f"Policy:   {policy_in_words(desk.policy, config.approval_policy)}")
+    print(f"Policy:   {desk.policy.in_words()}")
     print(f"Employee: {requester} (new each run: the daily rules start from zero)")
     async with desk.runner() as runner:  # build_app(desk): the agent and its guard plugin (agent.py)
         status, ended = await run_demo(desk, runner, out, requester,
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reject", action="store_true", help="the simulated approver rejects")
     parser.add_argument("--verbose", action="store_true", help="also print raw ADK events, and ADK's tracebacks")
     args = parser.parse_args(argv)
-    desk = Desk(settings_or_exit(), app=build_app)  # a setting it cannot use: one line, and exit status 1
+    desk = desk_or_exit(build_app)  # a setting it cannot use: one line, and exit status 1
     return run(desk, lambda out: demo(desk, args, out), verbose=args.verbose)
 
 

@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent  # the project: this file lives in
 TESTS = ("tests/test_process_races.py", "tests/test_money_invariants.py", "tests/test_policy_model.py")
 TICKETS = "long_running_agent/ledger/tickets.py"
 PAYOUTS = "long_running_agent/ledger/payouts.py"
-APPROVING = "long_running_agent/ledger/approving.py"
-RECORDS = "long_running_agent/ledger/records.py"
-MIGRATE = "long_running_agent/ledger/migrate.py"
+APPROVING = "long_running_agent/ledger/policy/approving.py"
+RULES = "long_running_agent/ledger/policy/rules.py"
+MIGRATE = "long_running_agent/ledger/storage/migrate.py"
 MIGRATIONS = "long_running_agent/ledger/migrations/versions"
 
 
@@ -74,24 +74,24 @@ MUTANTS = [
              "update(TicketRow).where(*PENDING, PINNED, _JUDGED)"),
     )),
     Mutant("the message group dropped from the totals", (
-        Edit("long_running_agent/ledger/request_totals.py",
+        Edit("long_running_agent/ledger/policy/request_totals.py",
              'return [REQUESTER] + ([f"message:{message_id}"] if message_id else [])', "return [REQUESTER]"),
     )),
     Mutant("the same approver twice", (
         # An approval judged as if from a newcomer: its approver's earlier approval kept under another key.
-        Edit(APPROVING, "{who: ticket.eligible(rules, who) for who in so_far} | {approver: groups}",
-             '{f"{who}#{n}": ticket.eligible(rules, who) for n, who in enumerate(so_far)} | {approver: groups}'),
-        Edit(APPROVING, 'return {who: counted.get(who, "") for who in now.approvals} | {approver: counted[approver]}',
-             "return counted"),
+        Edit(APPROVING, "{who: rules.eligible(ticket, who) for who in so_far} | {approver: groups}",
+             '{f"{who}#{n}": rules.eligible(ticket, who) for n, who in enumerate(so_far)} | {approver: groups}'),
+        Edit(APPROVING, 'return {who: placed.get(who, "") for who in now.approvals} | {approver: placed[approver]}',
+             "return placed"),
         Edit(APPROVING, "    if approver in now.approvals:\n        raise AlreadyApprovedByYou(now, approver)\n", ""),
     )),
     Mutant("the requester approving their own ticket", (
-        Edit(RECORDS, "requester=requester_of(self.user_id) == approver)", "requester=False)"),
+        Edit(RULES, "if requester_of(ticket.user_id) == approver else groups", "if False else groups"),
     )),
     Mutant("the requester's approval moved onto a group without self-approval", (
         # The approvals given matched again with all their approvers' groups, the requester's too (issue 43: erin's
         # own approval, moved from cfo onto finance, let dave's complete a $25,000 ticket).
-        Edit(APPROVING, "{who: ticket.eligible(rules, who) for who in so_far} | {approver: groups}",
+        Edit(APPROVING, "{who: rules.eligible(ticket, who) for who in so_far} | {approver: groups}",
              "{who: rules.groups_of(who) for who in so_far} | {approver: groups}"),
     )),
     Mutant("an approver who left the group still holds the place", (
@@ -105,11 +105,11 @@ MUTANTS = [
     )),
     Mutant("too few approvals", (
         # The need counted in groups, not approvals: `finance = 2` met by one.
-        Edit(APPROVING, "complete = sum(1 for group in counted.values() if group) == ticket.approvals_needed",
-             "complete = len({group for group in counted.values() if group}) >= len(ticket.needed)"),
+        Edit(APPROVING, "complete = sum(1 for group in placed.values() if group) == ticket.approvals_needed",
+             "complete = len({group for group in placed.values() if group}) >= len(ticket.needed)"),
     )),
     Mutant("the wrong group", (
-        Edit("long_running_agent/ledger/quorum.py", "if group in approvers[who] and index not in tried:",
+        Edit(RULES, "if group in approvers[who] and index not in tried:",
              "if index not in tried:"),
     )),
     Mutant("an approval after a veto", (
@@ -133,10 +133,10 @@ MUTANTS = [
                       "            await request_totals.take_back(db, row)",
              "if ticket.status is TicketStatus.EXPIRED:\n            await request_totals.take_back(db, row)"),
     )),
-    # A new database gets schema.py's tables and migrate.py's copy of the counter's triggers; an upgraded one, the
-    # migrations': each mutant below changes both.
+    # A new database gets storage/schema.py's tables and storage/migrate.py's copy of the counter's triggers; an
+    # upgraded one, the migrations': each mutant below changes both.
     Mutant("no one-payout-per-ticket constraint", (
-        Edit("long_running_agent/ledger/schema.py",
+        Edit("long_running_agent/ledger/storage/schema.py",
              'ticket_id: Mapped[str | None] = mapped_column(ForeignKey("approval_tickets.id"), unique=True)',
              'ticket_id: Mapped[str | None] = mapped_column(ForeignKey("approval_tickets.id"))'),
         Edit(f"{MIGRATIONS}/0002_deliveries_identities_daily_rules.py",
@@ -151,12 +151,12 @@ MUTANTS = [
     )),
     Mutant("the guard reading amounts more leniently than reimburse", (
         # "2e2" let through as $200, which reimburse then refused.
-        Edit("long_running_agent/approval/decisions.py", "return parse_amount(claimed, limits) == held",
+        Edit("long_running_agent/approval/decisions.py", "return amount(claimed, most=policy.max_amount) == held",
              "return Decimal(str(claimed)) == held"),
     ), tests=("tests/test_paid_or_payable.py",)),
     Mutant("verify compares no payout with its paid row", (
         # A paid ticket's payout edited from $250 to $9,000 passed `expenses audit verify`.
-        Edit("long_running_agent/ledger/audit_facts.py",
+        Edit("long_running_agent/ledger/audit/facts.py",
              "    if payout is not None:\n        found.append(_compared(",
              "    if False:\n        found.append(_compared("),
     ), tests=("tests/test_audit_coverage.py",)),

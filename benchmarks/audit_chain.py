@@ -1,10 +1,10 @@
 """What the hash-chained audit trail costs per flow: the app as shipped against the same app with a plain insert.
 
 On each store two systems of this project are open together and take turns flow by flow (per_flow.py's method):
-one as shipped, whose audit rows are chained (ledger/audit.py: each row one INSERT ... SELECT of its ticket's head
-under the ticket's lock, hashed by the database, and a trigger moving the head), and one whose `audit.write` is, for
+one as shipped, whose audit rows are chained (ledger/audit/chain.py: each row one INSERT ... SELECT of its ticket's head
+under the ticket's lock, hashed by the database, and a trigger moving the head), and one whose `chain.write` is, for
 its own flows only, the plain INSERT of an unchained trail, on a database without the trigger. The ratio chained /
-plain is taken in each pass, and each one's `audit.write` calls are timed: the target is the chain's writes taking
+plain is taken in each pass, and each one's `chain.write` calls are timed: the target is the chain's writes taking
 less than 5% of a flow beyond the plain ones, in every pass. Which system goes first alternates.
 
 Run alone with:
@@ -26,9 +26,9 @@ from typing import Any
 from sqlalchemy import insert, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from long_running_agent.ledger import audit
-from long_running_agent.ledger.audit_check import verify
-from long_running_agent.ledger.schema import AuditRow
+from long_running_agent.ledger.audit import chain
+from long_running_agent.ledger.audit.check import verify
+from long_running_agent.ledger.storage.schema import AuditRow
 
 from .flows import OURS, System, open_system
 from .stores import Stores, stores
@@ -48,7 +48,7 @@ async def _plain_write(
 
 
 class _Writes:
-    """An `audit.write` that adds up the time its calls take."""
+    """A `chain.write` that adds up the time its calls take."""
 
     def __init__(self, write: Any) -> None:
         self.write, self.seconds = write, 0.0
@@ -63,13 +63,13 @@ class _Writes:
 
 @contextlib.contextmanager
 def _trail(writes: _Writes) -> Iterator[None]:
-    """`audit.write` is `writes` while the block runs: each system's flows use its own writer, timed."""
-    shipped = audit.write
-    audit.write = writes
+    """`chain.write` is `writes` while the block runs: each system's flows use its own writer, timed."""
+    shipped = chain.write
+    chain.write = writes
     try:
         yield
     finally:
-        audit.write = shipped
+        chain.write = shipped
 
 
 async def _without_trigger(system: System) -> None:
@@ -92,7 +92,7 @@ async def measure_audit_chain(
             passes: list[dict[str, float]] = []
             for repeat in range(repeats + 1):
                 flows = warmup_flows if repeat == 0 else flows_per_repeat
-                writes = {"chained": _Writes(audit.write), "plain": _Writes(_plain_write)}
+                writes = {"chained": _Writes(chain.write), "plain": _Writes(_plain_write)}
                 took: dict[str, list[float]] = {"chained": [], "plain": []}
                 wrote: dict[str, list[float]] = {"chained": [], "plain": []}
                 for n in range(flows):
@@ -158,7 +158,7 @@ def report(rows: list[dict[str, Any]]) -> list[str]:
     return lines + ["", "The app as shipped and the same app with the audit trail's plain INSERT of before (no lock, "
                         "no hash, no trigger), on databases of their own, taking turns flow by flow: "
                         f"{rows[0]['repeats']} passes of {rows[0]['flows_per_repeat']} flows each. Each flow's audit "
-                        "writes are timed (`audit.write`, one call per row); the chain's cost is the median flow's "
+                        "writes are timed (`chain.write`, one call per row); the chain's cost is the median flow's "
                         "writes beyond the plain median's, over the plain flow, pass by pass. The whole flows' ratio "
                         "is beside it: on a shared machine it moves by more than the chain costs "
                         "(benchmarks/audit_chain.py).", ""]

@@ -8,6 +8,13 @@ send the model the same words, and each payout is counted, per session, in a
 ADK's stock session services. The application resumes by sending the
 approval as a FunctionResponse with the pending call's id and name, as the
 example's main.py does.
+
+On each store the seed's pattern runs on the session service this project
+runs on (`SESSION_SERVICES`), so that a ratio between the two measures this
+project, not ADK: InMemorySessionService in memory, DatabaseSessionService
+on a SQLite file and on PostgreSQL. ADK's SqliteSessionService, which a copy
+of the example may use on a SQLite file, is measured beside them for
+information (`SQLITE_SERVICE`).
 """
 
 from __future__ import annotations
@@ -25,11 +32,15 @@ from google.adk.tools.tool_context import ToolContext
 
 from examples.bare.expense_agent import agent as bare
 from long_running_agent.agent import build_agent
+from long_running_agent.desk import Desk
 from long_running_agent.settings import Settings
 
 from .environment import OFFLINE_MODEL
 
 APP_NAME = "seed_baseline"
+SESSION_SERVICES = {"memory": "InMemorySessionService", "sqlite": "DatabaseSessionService",
+                    "postgres": "DatabaseSessionService"}
+SQLITE_SERVICE = "SqliteSessionService"
 
 
 class Bank:
@@ -55,19 +66,18 @@ def seed_agent(bank: Bank, settings: Settings) -> LlmAgent:
     """The example's agent on the offline model, with the instruction this project's agent has under `settings`."""
     return bare.root_agent.clone(update={
         "model": OFFLINE_MODEL,
-        "instruction": build_agent(settings, OFFLINE_MODEL).instruction,
+        "instruction": build_agent(Desk(settings), OFFLINE_MODEL).instruction,
         "tools": [paying_reimburse(bank) if tool is bare.reimburse else tool for tool in bare.root_agent.tools],
     })
 
 
-def stock_session_service(store: str, url: str | None) -> BaseSessionService:
-    """ADK's own session service for `store`: memory, sqlite (SqliteSessionService), postgres."""
+def stock_session_service(store: str, url: str | None, service: str | None = None) -> BaseSessionService:
+    """ADK's own session service on `store`: `service`, by default the one this project uses there."""
     if store == "memory":
         return InMemorySessionService()
-    if store == "sqlite":
-        assert url is not None
-        return SqliteSessionService(url.split(":///", 1)[1])
     assert url is not None
+    if service == SQLITE_SERVICE:
+        return SqliteSessionService(url.split(":///", 1)[1])
     return DatabaseSessionService(db_url=url)
 
 

@@ -35,6 +35,7 @@ from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService
 from google.adk.tools import FunctionTool, ToolContext
 
+from long_running_agent.desk import policy_of
 from long_running_agent.settings import Settings
 
 from .baseline import Bank, paying_reimburse
@@ -65,7 +66,7 @@ def above(limit: Decimal) -> Callable[..., bool]:
 
 def confirmation_agent(bank: Bank, settings: Settings) -> LlmAgent:
     """ADK's confirmation above the threshold of `settings`, the one this project's agent applies."""
-    limit = settings.rules.threshold
+    limit = policy_of(settings).rules.threshold
     return LlmAgent(
         name="expense_agent",
         model=OFFLINE_MODEL,

@@ -5,11 +5,9 @@ store under ./.data, runs the approval flow and the small payout, and exits.
 Wall time is measured around the process, and to the line that shows the
 first model call's answer; peak RSS is the child's own (`os.wait4` rusage), so
 nothing of the benchmark process is counted. Beside each run, in turn, the
-seed's pattern runs cold to its first model call (seed_cold.py): the yardstick
-the start-up ratio is taken to. To show where the time goes, the same number
-of runs only import `main` and exit, only `import google.adk`, and only import
-what the seed's bare pattern imports from ADK (its runner, agent, tools and
-session services).
+seed's pattern runs cold to its first model call (seed_cold.py), on the
+session service `python main.py` uses: the yardstick the start-up ratio is
+taken to, pair by pair.
 
 "Cold" is a new interpreter and a new database, with the bytecode Python
 writes on a first run already written, as after any first run on a user's
@@ -31,8 +29,6 @@ from typing import Any
 from .environment import child_env
 
 MAIN = Path(__file__).resolve().parent.parent / "main.py"
-
-
 SEED_COLD = Path(__file__).resolve().parent / "seed_cold.py"
 # The line each prints once its first model call has answered.
 MAIN_FIRST_CALL, SEED_FIRST_CALL = b"calls ask_for_approval", b"first model call"
@@ -62,21 +58,11 @@ def _run_cold(args: list[str], *, expect: bytes, cache: str, first: bytes | None
         return wall, usage.ru_maxrss / 1024, seen  # KiB on Linux
 
 
-# What the seed's pattern imports from ADK to run its agent (benchmarks/baseline.py).
-SEED_IMPORTS = ("from google.adk.agents import LlmAgent; from google.adk.apps import App; "
-                "from google.adk.runners import Runner; from google.adk.tools import LongRunningFunctionTool; "
-                "from google.adk.sessions import DatabaseSessionService")
-
-
 def measure_demo(repeats: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-pycache-") as cache:
         commands: dict[str, tuple[list[str], bytes, bytes | None]] = {
             "main": ([str(MAIN)], b"The flow completed.", MAIN_FIRST_CALL),
             "seed": ([str(SEED_COLD), "{dir}/seed.db"], SEED_FIRST_CALL, SEED_FIRST_CALL),
-            "import": (["-c", f"import sys; sys.path.insert(0, {str(MAIN.parent)!r}); import main; print('imported')"],
-                       b"imported", None),
-            "adk": (["-c", "import google.adk; print('imported')"], b"imported", None),
-            "seed_imports": (["-c", f"{SEED_IMPORTS}; print('imported')"], b"imported", None),
         }
         for args, expect, first in commands.values():  # writes the bytecode: a first run, untimed
             _run_cold(args, expect=expect, cache=cache, first=first)
@@ -84,20 +70,14 @@ def measure_demo(repeats: int) -> dict[str, Any]:
         for _ in range(repeats):
             for name, (args, expect, first) in commands.items():
                 runs[name].append(_run_cold(args, expect=expect, cache=cache, first=first))
-    wall = statistics.median(run[0] for run in runs["main"])
-    adk_wall = statistics.median(run[0] for run in runs["adk"])
     # Each main run over the seed's run just after it: the pair ran in the same few seconds.
     ratios = [mine[2] / seed[2] for mine, seed in zip(runs["main"], runs["seed"], strict=True)]
     return {
-        "wall_s": wall,
+        "wall_s": statistics.median(run[0] for run in runs["main"]),
         "fastest_wall_s": min(run[0] for run in runs["main"]),
         "peak_rss_mb": statistics.median(run[1] for run in runs["main"]),
         "first_call_s": statistics.median(run[2] for run in runs["main"]),
         "seed_first_call_s": statistics.median(run[2] for run in runs["seed"]),
         "x_seed_first_call": ratios,
-        "import_wall_s": statistics.median(run[0] for run in runs["import"]),
-        "adk_import_wall_s": adk_wall,
-        "seed_imports_wall_s": statistics.median(run[0] for run in runs["seed_imports"]),
-        "x_adk_import": wall / adk_wall,
         "runs": float(repeats),
     }

@@ -1,25 +1,28 @@
 """The benchmark's environment: the offline model, fixed settings, and the machine.
 
-`pinned()` is the settings every desk the benchmark builds in this process
-starts from (flows.py); processes the benchmark starts get the same ones in
-their environment (`child_env()`).
+What is measured never depends on a developer's `.env` or shell. `pinned()`
+is the settings every desk the benchmark builds in this process starts from
+(flows.py), built from the values below alone; a process the benchmark starts
+gets an environment with every variable the app reads cleared, then the same
+values (`child_env()`).
 """
 
 from __future__ import annotations
 
 import os
 import platform
-from datetime import timedelta
-from decimal import Decimal
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
-from long_running_agent.settings import ModelSettings, Settings, load_settings
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
+
+from long_running_agent.settings import ModelSettings, Settings
 
 OFFLINE_MODEL = "offline-expense-model"
+ROOT = Path(__file__).resolve().parent.parent  # the project folder, where the benchmark's processes start
 
-# Settings the measured flows depend on, pinned so a developer's .env cannot
-# change what is measured (load_dotenv never overrides what is already set).
+# Settings the measured flows depend on, pinned: what is measured is the app's defaults on the offline model.
 PINNED = {
     "AGENT_MODEL": OFFLINE_MODEL,
     "APPROVAL_THRESHOLD": "100",
@@ -28,28 +31,39 @@ PINNED = {
     "DEV_CHAT_APPROVAL": "false",
     "DAILY_AUTO_APPROVAL_LIMIT": "250",
 }
-UNSET = (
-    "GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_ENTERPRISE",
-    "EXPENSES_DATABASE_URL",
-)
+# Every variable the app reads: each setting's own, and those settings.py reads to choose the model
+# (tests/test_benchmarks_smoke.py checks the list against the tests' own).
+APP_VARIABLES = frozenset({field.alias for field in Settings.model_fields.values() if field.alias} | {
+    "AGENT_MODEL", "GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION",
+    "GOOGLE_GEMINI_BASE_URL", "GOOGLE_VERTEX_BASE_URL", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_ENTERPRISE",
+})
+
+
+class _Given(Settings):
+    """Settings checked as the app checks them, from the values given only: no environment, no `.env`."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
 
 
 def pinned(**fields: Any) -> Settings:
-    """This process's settings with the offline model and the policy pinned, and `fields` (e.g. database_url)."""
-    return load_settings().model_copy(update={
-        "model": ModelSettings(OFFLINE_MODEL, None),
-        "approval_threshold": Decimal(PINNED["APPROVAL_THRESHOLD"]),
-        "approval_ttl": timedelta(hours=float(PINNED["APPROVAL_TTL_HOURS"])),
-        "max_amount": Decimal(PINNED["MAX_REIMBURSEMENT"]),
-        "dev_chat_approval": False,
-        "daily_auto_approval_limit": Decimal(PINNED["DAILY_AUTO_APPROVAL_LIMIT"]),
-        **fields,
-    })
+    """The benchmark's settings (PINNED, the offline model), and `fields` (e.g. database_url)."""
+    given = _Given.model_validate(PINNED | {"AGENT_MODEL": ModelSettings(OFFLINE_MODEL, None)})
+    return given.model_copy(update=fields)
 
 
 def child_env(**settings: str) -> dict[str, str]:
-    """The environment for a process the benchmark starts: the same pinned settings, plus `settings`."""
-    return {k: v for k, v in os.environ.items() if k not in UNSET} | PINNED | settings
+    """The environment for a process the benchmark starts: PINNED and `settings`, every other app variable "".
+
+    Empty rather than removed: the app loads `.env` at import, and load_dotenv fills in only variables that
+    are not set at all; the settings take "" for unset.
+    """
+    return os.environ | dict.fromkeys(APP_VARIABLES, "") | PINNED | settings
 
 
 def machine() -> dict[str, str | int]:

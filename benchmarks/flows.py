@@ -43,7 +43,7 @@ from long_running_agent.desk import Desk
 from long_running_agent.ledger import Ledger
 from long_running_agent.settings import Settings
 
-from .baseline import Bank, seed_runner, stock_session_service
+from .baseline import SESSION_SERVICES, Bank, seed_runner, stock_session_service
 from .confirmation import CONFIRMATION_CALL, CONFIRMED, confirmation_runner
 from .environment import OFFLINE_MODEL, pinned
 from .metering import ModelMeter, metered
@@ -85,6 +85,7 @@ class System:
 
     name: str
     store: str
+    service: str  # the session service's class name
     runner: Runner
     meter: ModelMeter
     bank: Bank | None = None
@@ -193,24 +194,30 @@ def open_ours(store: str, url: str | None, settings: Settings) -> System:
     else:
         assert url is not None
         runner = desk.runner()  # the app's own session store, on the ledger's engine, as in the server
-    return System(OURS, store, runner, meter, desk=desk)
+    return System(OURS, store, SESSION_SERVICES[store], runner, meter, desk=desk)
 
 
-def open_seed(store: str, url: str | None, settings: Settings) -> System:
-    """The baseline on ADK's stock session service for `store`."""
+def open_seed(store: str, url: str | None, settings: Settings, service: str) -> System:
+    """The baseline on ADK's stock session service `service`."""
     bank = Bank()
-    runner = seed_runner(bank, stock_session_service(store, url), settings)
-    return System(SEED, store, runner, metered(runner), bank=bank)
+    runner = seed_runner(bank, stock_session_service(store, url, service), settings)
+    return System(SEED, store, service, runner, metered(runner), bank=bank)
 
 
-def open_confirmation(store: str, url: str | None, settings: Settings) -> System:
-    """ADK's tool confirmation on ADK's stock session service for `store`."""
+def open_confirmation(store: str, url: str | None, settings: Settings, service: str) -> System:
+    """ADK's tool confirmation on ADK's stock session service `service`."""
     bank = Bank()
-    runner = confirmation_runner(bank, stock_session_service(store, url), settings)
-    return System(CONFIRMATION, store, runner, metered(runner), bank=bank)
+    runner = confirmation_runner(bank, stock_session_service(store, url, service), settings)
+    return System(CONFIRMATION, store, service, runner, metered(runner), bank=bank)
 
 
-def open_system(name: str, store: str, url: str | None, settings: Settings | None = None) -> System:
-    """System `name` on `store`, under `settings` (default: the benchmark's pinned ones)."""
-    opened = {OURS: open_ours, SEED: open_seed, CONFIRMATION: open_confirmation}[name]
-    return opened(store, url, settings or pinned())
+def open_system(name: str, store: str, url: str | None, settings: Settings | None = None,
+                service: str | None = None) -> System:
+    """System `name` on `store`, under `settings` (default: the benchmark's pinned ones).
+
+    `service`: the seed's or the confirmation's session service, by default the one this project uses on `store`.
+    """
+    if name == OURS:
+        return open_ours(store, url, settings or pinned())
+    opened = {SEED: open_seed, CONFIRMATION: open_confirmation}[name]
+    return opened(store, url, settings or pinned(), service or SESSION_SERVICES[store])

@@ -16,10 +16,9 @@ requester's. Only the ticket table is copied: the inbox reads nothing else but
 the (empty) daily payouts. After each growth the store is ANALYZEd (VACUUM
 ANALYZE on PostgreSQL) as autovacuum would be.
 
-Per size: the median of the whole read, the median of each query (timed at
-the driver, from sending the statement to its result), and each query's plan
-(SQLite `EXPLAIN QUERY PLAN`, PostgreSQL `EXPLAIN`) with real statistics, and
-whether it reads an index without a sort on the side.
+Per size: the median of the whole read, and each query's plan (SQLite
+`EXPLAIN QUERY PLAN`, PostgreSQL `EXPLAIN`) with real statistics, and whether
+it reads an index without a sort on the side.
 """
 
 from __future__ import annotations
@@ -53,35 +52,20 @@ _DELIVERED = _DECIDED | {"delivered_at": "created_at"}
 _NOT_DELIVERED = _DECIDED | {"delivery_error": "'the conversation could not be reached (benchmark)'"}
 
 
-class StatementTimer:
-    """Times each SELECT the engine sends, at the driver; `taken()` hands over what was recorded."""
+@contextmanager
+def recording(engine: AsyncEngine) -> Iterator[list[tuple[str, Any]]]:
+    """Each SELECT the engine sends while the block runs, with its parameters."""
+    sent: list[tuple[str, Any]] = []
 
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine.sync_engine
-        self.sent: list[tuple[str, Any, float]] = []
-        self._started: dict[int, float] = {}
+    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            sent.append((statement, parameters))
 
-    def _before(self, _conn: Any, cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
-        self._started[id(cursor)] = time.perf_counter()
-
-    def _after(self, _conn: Any, cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
-        started = self._started.pop(id(cursor), None)
-        if started is not None and statement.lstrip().upper().startswith("SELECT"):
-            self.sent.append((statement, parameters, time.perf_counter() - started))
-
-    @contextmanager
-    def recording(self) -> Iterator[None]:
-        event.listen(self.engine, "before_cursor_execute", self._before)
-        event.listen(self.engine, "after_cursor_execute", self._after)
-        try:
-            yield
-        finally:
-            event.remove(self.engine, "before_cursor_execute", self._before)
-            event.remove(self.engine, "after_cursor_execute", self._after)
-
-    def taken(self) -> list[tuple[str, Any, float]]:
-        sent, self.sent = self.sent, []
-        return sent
+    event.listen(engine.sync_engine, "before_cursor_execute", record)
+    try:
+        yield sent
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", record)
 
 
 async def read_as_the_api_does(ledger: Ledger) -> Inbox:
@@ -90,29 +74,20 @@ async def read_as_the_api_does(ledger: Ledger) -> Inbox:
 
 
 async def time_inbox(ledger: Ledger, repeats: int) -> dict[str, Any]:
-    """Median seconds of the whole read and of each query, after two warm-ups; the statements sent."""
-    timer = StatementTimer(ledger.engine)
+    """Median seconds of the whole read, after two warm-ups; the statements the read sent."""
+    with recording(ledger.engine) as statements:
+        await read_as_the_api_does(ledger)
+    if len(statements) != len(QUERIES):
+        raise RuntimeError(f"the inbox read sent {len(statements)} queries, expected {len(QUERIES)}: "
+                           f"{[s[:60] for s, _p in statements]}")
     totals: list[float] = []
-    per_query: list[list[float]] = [[] for _ in QUERIES]
-    statements: list[tuple[str, Any]] = []
-    with timer.recording():
-        for n in range(repeats + 2):
-            started = time.perf_counter()
-            inbox = await read_as_the_api_does(ledger)
-            elapsed = time.perf_counter() - started
-            sent = timer.taken()
-            if len(sent) != len(QUERIES):
-                raise RuntimeError(f"the inbox read sent {len(sent)} queries, expected {len(QUERIES)}: "
-                                   f"{[s[:60] for s, _p, _t in sent]}")
-            if n < 2:
-                statements = [(statement, parameters) for statement, parameters, _t in sent]
-                continue
-            totals.append(elapsed)
-            for samples, (_s, _p, took) in zip(per_query, sent, strict=True):
-                samples.append(took)
+    for n in range(repeats + 1):
+        started = time.perf_counter()
+        inbox = await read_as_the_api_does(ledger)
+        if n:
+            totals.append(time.perf_counter() - started)
     return {
         "median_s": statistics.median(totals),
-        "query_ms": {name: statistics.median(s) * 1000 for name, s in zip(QUERIES, per_query, strict=True)},
         "shown": {"pending": len(inbox.pending), "total_pending": inbox.total_pending,
                   "undelivered": len(inbox.undelivered), "total_undelivered": inbox.total_undelivered,
                   "recent_decisions": len(inbox.recent_decisions)},
@@ -136,7 +111,7 @@ async def query_plans(engine: AsyncEngine, statements: list[tuple[str, Any]]) ->
 def reads_an_index(dialect: str, plan: str) -> bool:
     """True when the plan reads the tickets through an index and sorts nothing on the side.
 
-    The pending total reads no ticket: it sums the kept count's few rows (ledger/schema.py's PendingCountRow).
+    The pending total reads no ticket: it sums the kept count's few rows (ledger/storage/schema.py's PendingCountRow).
     """
     if "approval_tickets" not in plan and "pending_counts" in plan:
         return True

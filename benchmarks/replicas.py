@@ -22,24 +22,20 @@ Both replicas stay up for the whole measurement; a 1-replica run sends its
 load to the first one only (the second idles: one indexed query every 30 s).
 Runs alternate, 1 then 2 replicas, repeat after repeat, so noise and the
 database's growth land on both alike. Each replica is kept at `in_flight` flows
-at once. CPU time per flow is read from /proc for the replicas and for the
-PostgreSQL server's processes (postmaster and backends; a backend that exits
-mid-run is not counted), and from this process for the load generator.
-Replicas are not pinned to cores: see `PIN_REPLICAS`.
+at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import statistics
 import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AsyncExitStack, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,18 +48,11 @@ from long_running_agent.desk import Desk
 from long_running_agent.ledger import Ledger
 from long_running_agent.names import APP_NAME
 
-from .environment import child_env, pinned
+from .environment import ROOT, child_env, pinned
 from .stores import Stores
 
-ROOT = Path(__file__).resolve().parent.parent
 APPROVER, TOKEN = "bob", "bench-approver-token"
 REQUEST = "Please reimburse $250.00 for the team offsite lunch."
-# A replica is one Python thread doing the work (asyncpg has no worker
-# threads), so it never uses more than one core anyway. Pinning each replica
-# to a core of its own would only stop the kernel from running PostgreSQL and
-# the load generator on whichever core is idle at the moment.
-PIN_REPLICAS = False
-_TICK = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -71,22 +60,6 @@ class Replica:
     process: subprocess.Popen[bytes]
     base_url: str
     log: Path
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process `pid` so far (all its threads), 0 if it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICK
-
-
-def machine_ticks() -> tuple[int, int]:
-    """(busy, total) CPU ticks of the whole machine so far, from /proc/stat."""
-    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = values[3] + values[4]  # idle + iowait
-    return sum(values) - idle, sum(values)
 
 
 async def prepare_schema(url: str) -> None:
@@ -118,8 +91,6 @@ def replicas(count: int, url: str, root: Path) -> Iterator[list[Replica]]:
                     cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                 )
             stack.callback(_stop, process)
-            if PIN_REPLICAS:
-                os.sched_setaffinity(process.pid, {n % (os.cpu_count() or 1)})
             started.append(Replica(process, f"http://127.0.0.1:{port}", log))
         for replica in started:
             _wait_until_healthy(replica)
@@ -240,8 +211,7 @@ async def double_payouts(url: str) -> int:
 
 
 async def _measure(
-    servers: list[Replica], postgres_pids: Callable[[], list[int]], plan: list[int], *, flows_per_replica: int,
-    in_flight: int, warmup_flows: int,
+    servers: list[Replica], plan: list[int], *, flows_per_replica: int, in_flight: int, warmup_flows: int,
 ) -> list[dict[str, Any]]:
     limits = httpx.Limits(max_connections=in_flight * 2, max_keepalive_connections=in_flight * 2)
     async with AsyncExitStack() as stack:
@@ -251,42 +221,17 @@ async def _measure(
         await drive(clients, flows=warmup_flows * len(clients), in_flight=1, tag="warmup")
         runs = []
         for n, count in enumerate(plan):
-            used = servers[:count]
-            before = [cpu_seconds(s.process.pid) for s in servers]
-            pg_before = {pid: cpu_seconds(pid) for pid in postgres_pids()}
-            busy_before, total_before = machine_ticks()
-            own_before = time.process_time()
             result = await drive(clients[:count], flows=flows_per_replica * count, in_flight=in_flight,
                                  tag=f"run{n}-r{count}")
-            own = time.process_time() - own_before
-            busy, total = (a - b for a, b in zip(machine_ticks(), (busy_before, total_before), strict=True))
-            replica_cpu = sum(cpu_seconds(s.process.pid) - b for s, b in zip(servers, before, strict=True))
-            # A backend started during the run counts from zero.
-            pg_cpu = sum(cpu_seconds(pid) - pg_before.get(pid, 0.0) for pid in postgres_pids())
-            done = max(result["completed"], 1)
-            runs.append({
-                "replicas": count,
-                "flows": flows_per_replica * count,
-                **result,
-                "flows_per_s": result["completed"] / result["wall_s"],
-                "replica_cpu_ms_per_flow": replica_cpu / done * 1000,
-                "postgres_cpu_ms_per_flow": pg_cpu / done * 1000,
-                "load_generator_cpu_ms_per_flow": own / done * 1000,
-                # Cores the replicas kept busy: near 1.0 per replica means each was saturated.
-                "replica_busy_cores": replica_cpu / result["wall_s"],
-                # ... and with PostgreSQL and the load generator: what of the machine this benchmark used.
-                "benchmark_busy_cores": (replica_cpu + pg_cpu + own) / result["wall_s"],
-                # Cores busy on the whole machine during the run, whoever used them.
-                "machine_busy_cores": busy / total * (os.cpu_count() or 1) if total else 0.0,
-                "used_replicas": [s.base_url for s in used],
-            })
+            runs.append({"replicas": count, "flows": flows_per_replica * count, **result,
+                         "flows_per_s": result["completed"] / result["wall_s"]})
         return runs
 
 
 def measure_replicas(
     stores: Stores, *, flows_per_replica: int, in_flight: int, repeats: int, warmup_flows: int,
 ) -> dict[str, Any]:
-    """Flows/s and CPU per flow for 1 and 2 replicas (medians over `repeats`), and every run."""
+    """Flows/s for 1 and 2 replicas (medians over `repeats`), and every run."""
     if not stores.has("postgres"):
         return {}
     url = asyncio.run(stores.fresh("postgres"))
@@ -296,10 +241,10 @@ def measure_replicas(
     root.mkdir(exist_ok=True)
     with replicas(2, url, root) as servers:
         runs = asyncio.run(_measure(
-            servers, stores.postgres_pids, [1, 2] * repeats, flows_per_replica=flows_per_replica,
-            in_flight=in_flight, warmup_flows=warmup_flows,
+            servers, [1, 2] * repeats, flows_per_replica=flows_per_replica, in_flight=in_flight,
+            warmup_flows=warmup_flows,
         ))
-    summary: dict[str, Any] = {"runs": runs, "pinned": PIN_REPLICAS, "in_flight_per_replica": in_flight,
+    summary: dict[str, Any] = {"runs": runs, "in_flight_per_replica": in_flight,
                                "flows_per_replica": flows_per_replica, "repeats": repeats,
                                "double_payouts": asyncio.run(double_payouts(url)), "by_replicas": []}
     for count in (1, 2):
@@ -309,9 +254,7 @@ def measure_replicas(
             "flows_per_s": statistics.median(r["flows_per_s"] for r in mine),
             "errors": max(r["errors"] for r in mine),
             "error_kinds": max(mine, key=lambda r: r["errors"])["error_kinds"],
-            **{key: statistics.median(r[key] for r in mine) for key in (
-                "replica_cpu_ms_per_flow", "postgres_cpu_ms_per_flow", "load_generator_cpu_ms_per_flow",
-                "replica_busy_cores", "benchmark_busy_cores", "machine_busy_cores", "wall_s")},
+            "wall_s": statistics.median(r["wall_s"] for r in mine),
             "flow_p50_s": statistics.median(r["flow_p50_s"] or 0.0 for r in mine),
         })
     one, two = summary["by_replicas"]

@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from long_running_agent.ledger import TicketStatus
-from long_running_agent.ledger.schema import Base
+from long_running_agent.ledger.storage.schema import Base
 
 from .flows import OURS, System, open_system
 from .stores import Stores

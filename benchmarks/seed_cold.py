@@ -4,8 +4,9 @@ Run with:
     .venv/bin/python benchmarks/seed_cold.py PATH.db
 
 What a copy of the basic example does before its model answers: import ADK,
-build a `LongRunningFunctionTool` agent, open ADK's `SqliteSessionService` on a
-new file, create a session and send the request. Its model prints FIRST_CALL
+build a `LongRunningFunctionTool` agent, open ADK's `DatabaseSessionService` on
+a new SQLite file (the session service `python main.py` keeps its
+conversations in), create a session and send the request. Its model prints FIRST_CALL
 when it is first called (benchmarks/demo.py times the line) and asks for
 approval, as any model would; nothing of this project is imported, so the
 yardstick carries none of its cost.
@@ -22,7 +23,7 @@ from google.adk.agents import LlmAgent
 from google.adk.apps import App
 from google.adk.models import BaseLlm, LlmRequest, LlmResponse
 from google.adk.runners import Runner
-from google.adk.sessions.sqlite_session_service import SqliteSessionService
+from google.adk.sessions import DatabaseSessionService
 from google.adk.tools import LongRunningFunctionTool
 from google.genai import types
 
@@ -52,7 +53,8 @@ async def main(path: str) -> None:
     agent = LlmAgent(name="expense_agent", model=AsksForApproval(model="asks-for-approval"),
                      instruction="Ask for approval of expenses above $100.",
                      tools=[LongRunningFunctionTool(func=ask_for_approval)])
-    runner = Runner(app=App(name="seed", root_agent=agent), session_service=SqliteSessionService(path))
+    sessions = DatabaseSessionService(db_url=f"sqlite+aiosqlite:///{path}")
+    runner = Runner(app=App(name="seed", root_agent=agent), session_service=sessions)
     session = await runner.session_service.create_session(app_name="seed", user_id="employee")
     message = types.Content(role="user", parts=[types.Part(text="Please reimburse $250.00 for the team lunch.")])
     async for _event in runner.run_async(user_id="employee", session_id=session.id, new_message=message):

@@ -42,21 +42,6 @@ class Stores:
     def has(self, store: str) -> bool:
         return store != POSTGRES or self.postgres_url is not None
 
-    def postgres_pids(self) -> list[int]:
-        """The PostgreSQL server's processes now (postmaster and its children), for CPU accounting."""
-        try:
-            postmaster = int((self.root / "postgres" / "postmaster.pid").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            return []
-        pids = [postmaster]
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
-                    pids.append(int(stat.parent.name))
-            except (OSError, ValueError, IndexError):
-                continue
-        return pids
-
     async def fresh(self, store: str) -> str | None:
         n = next(self._numbers)
         if store == MEMORY:

@@ -26,14 +26,13 @@ from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from .approval.guard import ApprovalGuard
 from .approval.run import delivers_nothing
 from .approval.turn_order import prepare_model_request
-from .desk import Desk
+from .desk import Desk, desk_or_exit
 from .model.failure import model_failed
 from .names import AGENT_NAME, APP_NAME
-from .settings import Settings, settings_or_exit
 from .tools import ask_for_approval, reimburse, withdraw_request
 
 INSTRUCTION = """You reimburse employees' expenses in US dollars. Each needs a purpose and an amount;
-ask for what is missing. Up to ${limit:,}: call reimburse. Above: call ask_for_approval, then tell
+ask for what is missing. Up to ${threshold:,}: call reimburse. Above: call ask_for_approval, then tell
 the user the ticket id and that it waits for an approver. Several expenses: one call each. An
 expense may be at most ${most:,}. If reimburse answers "needs_approval", call ask_for_approval with
 the same purpose and amount. When a ticket comes back "approved", call reimburse with its purpose
@@ -41,8 +40,8 @@ and the approved amount; otherwise say nothing was paid, and why. Never say mone
 reimburse returned "paid"."""
 
 
-def build_agent(settings: Settings, model: str | BaseLlm, *, answer_model_failures: bool = False) -> LlmAgent:
-    """The expense agent, with the limits of `settings` in its instruction.
+def build_agent(desk: Desk, model: str | BaseLlm, *, answer_model_failures: bool = False) -> LlmAgent:
+    """The expense agent, with the desk's policy in its instruction: its threshold and the most one request asks.
 
     `answer_model_failures`: a model that fails is the agent's answer (what to check), unless the run delivers a
     decision; for surfaces that would show the raised failure as a traceback or a plain-text 500 (plain adk).
@@ -50,12 +49,12 @@ def build_agent(settings: Settings, model: str | BaseLlm, *, answer_model_failur
     return LlmAgent(
         name=AGENT_NAME,
         model=model,
-        instruction=INSTRUCTION.format(limit=settings.rules.threshold, most=settings.max_amount),
+        instruction=INSTRUCTION.format(threshold=desk.policy.rules.threshold, most=desk.policy.max_amount),
         tools=[LongRunningFunctionTool(func=ask_for_approval), reimburse, withdraw_request],
         # The conversation as the ledger knows it, in turns Gemini accepts (approval/turn_order.py).
         before_model_callback=prepare_model_request,
         # A Gemini that cannot be reached or refuses: one refusal saying what to check (model/failure.py).
-        on_model_error_callback=partial(model_failed, address=settings.model.gemini_address,
+        on_model_error_callback=partial(model_failed, address=desk.settings.model.gemini_address,
                                         answer=delivers_nothing if answer_model_failures else None),
     )
 
@@ -66,7 +65,7 @@ def build_app(desk: Desk, *, model: str | BaseLlm | None = None, plugins: Sequen
 
     The guard checks every approval against the desk's ledger, and hands each run the desk (approval/run.py).
     """
-    agent = build_agent(desk.settings, model or desk.model.name, answer_model_failures=answer_model_failures)
+    agent = build_agent(desk, model or desk.model.name, answer_model_failures=answer_model_failures)
     return App(name=APP_NAME, root_agent=agent, plugins=[ApprovalGuard(desk), *plugins])
 
 
@@ -79,6 +78,6 @@ def __getattr__(name: str) -> Any:
     """
     if name not in ("app", "root_agent"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    built = Desk(settings_or_exit(stop=True), app=partial(build_app, answer_model_failures=True)).app
+    built = desk_or_exit(partial(build_app, answer_model_failures=True), stop=True).app
     globals().update(app=built, root_agent=built.root_agent)  # built once: later reads find them here
     return globals()[name]

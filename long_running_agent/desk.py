@@ -1,8 +1,9 @@
-"""The approval desk: the one object every part of the app is handed (settings, clock, ledger, sessions, app).
+"""The approval desk: the one object every part of the app is handed (settings, policy, clock, ledger, sessions, app).
 
 Each entry point (agent.py for plain `adk` commands, main.py, the `expenses` CLI, `make web`) builds one
-and hands it down; nothing looks it up. Async database engines belong to the event loop that uses them
-first, so a desk serves one loop at a time: `close()` disposes them, and a later loop opens them again.
+and hands it down; nothing looks it up. A desk reads the approval policy once, as it is built. Async database
+engines belong to the event loop that uses them first, so a desk serves one loop at a time: `close()` disposes
+them, and a later loop opens them again.
 ADK is imported where a desk first needs it (its model, a session store, a runner): the approver commands that
 only read the ledger start in a third of the time.
 """
@@ -10,6 +11,8 @@ only read the ledger start in a third of the time.
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import Callable, Coroutine
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,11 +21,13 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .ledger import Ledger, utc_now
-from .ledger.engine import create_engine
-from .ledger.migrate import startup_lock
-from .ledger.policy import Policy
+from .ledger.policy import file
+from .ledger.policy.rules import Policy, Rules
+from .ledger.storage.engine import create_engine
+from .ledger.storage.migrate import startup_lock
 from .observability.spans import Watch
-from .settings import Settings
+from .refusals.startup import SettingsError
+from .settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from google.adk.apps import App
@@ -41,15 +46,28 @@ class AppFactory(Protocol):
     def __call__(self, desk: Desk, *, model: str | BaseLlm | None = None) -> App: ...
 
 
+def policy_of(settings: Settings) -> Policy:
+    """The policy the settings name: APPROVAL_POLICY's file, or APPROVAL_THRESHOLD and DUAL_APPROVAL_ABOVE as two
+    tiers; a file that cannot work is a SettingsError, one line naming the field."""
+    members = {a.name: a.groups for a in settings.approvers.values()} or None
+    try:
+        rules = (file.load(settings.approval_policy, members) if settings.approval_policy is not None
+                 else Rules.from_thresholds(settings.approval_threshold, settings.dual_approval_above, members))
+    except ValueError as error:
+        raise SettingsError(f"APPROVAL_POLICY: {error}") from None
+    return Policy(rules, max_amount=settings.max_amount, approval_ttl=settings.approval_ttl,
+                  daily_auto_approval_limit=settings.daily_auto_approval_limit)
+
+
 class Desk:
-    """Settings, clock, ledger, session store and agent app: what every part of the app works with."""
+    """Settings, policy, clock, ledger, session store and agent app: what every part of the app works with."""
 
     def __init__(self, settings: Settings, *, clock: Clock = utc_now, app: AppFactory | None = None) -> None:
         self.settings = settings
+        self.policy = policy_of(settings)  # a SettingsError if APPROVAL_POLICY's file cannot work
         self.clock = clock
         self._app_factory = app
         self._app: App | None = None
-        self._policy: Policy | None = None
         # One engine per database, for its ledger and ADK's session store alike: with SQLite's rollback
         # journal, two connections to one file in one process wait for each other (benchmarks/README.md).
         self._engines: dict[str, AsyncEngine] = {}
@@ -73,15 +91,6 @@ class Desk:
                                    "(long_running_agent/agent.py).")
             self._app = self._app_factory(self, model=self.model.name)
         return self._app
-
-    @property
-    def policy(self) -> Policy:
-        """The rules as the settings say (APPROVAL_POLICY's file is read once per desk)."""
-        if self._policy is None:
-            config = self.settings
-            self._policy = Policy(rules=config.rules, max_amount=config.max_amount, approval_ttl=config.approval_ttl,
-                                  daily_auto_approval_limit=config.daily_auto_approval_limit)
-        return self._policy
 
     def engine_at(self, database_url: str) -> AsyncEngine:
         if database_url not in self._engines:
@@ -160,3 +169,16 @@ class Desk:
         self._sessions.clear()
         for engine in engines.values():
             await engine.dispose()
+
+
+def desk_or_exit(app: AppFactory | None = None, *, stop: bool = False) -> Desk:
+    """A desk on the settings at a program's start: a setting or policy file it cannot use ends it in one line. agent.py
+    `stop`s: plain `adk web` builds it inside a request, where a SystemExit would be a 500 with a traceback."""
+    try:
+        return Desk(load_settings(), app=app)
+    except SettingsError as error:
+        line = f"error: {error.message} {error.next_step}"
+        if stop:
+            print(line, file=sys.stderr, flush=True)
+            os._exit(1)
+        raise SystemExit(line) from None

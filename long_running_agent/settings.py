@@ -1,7 +1,8 @@
 """Settings, read from the environment once per process; each one is documented in `.env.example`.
 
-Each entry point reads them once (`load_settings()`) and builds its desk from them (desk.py). A value the
-app cannot use fails here, at start: a `SettingsError` names the variable and what to set it to.
+Each entry point reads them once (`load_settings()`) and builds its desk from them (desk.py), which reads the
+approval policy they name. A value the app cannot use fails here, at start: a `SettingsError` names the variable and
+what to set it to.
 """
 
 from __future__ import annotations
@@ -9,8 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -21,19 +21,18 @@ from pydantic import AfterValidator, BeforeValidator, Field, HttpUrl, TypeAdapte
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
-from .ledger import policy_file
-from .ledger.engine import usable_url
 from .ledger.inputs import InputError, name
-from .ledger.policy import Policy
-from .ledger.quorum import Approver, Rules, need_words
+from .ledger.need import EVERYONE
+from .ledger.policy.rules import Approver
+from .ledger.storage.engine import DEFAULT_DATABASE_URL, usable_url
 from .names import PYTHON
 from .refusals.startup import SettingsError
 
 # The project folder (the one holding this package), so that `main.py`,
 # `make web` and plain `adk web` started from anywhere share one ledger.
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-DEFAULT_DATABASE_URL = f"sqlite+aiosqlite:///{PROJECT_DIR / '.data' / 'expenses.db'}"
 MIN_SECRET = 16
+MIN_TOKEN = 8
 GEMINI_ADDRESS = "https://generativelanguage.googleapis.com"
 
 
@@ -83,6 +82,34 @@ def _duration(unit: str, **bounds: int) -> BeforeValidator:
     return BeforeValidator(lambda v: timedelta(**{unit: float(number.validate_python(v))}) if isinstance(v, str) else v)
 
 
+def _entries(raw: str) -> Iterator[tuple[str, str, str]]:
+    """Each entry of a comma-separated `left:right` list: (the entry, left, right), right "" without a colon."""
+    for entry in filter(None, (item.strip() for item in raw.split(","))):
+        left, sep, right = (part.strip() for part in entry.partition(":"))
+        yield entry, left, right if sep else ""
+
+
+def parse_approvers(raw: Any) -> Any:
+    """APPROVERS, `name:token[:group+group],...`, as {token: Approver}: canonical names, each in EVERYONE too."""
+    if isinstance(raw, dict):  # {token: name}, as tests and programs give it
+        return {token: Approver(_name(who, "approver name")) if isinstance(who, str) else who
+                for token, who in raw.items()}
+    found: dict[str, Approver] = {}
+    for entry, who, rest in _entries(raw):
+        token, _, groups = rest.partition(":")
+        if not who or not token:
+            raise ValueError(f"entry {entry!r} must look like name:token or name:token:group+group "
+                             "(e.g. bob:s3cret-t0ken:finance).")
+        canonical = _name(who, "approver name")
+        if len(token) < MIN_TOKEN:
+            raise ValueError(f"the token of {canonical} is too short; use {MIN_TOKEN} or more characters.")
+        if token in found:
+            raise ValueError(f"{found[token].name} and {canonical} have the same token; give each their own.")
+        named = {_name(group, "group name") for group in groups.split("+") if group.strip()}
+        found[token] = Approver(canonical, frozenset({EVERYONE, *named}))
+    return found
+
+
 # Slack's member ids: U012AB3CD (W… on Enterprise Grid).
 _SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,30}$")
 
@@ -92,7 +119,7 @@ def _slack_approvers(raw: Any) -> Any:
     if not isinstance(raw, str):
         return raw
     mapped: dict[str, str] = {}
-    for entry, user, who in policy_file.entries(raw):
+    for entry, user, who in _entries(raw):
         if not _SLACK_USER.match(user) or not who:
             raise ValueError(f"entry {entry[:60]!r} must look like SlackUserId:name (e.g. U012AB3CD:bob; the id is "
                              "under the person's Slack profile, ⋮ > Copy member ID).")
@@ -154,8 +181,8 @@ class Settings(BaseSettings):
         default=timedelta(hours=72), alias="APPROVAL_TTL_HOURS",
         description="hours, more than 0 and at most 8760, e.g. 72")
     dev_chat_approval: Flag = Field(default=False, alias="DEV_CHAT_APPROVAL", description="true or false")
-    approvers: Annotated[dict[str, Approver], NoDecode, BeforeValidator(policy_file.approvers)] = Field(default={},
-                                                                                            alias="APPROVERS")
+    approvers: Annotated[dict[str, Approver], NoDecode, BeforeValidator(parse_approvers)] = Field(
+        default={}, alias="APPROVERS")
     approval_policy: Path | None = Field(default=None, alias="APPROVAL_POLICY")
     sweep_interval: Annotated[timedelta, _duration("seconds", gt=0, le=3600)] = Field(
         default=timedelta(seconds=30), alias="EXPIRY_SWEEP_SECONDS",
@@ -223,14 +250,9 @@ class Settings(BaseSettings):
             raise ValueError(f"APPROVERS names one approver ({only.name}), but requests above DUAL_APPROVAL_ABOVE "
                              f"(${self.dual_approval_above:,}), alone or added up, need two different approvers. "
                              "Add a second name:token to APPROVERS.")
-        if self.approval_policy is not None:
-            if {"approval_threshold", "dual_approval_above"} & self.model_fields_set:
-                raise ValueError("APPROVAL_POLICY is set, so its tiers say what needs approval: unset "
-                                 "APPROVAL_THRESHOLD and DUAL_APPROVAL_ABOVE (its lowest tier's `above` is one).")
-            try:
-                _ = self.rules  # the file read and checked at start
-            except ValueError as error:
-                raise ValueError(f"APPROVAL_POLICY: {error}") from None
+        if self.approval_policy is not None and {"approval_threshold", "dual_approval_above"} & self.model_fields_set:
+            raise ValueError("APPROVAL_POLICY is set, so its tiers say what needs approval: unset APPROVAL_THRESHOLD "
+                             "and DUAL_APPROVAL_ABOVE (its lowest tier's `above` is the threshold).")
         unknown = [n for n in self.escalate_to if self.approvers and n not in self.approver_names]
         if unknown:
             raise ValueError(f"ESCALATE_TO names {', '.join(unknown)}, who is not in APPROVERS; escalate to "
@@ -282,14 +304,6 @@ class Settings(BaseSettings):
         return frozenset(a.name for a in self.approvers.values())
 
     @property
-    def rules(self) -> Rules:
-        """Who approves what: APPROVAL_POLICY's file, or APPROVAL_THRESHOLD and DUAL_APPROVAL_ABOVE as two tiers."""
-        members = {a.name: a.groups for a in self.approvers.values()} or None
-        if self.approval_policy is not None:
-            return policy_file.load(self.approval_policy, members)
-        return Rules.from_thresholds(self.approval_threshold, self.dual_approval_above, members)
-
-    @property
     def slack(self) -> bool:
         """Interactive Slack approvals are on (every check above passed)."""
         return self.slack_signing_secret is not None
@@ -328,23 +342,3 @@ def database_in_words(url: str) -> str:
         parsed = parsed.set(database=str(path.relative_to(PROJECT_DIR)))
     return parsed.render_as_string(hide_password=True)
 
-
-def policy_in_words(policy: Policy, file: Path | None) -> str:
-    """The policy in force as main.py and `make web` print it: APPROVAL_POLICY's file and its tiers, if set."""
-    tiers = [f"above ${tier.above:,} {need_words(tier.need)}" for tier in policy.rules.tiers]
-    return (f"{file} ({len(tiers)} tier{'s' * (len(tiers) > 1)}: {'; '.join(tiers)})" if file else
-            f"up to ${policy.approval_threshold:,} paid at once (once per purpose, "
-            f"${policy.daily_auto_approval_limit:,} a day); more needs an approver")
-
-
-def settings_or_exit(*, stop: bool = False) -> Settings:
-    """`load_settings()` at a program's start: a bad setting ends it in one line. agent.py `stop`s: plain `adk web`
-    loads it inside a request, where a SystemExit becomes a 500 with a traceback; so the process ends at once."""
-    try:
-        return load_settings()
-    except SettingsError as error:
-        line = f"error: {error.message} {error.next_step}"
-        if stop:
-            print(line, file=sys.stderr, flush=True)
-            os._exit(1)
-        raise SystemExit(line) from None

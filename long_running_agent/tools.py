@@ -3,7 +3,7 @@
 As in ADK's long-running-tool sample, `ask_for_approval` returns at once with a pending ticket, and the
 approver's decision answers its call later, as a FunctionResponse with the same id and name (main.py);
 `reimburse` pays what the ledger allows. Each tool makes one call into the ledger, which holds the rules
-(ledger/policy.py) and raises a `Refusal` for what they refuse; the approval guard answers that for the
+(ledger/policy/) and raises a `Refusal` for what they refuse; the approval guard answers that for the
 tool, in the words every surface shares (approval/guard.py, refusals/). The ledger comes from the tool's
 run (approval/run.py). ADK turns each docstring into the declaration the model reads, so they say only
 what the model needs.

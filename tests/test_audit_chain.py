@@ -18,10 +18,11 @@ from support.models import ledger_at
 from support.releases import load_release_0_1
 from support.tickets import open_ticket_for, pay_and_mark_delivered
 
-from long_running_agent.ledger import Ledger, migrate
-from long_running_agent.ledger.audit_check import Head, heads, verify
-from long_running_agent.ledger.chain import content, link
-from long_running_agent.ledger.schema import AuditRow
+from long_running_agent.ledger import Ledger
+from long_running_agent.ledger.audit.chain import content, link
+from long_running_agent.ledger.audit.check import Head, heads, verify
+from long_running_agent.ledger.storage import migrate
+from long_running_agent.ledger.storage.schema import AuditRow
 
 
 async def _trail(ledger: Ledger) -> tuple[str, list[int]]:

@@ -19,9 +19,9 @@ from support.models import ledger_at
 from support.tickets import open_ticket_for
 
 from long_running_agent.ledger import Conversation, Ledger
-from long_running_agent.ledger.audit_check import Break, heads, verify
-from long_running_agent.ledger.chain import content, link
-from long_running_agent.ledger.schema import AuditRow
+from long_running_agent.ledger.audit.chain import content, link
+from long_running_agent.ledger.audit.check import Break, heads, verify
+from long_running_agent.ledger.storage.schema import AuditRow
 
 
 class Paid(NamedTuple):

@@ -2,22 +2,32 @@
 
 The full run is `make bench`; this only proves its measurements count what
 they claim (a duplicate approval costs this project and ADK's tool
-confirmation nothing and the seed's pattern a second payout, concurrent flows
-pay each ticket once, the backlog really holds the pending and decided
-tickets and every inbox query reads an index, two real replicas on one
-PostgreSQL database complete every flow) and that the report and chart get
-written.
+confirmation nothing and the seed's pattern a second payout, the seed runs on
+this project's session service on each store, concurrent flows pay each
+ticket once, the backlog really holds the pending and decided tickets and
+every inbox query reads an index, two real replicas on one PostgreSQL
+database complete every flow), that the report marks each target, and that a
+developer's `.env` neither stops nor changes the quick run.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from support.environment import app_variables
+from support.processes import ROOT
+from support.project import cloned_project
 
 from benchmarks.audit_chain import measure_audit_chain
 from benchmarks.breakdown import measure_breakdown
 from benchmarks.concurrency import run_flows
+from benchmarks.environment import APP_VARIABLES
 from benchmarks.inbox import QUERIES, UNDELIVERED, measure_inbox
 from benchmarks.per_flow import measure_per_flow
 from benchmarks.replicas import measure_replicas
@@ -36,9 +46,11 @@ async def test_duplicate_approval_costs_ours_and_adk_confirmation_nothing_and_th
 ) -> None:
     rows, cost = await measure_per_flow(stores, repeats=1, flows_per_repeat=1, warmup_flows=1)
 
-    assert {(r["system"], r["store"]) for r in rows} == {
-        (system, store) for system in ("ours", "seed", "confirmation") for store in ("memory", "sqlite")
-    }
+    # Ours and the seed on the same session service per store; the seed on ADK's SqliteSessionService beside.
+    assert {(r["system"], r["store"], r["service"]) for r in rows} == {
+        (system, "memory", "InMemorySessionService") for system in ("ours", "seed")} | {
+        (system, "sqlite", "DatabaseSessionService") for system in ("ours", "seed")} | {
+        ("seed", "sqlite", "SqliteSessionService")}
     assert cost["ours"]["duplicate_extra_model_calls"] == 0
     assert cost["ours"]["duplicate_extra_payouts"] == 0
     assert cost["seed"]["duplicate_extra_model_calls"] > 0
@@ -60,12 +72,10 @@ async def test_duplicate_approval_costs_ours_and_adk_confirmation_nothing_and_th
 async def test_breakdown_times_the_ledger_only_where_there_is_one(stores: Stores) -> None:
     rows = await measure_breakdown(stores, flows=1, warmup_flows=1)
 
-    calls = {(r["system"], r["store"]): (r["session_store_calls"], r["ledger_calls"]) for r in rows}
-    assert calls[("seed", "sqlite")][1] == 0
-    assert calls[("ours", "sqlite")][1] > 0
-    assert all(session_calls > 0 for session_calls, _ledger in calls.values())
-    trips = {(r["system"], r["store"]): r["ledger_round_trips"] for r in rows}
-    assert trips[("seed", "sqlite")] == 0 and 0 < trips[("ours", "sqlite")] <= 6
+    assert all(r["session_store_calls"] > 0 for r in rows)
+    trips = {(r["system"], r["store"]): (r["ledger_round_trips"], r["ledger_s"]) for r in rows}
+    assert trips[("seed", "sqlite")] == (0, 0)
+    assert 0 < trips[("ours", "sqlite")][0] <= 6 and trips[("ours", "sqlite")][1] > 0
 
 
 async def test_the_audit_chain_is_measured_against_flows_that_really_wrote_plain_rows(stores: Stores) -> None:
@@ -99,7 +109,7 @@ async def test_inbox_read_sees_pending_and_decided_tickets_and_every_query_reads
         assert row["shown"] == {"pending": min(50, row["pending"]), "total_pending": row["pending"],
                                 "undelivered": UNDELIVERED, "total_undelivered": UNDELIVERED,
                                 "recent_decisions": 10}
-        assert list(row["query_ms"]) == list(row["plans"]) == list(QUERIES)
+        assert list(row["plans"]) == list(QUERIES)
         assert row["unindexed"] == [], row["plans"]
 
 
@@ -113,30 +123,37 @@ def test_two_replicas_complete_every_flow_and_approve_across_processes(tmp_path:
     assert (one["replicas"], one["completed"], one["errors"], one["approved_on_the_other_replica"]) == (1, 2, 0, 0)
     assert (two["replicas"], two["completed"], two["errors"], two["approved_on_the_other_replica"]) == (2, 4, 0, 4)
     assert summary["double_payouts"] == 0
-    assert summary["ratio"] > 0 and all(r["replica_cpu_ms_per_flow"] > 0 for r in summary["runs"])
+    assert summary["ratio"] > 0
 
 
-def test_report_marks_each_target_and_draws_the_chart(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib", reason="the chart needs the bench extra: pip install -e '.[bench]'")
-    from benchmarks.report import chart, markdown
-    from benchmarks.run import explain, targets
+def test_report_judges_each_ratio_on_the_median_of_its_passes() -> None:
+    from benchmarks.report import markdown
+    from benchmarks.run import information, targets
 
     results = _tiny_results()
     results["targets"] = targets(results)
-    results["notes"] = explain(results)
+    results["information"] = information(results)
     text = markdown(results)
-    chart(results, tmp_path / "performance.png")
 
     assert "| Duplicate approval: 0 extra model calls, 0 extra payouts | ours 0 calls / 0 payouts" in text
-    assert "| One flow, ours / seed on the same store <= 1.5x in every pass (SQLite file) " \
-           "| 1.00x (min 0.90x, max 1.10x, 2 passes) | met |" in text
-    assert "| One flow, ours / seed on the same store <= 2x in every pass (in-memory) " \
-           "| 2.00x (min 1.80x, max 2.20x, 2 passes) | **missed** |" in text
-    assert "cold to its first model call <= 1.5x the seed's pattern cold (median of pairs) | 1.50 s vs 1.20 s; " \
-           "1.25x (min 1.20x, max 1.30x, 2 passes) | met |" in text
+    # 1.8x, 2.4x, 1.9x: a busy pass above 2x, the median within it.
+    assert "| One flow, ours / seed on the same store and session service <= 2x (in-memory, " \
+           "InMemorySessionService both) | median 1.90x (range 1.80x to 2.40x, 3 passes) | met |" in text
+    assert "| One flow, ours / seed on the same store and session service <= 1.3x (SQLite file, " \
+           "DatabaseSessionService both) | median 1.40x (range 1.20x to 1.50x, 3 passes) | **missed** |" in text
+    assert "| CPU per flow, 100 flows at once on PostgreSQL, <= 1.3x the seed's (DatabaseSessionService both) " \
+           "| 65.0 ms vs 50.0 ms; median 1.30x (range 1.20x to 1.40x, 3 passes) | met |" in text
+    assert "cold to its first model call <= 1.5x the seed's pattern cold on the same session service " \
+           "(median of pairs) | 1.50 s vs 1.20 s; median 1.25x (range 1.20x to 1.30x, 2 passes) | met |" in text
     assert "| Ledger round trips per approved flow <= 6 | in-memory 6 (17 statements); SQLite 6 (17 statements) " \
            "| met |" in text
-    assert "Retired: '1,000 concurrent flows on SQLite: >= 50 flows/s'" in text
+    # ADK's SqliteSessionService: information, with its lock failures counted, never a target.
+    assert "- One flow on a SQLite file, ours (DatabaseSessionService) / the seed on ADK's SqliteSessionService: " \
+           "median 2.00x (range 2.00x to 2.00x, 3 passes)." in text
+    assert "- 1,000 flows at once on one SQLite file, the seed on ADK's SqliteSessionService: 788 failed, 788 of " \
+           'them to "database is locked" (section 3).' in text
+    assert "SqliteSessionService" not in "".join(t["target"] for t in results["targets"])
+    assert "- 1,000 concurrent flows on SQLite: >= 50 flows/s: " in text
     assert "| confirmation | 2.00 | 1 + 1 |" in text
     assert "| Inbox read about flat: at 100,000 pending <= 1.5x at 1,000 (sqlite) | 18.0 ms vs 6.0 ms = 3.00x " \
            "| **missed** |" in text
@@ -145,15 +162,54 @@ def test_report_marks_each_target_and_draws_the_chart(tmp_path: Path) -> None:
     assert "2 replicas / 1 replica: **1.50x**" in text
     assert "| 2 replicas on one PostgreSQL database: 0 errors, 0 double payouts | 0 errors, 0 double payouts " \
            "| met |" in text
-    assert (tmp_path / "performance.png").stat().st_size > 10_000
+
+
+def test_the_processes_the_benchmark_starts_clear_every_variable_the_app_reads() -> None:
+    assert APP_VARIABLES == app_variables()
+
+
+@pytest.mark.subprocess
+def test_a_policy_in_env_neither_stops_nor_changes_the_quick_run(tmp_path: Path) -> None:
+    # docs/policy.md's steps, in a copy of the project: its policy file, and APPROVAL_POLICY and APPROVERS in .env.
+    project, steps = cloned_project(tmp_path), (ROOT / "docs" / "policy.md").read_text()
+    policy = re.search(r"```toml\n(# policy.toml\n.*?)```", steps, re.S)
+    approvers = re.search(r"^APPROVERS=\S+", steps, re.M)
+    assert policy and approvers, "docs/policy.md no longer shows a policy file and its APPROVERS"
+    (project / "policy.toml").write_text(policy.group(1))
+    (project / ".env").write_text(f"APPROVAL_POLICY=policy.toml\n{approvers.group(0)}\n")
+    env = {k: v for k, v in os.environ.items() if k not in app_variables()}  # what the app reads comes from .env
+    seen = subprocess.run([sys.executable, "-c", "from long_running_agent.settings import load_settings; "
+                           "print(load_settings().approval_policy)"], cwd=project, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert seen.stdout.strip() == "policy.toml", seen.stderr  # the app started there runs on the policy
+
+    run = subprocess.run([sys.executable, "-m", "benchmarks.run", "--quick", "--no-postgres"], cwd=project, env=env,
+                         capture_output=True, text=True, timeout=900)
+
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    # What the model is sent depends on the settings (the instruction names the limits): the same as without .env.
+    _rows, cost = asyncio.run(measure_per_flow(Stores(tmp_path, postgres_url=None), repeats=1, flows_per_repeat=1,
+                                               warmup_flows=0))
+    ours, seed = cost["ours"], cost["seed"]
+    assert f"| Request bytes per approved payout <= baseline | ours {ours['request_bytes_per_payout']:,.0f}, " \
+           f"seed {seed['request_bytes_per_payout']:,.0f}; two at once: " \
+           f"ours {ours['several_request_bytes_per_payout']:,.0f}, " \
+           f"seed {seed['several_request_bytes_per_payout']:,.0f} | met |" in run.stdout
 
 
 def _tiny_results() -> dict:
-    flow = {"request_s": 0.01, "approve_s": 0.01, "repeats": 1, "flows_timed": 1}
     cost = {"model_calls_per_payout": 4.0, "request_bytes_per_payout": 9000.0, "request_model_calls": 2,
             "approval_model_calls": 2, "duplicate_events": 1, "duplicate_replies": 1,
             "several_model_calls_per_payout": 3.0, "several_request_bytes_per_payout": 8000.0,
             "several_extra_payouts": 0}
+    services = {"memory": "InMemorySessionService", "sqlite": "DatabaseSessionService"}
+    # ours / seed per pass: 1.8x, 2.4x and 1.9x in memory, 1.2x, 1.4x and 1.5x on SQLite; 2x the seed on SQLite's own.
+    passes = {("ours", "memory"): [0.036, 0.048, 0.038], ("ours", "sqlite"): [0.12, 0.14, 0.15],
+              ("seed", "memory"): [0.02] * 3, ("seed", "sqlite"): [0.1] * 3}
+    per_flow = [{"system": system, "store": store, "service": services[store], "flow_s": sorted(batches)[1],
+                 "batches_s": batches, "repeats": 3, "flows_timed": 3} for (system, store), batches in passes.items()]
+    per_flow.append({"system": "seed", "store": "sqlite", "service": "SqliteSessionService", "flow_s": 0.07,
+                     "batches_s": [0.06, 0.07, 0.075], "repeats": 3, "flows_timed": 3})
     return {
         "date": "2026-01-01",
         "run_seconds": 1.0,
@@ -167,47 +223,47 @@ def _tiny_results() -> dict:
                              "approval_model_calls": 1, "duplicate_extra_model_calls": 0,
                              "duplicate_extra_payouts": 0, "duplicate_events": 0, "duplicate_replies": 0},
         },
-        "per_flow": [
-            {"system": s, "store": st, "flow_s": 0.02 * x, "x_memory": x, **flow,
-             # ours / seed per pass: 1.8x and 2.2x in memory, 0.9x and 1.1x on SQLite
-             "batches_s": [0.02 * x * a, 0.02 * x * b] if s == "ours" else [0.02 * x] * 2}
-            for s in ("ours", "seed") for st, x, a, b in (("memory", 1.0, 1.8, 2.2), ("sqlite", 1.5, 0.9, 1.1))
-        ],
+        "per_flow": per_flow,
         "breakdown": [
             {"system": system, "store": store, "flows": 1, "flow_s": 0.08, "session_store_s": 0.05,
-             "session_store_calls": 11.0, "ledger_s": 0.02 if system == "ours" else 0.0, "ledger_calls": 6.0,
+             "session_store_calls": 11.0, "ledger_s": 0.02 if system == "ours" else 0.0,
              "ledger_round_trips": 6.0 if system == "ours" else 0.0,
              "ledger_statements": 17.0 if system == "ours" else 0.0, "rest_s": 0.01}
             for system in ("ours", "seed") for store in ("memory", "sqlite")
         ],
-        "concurrency": [{"system": "ours", "store": "sqlite", "flows": 1000, "repeats": 1, "wall_s": 33.0,
-                         "flows_per_s": 30.0, "cpu_ms_per_flow": 33.0, "errors": 0, "error_kinds": {},
-                         "double_payouts": 0, "peak_rss_mb": 300.0}],
+        "concurrency": [
+            _burst("ours", "sqlite", "DatabaseSessionService", 1000, [110.0], {}),
+            _burst("seed", "sqlite", "SqliteSessionService", 1000, [17.0],
+                   {"OperationalError: database is locked": 788}),
+            _burst("ours", "postgres", "DatabaseSessionService", 100, [60.0, 65.0, 70.0], {}),
+            _burst("seed", "postgres", "DatabaseSessionService", 100, [50.0] * 3, {}),
+        ],
         "inbox": [_inbox_row(1_000, 0.006, []), _inbox_row(100_000, 0.018, ["pending total"])],
         "replicas": {
-            "runs": [], "pinned": False, "in_flight_per_replica": 16, "flows_per_replica": 150, "repeats": 3,
+            "runs": [], "in_flight_per_replica": 16, "flows_per_replica": 150, "repeats": 3,
             "double_payouts": 0, "ratio": 1.5,
-            "by_replicas": [
-                {"replicas": n, "flows_per_s": 8.0 * x, "errors": 0, "error_kinds": {}, "flow_p50_s": 1.5,
-                 "replica_cpu_ms_per_flow": 100.0, "postgres_cpu_ms_per_flow": 20.0,
-                 "load_generator_cpu_ms_per_flow": 5.0, "replica_busy_cores": 0.8 * x,
-                 "benchmark_busy_cores": 0.9 * x,
-                 "machine_busy_cores": 1.0 + x / 2, "wall_s": 20.0}
-                for n, x in ((1, 1.0), (2, 1.5))
-            ],
+            "by_replicas": [{"replicas": n, "flows_per_s": 8.0 * x, "errors": 0, "error_kinds": {},
+                             "flow_p50_s": 1.5, "wall_s": 20.0} for n, x in ((1, 1.0), (2, 1.5))],
         },
         "resume": [{"store": "sqlite", "pending": 100, "median_s": 0.05},
                    {"store": "sqlite", "pending": 100_000, "median_s": 0.05}],
-        "demo": {"wall_s": 1.8, "fastest_wall_s": 1.7, "import_wall_s": 1.2, "peak_rss_mb": 130.0, "runs": 1.0,
-                 "adk_import_wall_s": 0.05, "seed_imports_wall_s": 0.9, "x_adk_import": 36.0,
+        "demo": {"wall_s": 1.8, "fastest_wall_s": 1.7, "peak_rss_mb": 130.0, "runs": 1.0,
                  "first_call_s": 1.5, "seed_first_call_s": 1.2, "x_seed_first_call": [1.2, 1.3]},
         "notes": [],
     }
 
 
+def _burst(system: str, store: str, service: str, flows: int, cpu_ms: list[float], errors: dict[str, int]) -> dict:
+    runs = [{"cpu_ms_per_flow": ms} for ms in cpu_ms]
+    return {"system": system, "store": store, "service": service, "flows": flows, "repeats": len(runs),
+            "wall_s": 10.0, "flows_per_s": 10.0, "cpu_ms_per_flow": sorted(cpu_ms)[len(cpu_ms) // 2],
+            "errors": sum(errors.values()), "error_kinds": errors, "double_payouts": 0, "peak_rss_mb": 300.0,
+            "runs": runs}
+
+
 def _inbox_row(pending: int, median_s: float, unindexed: list[str]) -> dict:
     return {"store": "sqlite", "pending": pending, "decided": 100_005, "undelivered": 5, "repeats": 1,
-            "median_s": median_s, "query_ms": {q: 0.5 for q in QUERIES},
+            "median_s": median_s,
             "shown": {"pending": 50, "total_pending": pending, "undelivered": 5, "total_undelivered": 5,
                       "recent_decisions": 10},
             "plans": {q: "SEARCH approval_tickets USING INDEX ix" for q in QUERIES}, "unindexed": unindexed}

@@ -29,9 +29,10 @@ from support.project import expenses, fresh_project, plain_adk
 from support.servers import TOKENS, WebServer, web_server
 from support.tickets import decide_and_mark_delivered, decided_not_delivered, open_ticket_for, open_tickets
 
-from long_running_agent.ledger import policy_file
-from long_running_agent.ledger.evidence import digest as ticket_digest
+from long_running_agent.ledger.audit.evidence import digest as ticket_digest
+from long_running_agent.ledger.policy import file
 from long_running_agent.refusals.model import ModelUnavailable
+from long_running_agent.settings import parse_approvers
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -298,7 +299,7 @@ async def test_under_a_policy_of_groups_the_inbox_says_what_is_missing_by_group(
     groups = f"bob:{TOKENS['bob']}:finance,carol:{TOKENS['carol']}:cfo,alice:{TOKENS['alice']}"
     with web_server(tmp_path, APPROVAL_POLICY=str(policy), APPROVERS=groups, APPROVAL_THRESHOLD="") as server:
         ledger = ledger_at(server.database_url)
-        rules = policy_file.load(policy, {a.name: a.groups for a in policy_file.approvers(groups).values()})
+        rules = file.load(policy, {a.name: a.groups for a in parse_approvers(groups).values()})
         ticket = await ledger.tickets.open(  # its own requester: nobody else's requests add to its day
             app_name="long_running_agent", user_id="gina", session_id="s-gina", call_id="adk-gina",
             call_name="ask_for_approval", purpose="a server", amount_cents=90_000, ttl=timedelta(days=3),

@@ -24,8 +24,8 @@ from long_running_agent.agent import build_app
 from long_running_agent.eval import agent as evaluated
 from long_running_agent.eval.resume_turns import EvalSetupError, check_chat_approval, check_ledger, settings_of
 from long_running_agent.ledger import TicketStatus
+from long_running_agent.ledger.storage.engine import DEFAULT_DATABASE_URL
 from long_running_agent.model.offline import OfflineExpenseModel
-from long_running_agent.settings import DEFAULT_DATABASE_URL
 
 
 def evaluating(monkeypatch, app: App) -> None:

@@ -25,7 +25,7 @@ from support.servers import APP, web_server
 
 from long_running_agent.approval.sweep import deliver_due
 from long_running_agent.ledger import TicketStatus
-from long_running_agent.ledger.schema import TicketRow
+from long_running_agent.ledger.storage.schema import TicketRow
 from long_running_agent.names import Outcome
 
 

@@ -38,7 +38,7 @@ from long_running_agent.approval.notes import REFUSAL_PREFIX
 from long_running_agent.approval.run import RUN_KEY, ApprovalRun
 from long_running_agent.ledger import AlreadyDecided, NotAllowed, TicketStatus
 from long_running_agent.ledger import Conversation as Where
-from long_running_agent.ledger.locks import NAMESPACE
+from long_running_agent.ledger.storage.locks import NAMESPACE
 
 
 async def assert_still_usable(chat: Conversation, url: str, ticket_id: str) -> None:
@@ -392,7 +392,7 @@ async def test_delivery_that_failed_midway_can_be_retried(sqlite_url):
 
 @pytest.mark.subprocess
 async def test_a_conversation_held_by_a_dead_process_is_taken_over_at_once(sqlite_url):
-    from long_running_agent.ledger.locks import ConversationLockRow
+    from long_running_agent.ledger.storage.locks import ConversationLockRow
 
     chat, pending_call, ticket_id = await pending_request(sqlite_url)
     ledger = ledger_at(sqlite_url)

@@ -15,7 +15,7 @@ from support.clock import FakeClock
 from support.tickets import APP, open_tickets, pay_and_mark_delivered
 
 from long_running_agent.ledger import Ledger, TicketStatus
-from long_running_agent.ledger.schema import TicketRow
+from long_running_agent.ledger.storage.schema import TicketRow
 from long_running_agent.paging import Page
 
 NOON = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -7,8 +7,9 @@ from datetime import timedelta
 
 import pytest
 
-from long_running_agent.ledger import Conversation, locks
-from long_running_agent.ledger.locks import ConversationBusy
+from long_running_agent.ledger import Conversation
+from long_running_agent.ledger.storage import locks
+from long_running_agent.ledger.storage.locks import ConversationBusy
 
 CONVERSATION = Conversation("long_running_agent", "alice", "s-locked")
 SHORT_LEASE = timedelta(seconds=0.3)

@@ -24,8 +24,8 @@ from support.processes import run, serve
 from support.releases import load_release_0_1
 
 from long_running_agent.desk import Desk
-from long_running_agent.ledger import migrate
-from long_running_agent.ledger.schema import Base
+from long_running_agent.ledger.storage import migrate
+from long_running_agent.ledger.storage.schema import Base
 from long_running_agent.names import EXPENSES
 
 LEDGER_TABLES = set(Base.metadata.tables)
@@ -58,7 +58,7 @@ async def test_the_migrations_build_exactly_the_tables_the_code_declares(db_url)
     async with ledger_at(db_url).engine.begin() as connection:
         await connection.run_sync(_upgrade_with_alembic)
 
-    assert await _schema_differences(db_url) == [], "ledger/schema.py and ledger/migrations/ disagree; add a migration"
+    assert await _schema_differences(db_url) == [], "storage/schema.py and migrations/ disagree; add a migration"
 
 
 async def test_a_new_database_is_built_in_one_step_as_the_migrations_would_build_it(db_url, tmp_path):
@@ -293,6 +293,6 @@ def test_an_approver_command_that_reads_a_current_database_imports_neither_alemb
         assert done.returncode == 0, done.stderr
         imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()
                     if line.startswith("import time:")}
-        assert "long_running_agent.ledger.migrate" in imported
+        assert "long_running_agent.ledger.storage.migrate" in imported
         assert "alembic" not in imported
         assert not {name for name in imported if name.startswith(("google.adk", "google.genai"))}, command

@@ -41,8 +41,8 @@ from support.postgres import new_postgres_database
 
 from long_running_agent.ledger import Conversation, Ledger, LedgerError, Ticket, TicketExpired, TicketStatus, tickets
 from long_running_agent.ledger.inputs import InputError
-from long_running_agent.ledger.policy import Policy
-from long_running_agent.ledger.quorum import EVERYONE, Rules, Tier
+from long_running_agent.ledger.need import EVERYONE
+from long_running_agent.ledger.policy.rules import Policy, Rules, Tier
 from long_running_agent.ledger.tickets import row_of
 
 APP = "long_running_agent"
@@ -132,7 +132,7 @@ class Money:
     async def deliver(self, n: int, ticket_id: str, *, pays: bool = True) -> None:
         """A run delivering a decision, as the courier's: it holds the conversation, the agent's `reimburse` pays an
         approval (unless `pays` is False: the model never called it, or called it wrongly), and the lock's release
-        records the delivery, as every run's does (locks.py)."""
+        records the delivery, as every run's does (ledger/storage/locks.py)."""
         ledger = self.ledgers[n]
         ticket = await ledger.tickets.get(ticket_id)
         if ticket.status is TicketStatus.PENDING or ticket.delivered_at or ticket.settled_at:

@@ -35,7 +35,7 @@ from long_running_agent.approval.guard import NOTE_MARK
 from long_running_agent.approval.sweep import remind_due
 from long_running_agent.ledger import Ledger
 from long_running_agent.ledger.outbox import MAX_ATTEMPTS
-from long_running_agent.ledger.schema import NotificationRow
+from long_running_agent.ledger.storage.schema import NotificationRow
 from long_running_agent.notifications import send_due
 
 DOCS = ROOT / "docs" / "notifications.md"

@@ -22,7 +22,7 @@ DECLARATIONS = types.Tool(function_declarations=[
 
 def instruction() -> str:
     """The agent's instruction (agent.py) on the test desk's settings: the offline model reads its limits there."""
-    return str(build_agent(current().settings, OFFLINE_MODEL_NAME).instruction)
+    return str(build_agent(current(), OFFLINE_MODEL_NAME).instruction)
 
 
 def request(*contents: types.Content) -> LlmRequest:

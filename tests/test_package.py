@@ -16,8 +16,8 @@ from google.adk.tools import LongRunningFunctionTool
 from support.processes import ROOT
 from support.project import ADK, cloned_project, ignored_by_git, plain_env
 
+from long_running_agent.ledger import inputs
 from long_running_agent.ledger.inputs import InputError
-from long_running_agent.ledger.policy import parse_amount, parse_purpose
 from long_running_agent.model.choice import GEMINI_DEFAULT, choose_model
 from long_running_agent.settings import Settings, SettingsError, load_settings, model_settings
 
@@ -60,7 +60,7 @@ SETTINGS = load_settings()
     (250, Decimal("250.00")), (42.5, Decimal("42.50")), ("1,250.50", Decimal("1250.50")), ("$12", Decimal("12.00")),
 ])
 def test_amounts_are_parsed_to_cents(value, expected):
-    assert parse_amount(value, SETTINGS) == expected
+    assert inputs.amount(value, most=SETTINGS.max_amount) == expected
 
 
 @pytest.mark.parametrize("value, message", [
@@ -70,7 +70,7 @@ def test_amounts_are_parsed_to_cents(value, expected):
 ])
 def test_bad_amounts_are_refused_with_a_hint(value, message):
     with pytest.raises(InputError, match=message):
-        parse_amount(value, SETTINGS)
+        inputs.amount(value, most=SETTINGS.max_amount)
 
 
 @pytest.mark.parametrize("value, message", [
@@ -82,15 +82,15 @@ def test_bad_amounts_are_refused_with_a_hint(value, message):
 ])
 def test_more_than_two_decimals_and_exponents_are_refused_with_what_to_write(value, message):
     with pytest.raises(InputError, match=message) as refusal:
-        parse_amount(value, SETTINGS)
+        inputs.amount(value, most=SETTINGS.max_amount)
     assert "e.g." in str(refusal.value)
 
 
 def test_purpose_is_required_and_normalised():
-    assert parse_purpose("  team   lunch ") == "team lunch"
+    assert inputs.purpose("  team   lunch ") == "team lunch"
     for bad in ("", "   ", None, "x" * 400):
         with pytest.raises(InputError):
-            parse_purpose(bad)
+            inputs.purpose(bad)
 
 
 @pytest.mark.parametrize("name, value", [

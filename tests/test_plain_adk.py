@@ -311,7 +311,7 @@ from long_running_agent.agent import build_agent, build_app
 from long_running_agent.desk import Desk
 from long_running_agent.settings import Settings, SettingsError, load_settings
 desk = Desk(Settings(APPROVAL_THRESHOLD="100"))
-print(build_agent(desk.settings, desk.model.name).name, build_app(desk).name)
+print(build_agent(desk, desk.model.name).name, build_app(desk).name)
 try:
     load_settings()
 except SettingsError as refusal:

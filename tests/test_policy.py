@@ -15,14 +15,15 @@ import pytest
 from sqlalchemy import update
 from support.tickets import open_ticket_for
 
+from long_running_agent.desk import policy_of
 from long_running_agent.ledger import AlreadyApprovedByYou, AlreadyDecided, Ledger, NotAllowed, TicketStatus
-from long_running_agent.ledger.evidence import Via, digest
-from long_running_agent.ledger.policy import Policy
-from long_running_agent.ledger.policy_file import approvers, load
-from long_running_agent.ledger.quorum import EVERYONE, Rules, counted, progress_text
-from long_running_agent.ledger.schema import DecisionRow
+from long_running_agent.ledger.audit.evidence import Via, digest
+from long_running_agent.ledger.need import EVERYONE, progress_text
+from long_running_agent.ledger.policy.file import load
+from long_running_agent.ledger.policy.rules import Policy, Rules, counted
+from long_running_agent.ledger.storage.schema import DecisionRow
 from long_running_agent.refusals.rules import NotAsShown, NotInGroup
-from long_running_agent.settings import SettingsError, load_settings
+from long_running_agent.settings import SettingsError, load_settings, parse_approvers
 
 POLICY = """
 [[tier]]
@@ -41,7 +42,7 @@ APPROVERS = ("bob:tok-bbbbbbbb:finance,carol:tok-cccccccc:finance,dave:tok-ddddd
 
 
 def members(raw: str = APPROVERS) -> dict[str, frozenset[str]]:
-    return {a.name: a.groups for a in approvers(raw).values()}
+    return {a.name: a.groups for a in parse_approvers(raw).values()}
 
 
 def policy_at(tmp_path: Path, text: str = POLICY, raw: str = APPROVERS) -> Rules:
@@ -94,7 +95,7 @@ def test_a_policy_that_cannot_work_stops_the_start_with_one_line_naming_the_fiel
     monkeypatch.setenv("APPROVAL_POLICY", str(tmp_path / "policy.toml"))
     monkeypatch.setenv("APPROVERS", raw)
     with pytest.raises(SettingsError) as error:
-        load_settings()
+        policy_of(load_settings())  # as a desk reads it, at start
     assert error.value.message.startswith("APPROVAL_POLICY: ") and names in error.value.message
     assert "\n" not in error.value.message
 
@@ -107,7 +108,7 @@ def test_a_policy_file_and_the_settings_it_replaces_are_not_both_set(monkeypatch
     with pytest.raises(SettingsError, match="unset APPROVAL_THRESHOLD and DUAL_APPROVAL_ABOVE"):
         load_settings()
     monkeypatch.delenv("DUAL_APPROVAL_ABOVE")
-    assert load_settings().rules.tiers[2].need == (("finance", 1), ("cfo", 1))
+    assert policy_of(load_settings()).rules.tiers[2].need == (("finance", 1), ("cfo", 1))
 
 
 async def test_the_requesters_total_not_the_single_amount_chooses_the_tier(ledger):

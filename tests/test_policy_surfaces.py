@@ -20,9 +20,10 @@ from support.tickets import open_ticket_for
 from long_running_agent.approval.courier import Outcome, decide_and_deliver
 from long_running_agent.cli import commands, render
 from long_running_agent.cli.entry import parser
-from long_running_agent.ledger import Ledger, TicketNotFound, evidence, policy_file
+from long_running_agent.ledger import Ledger, TicketNotFound
+from long_running_agent.ledger.audit import evidence
 from long_running_agent.refusals.values import InputError
-from long_running_agent.settings import policy_in_words
+from long_running_agent.settings import parse_approvers
 from long_running_agent.slack.messages import Buttons, event_text, updated_message
 from long_running_agent.transcript import Transcript
 
@@ -48,7 +49,7 @@ def groups(tmp_path, sqlite_url, configure):
     """The test's desk under the two-tier policy file, its approvers in groups; the file's path."""
     path = tmp_path / "policy.toml"
     path.write_text(POLICY)
-    configure(approval_policy=path, approvers=policy_file.approvers(APPROVERS), trusted_user_header=HEADER)
+    configure(approval_policy=path, approvers=parse_approvers(APPROVERS), trusted_user_header=HEADER)
     return path
 
 
@@ -127,7 +128,7 @@ async def test_a_requesters_own_approval_leaves_the_other_group_missing_on_every
     """docs/policy.md's example: erin, in finance and cfo, approves her own $25,000; cfo allows it, finance not."""
     path = tmp_path / "policy.toml"
     path.write_text(POLICY)
-    configure(approval_policy=path, approvers=policy_file.approvers(APPROVERS + ",erin:erin-token-1:finance+cfo"))
+    configure(approval_policy=path, approvers=parse_approvers(APPROVERS + ",erin:erin-token-1:finance+cfo"))
     async with in_process() as client:  # first: the server's store shares the ledger's engine
         ticket = await open_ticket_for(current().ledger, 2_500_000, user="erin")
         await cli("approve", ticket.id, "--approver", "erin")
@@ -156,7 +157,7 @@ async def test_the_webhook_says_what_is_missing_and_each_later_approval_is_its_o
                                                                                         configure):
     path = tmp_path / "policy.toml"
     path.write_text("[[tier]]\nabove = 100\nneed = { finance = 2, cfo = 1 }\n")
-    configure(approval_policy=path, approvers=policy_file.approvers(APPROVERS),
+    configure(approval_policy=path, approvers=parse_approvers(APPROVERS),
               webhook_url="http://127.0.0.1:9/hook", webhook_secret=SECRET)
     ledger = current().ledger
     ticket = await open_ticket_for(ledger, 50_000)
@@ -283,12 +284,12 @@ async def test_policy_without_approvers_or_a_file_is_the_two_settings_and_anyone
 
 def test_the_banners_name_the_policy_file_and_each_of_its_tiers(groups):
     desk = current()
-    assert policy_in_words(desk.policy, desk.settings.approval_policy) == (
+    assert desk.policy.in_words() == (
         f"{groups} (2 tiers: above $100 1 from finance; above $10,000 1 from finance and 1 from cfo)")
 
 
 def test_without_a_policy_file_the_banners_name_the_threshold_and_the_daily_rules(sqlite_url, configure):
     configure(approval_threshold=Decimal(200))
     desk = current()
-    assert policy_in_words(desk.policy, desk.settings.approval_policy) == (
+    assert desk.policy.in_words() == (
         "up to $200 paid at once (once per purpose, $250 a day); more needs an approver")

@@ -19,7 +19,7 @@ from support.round_trips import ledger_visits, session_store_calls
 
 from benchmarks.baseline import Bank, seed_runner
 from long_running_agent.approval.courier import Outcome, decide_and_deliver
-from long_running_agent.ledger import engine
+from long_running_agent.ledger.storage import engine
 
 MAX_LEDGER_ROUND_TRIPS = 6
 REQUEST = "Please reimburse $250 for the team lunch"

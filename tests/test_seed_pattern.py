@@ -19,7 +19,7 @@ from long_running_agent.approval.guard import ApprovalGuard
 from long_running_agent.approval.notes import CHAT, tool_error
 from long_running_agent.ledger import Conversation, Ledger, NeedsApproval, NotApproved, ToolCall
 from long_running_agent.ledger.inputs import InputError
-from long_running_agent.ledger.policy import Policy
+from long_running_agent.ledger.policy.rules import Policy
 from long_running_agent.refusals.rules import NeedsNoApproval, TicketNotFound, UnusableUserId
 
 TUTORIAL = [ROOT / "long_running_agent" / "agent.py", ROOT / "long_running_agent" / "tools.py", ROOT / "main.py"]

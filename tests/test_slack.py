@@ -38,7 +38,7 @@ from support.servers import LUNCH, TOKENS, in_process, web_server
 from long_running_agent.approval.courier import decide_and_deliver
 from long_running_agent.ledger import Ledger, TicketStatus
 from long_running_agent.ledger.outbox import MAX_ATTEMPTS
-from long_running_agent.ledger.schema import NotificationRow, TicketRow
+from long_running_agent.ledger.storage.schema import NotificationRow, TicketRow
 from long_running_agent.notifications import send_due
 from long_running_agent.settings import SLACK_HOSTS, load_settings
 from long_running_agent.slack.actions import HOLD, SlackActions

@@ -20,7 +20,7 @@ from support.processes import ROOT
 from long_running_agent.approval.courier import Outcome, decide_and_deliver
 from long_running_agent.ledger import DAILY_LIMIT, SAME_PURPOSE, Ledger, NeedsApproval, TicketStatus
 from long_running_agent.ledger import Conversation as ConversationKey
-from long_running_agent.ledger.policy import purpose_key
+from long_running_agent.ledger.policy.rules import purpose_key
 
 LIMIT_CENTS = 25_000
 DOCS_SECTION = (ROOT / "docs" / "security.md").read_text().split("## Split purchases\n")[1].split("\n## ")[0]

@@ -2,7 +2,7 @@
 
 In WAL mode SQLite maps a `-shm` file into every process, and truncating it
 under a running server killed the server with SIGBUS. The app uses a
-rollback journal instead (ledger/engine.py), with one engine per database in
+rollback journal instead (ledger/storage/engine.py), with one engine per database in
 a process, shared by the ledger and ADK's session store (desk.py). A
 database file deleted or replaced while a process uses it stops that process
 with `DatabaseFileGone` (JSON 503 on the server, one `error:` line on the CLI)
@@ -30,7 +30,7 @@ from support.servers import APP, LUNCH, web_server
 
 from long_running_agent.cli import commands, entry
 from long_running_agent.ledger import DatabaseFileGone
-from long_running_agent.ledger.engine import create_engine
+from long_running_agent.ledger.storage.engine import create_engine
 
 
 def database_file(url: str) -> Path:
@@ -184,10 +184,10 @@ async def test_a_wal_file_another_connection_holds_stays_usable_and_the_log_says
     db = database_file(sqlite_url)
     holder = wal_mode_file(db)  # still open, as a server of an older version would hold it
     try:
-        with caplog.at_level(logging.WARNING, logger="long_running_agent.ledger.engine"):
+        with caplog.at_level(logging.WARNING, logger="long_running_agent.ledger.storage.engine"):
             assert await desk.ledger.tickets.count() == 0
     finally:
         holder.close()
 
-    warnings = [r.getMessage() for r in caplog.records if r.name == "long_running_agent.ledger.engine"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "long_running_agent.ledger.storage.engine"]
     assert warnings and all(str(db) in warning for warning in warnings), warnings

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..adk_compat import per_agent_store, sqlite_file
 from ..ledger import Conversation, Ledger
-from ..ledger.locks import new_holder
+from ..ledger.storage.locks import new_holder
 from ..names import APP_STORE, store_in_words
 from ..refusals.answers import ConversationInUse
 

@@ -20,8 +20,8 @@ from google.genai import types
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..ledger import Ledger, Ticket, TicketExpired, TicketStatus
-from ..ledger.evidence import Via
-from ..ledger.locks import DEFAULT_WAIT, ConversationBusy, HeldLock, new_holder
+from ..ledger.audit.evidence import Via
+from ..ledger.storage.locks import DEFAULT_WAIT, ConversationBusy, HeldLock, new_holder
 from ..ledger.tickets import row_of
 from ..names import AGENT_NAME, Outcome, store_in_words
 from ..observability.spans import Step
@@ -197,7 +197,7 @@ async def decide_and_deliver(
 
     An expired ticket is refused, but its expiry is still delivered, so the requester learns what happened.
     `channel`: the surface it came through (api, inbox, cli, slack), `principal`: who that surface authenticated,
-    `shown`: the digest of the ticket the approver was shown (evidence.py): the decision's evidence and metrics.
+    `shown`: the digest of the ticket the approver was shown (ledger/audit/evidence.py): its evidence and metrics.
     """
     ledger = desk.ledger
     taken: list[str] = []

@@ -14,8 +14,8 @@ from google.adk.sessions import Session
 from google.genai import types
 
 from ..ledger import Ticket, TicketStatus
-from ..ledger.inputs import AmountError
-from ..ledger.policy import Limits, from_cents, parse_amount
+from ..ledger.inputs import AmountError, amount, from_cents
+from ..ledger.policy.rules import Policy
 
 
 def decision_message(ticket: Ticket) -> types.Content:
@@ -42,21 +42,21 @@ def _ledger_says(ticket: Ticket) -> dict[str, Any]:
     }
 
 
-def _same(claimed: Any, held: Any, limits: Limits) -> bool:
+def _same(claimed: Any, held: Any, policy: Policy) -> bool:
     """Whether `claimed` says `held`; an amount the rule refuses raises AmountError."""
     if isinstance(held, Decimal):
         # The model passes the amount it is shown on to `reimburse`: read by any other rule, a spelling
         # such as "2e2" would agree here and be refused there, and the run would end with nothing paid.
-        return parse_amount(claimed, limits) == held
+        return amount(claimed, most=policy.max_amount) == held
     return bool(claimed == held)
 
 
 def disagreement(
-    response: types.FunctionResponse, call: types.FunctionCall, ticket: Ticket, limits: Limits
+    response: types.FunctionResponse, call: types.FunctionCall, ticket: Ticket, policy: Policy
 ) -> str | None:
     """What `response` says that the ledger does not, in words naming both; None when it agrees.
 
-    `limits`: the policy `reimburse` reads amounts under (policy.parse_amount).
+    `policy`: the one `reimburse` reads amounts under (at most its max_amount, ledger/inputs.py's `amount`).
     """
     if response.name != call.name:
         return f"it names the call {response.name!r}, but call {call.id} is {call.name!r}"
@@ -70,7 +70,7 @@ def disagreement(
             continue
         shown = f"${held:,}" if isinstance(held, Decimal) else repr(held)
         try:
-            same = _same(payload[field], held, limits)
+            same = _same(payload[field], held, policy)
         except AmountError as error:
             return (f"its {field} is {payload[field]!r}, which reimburse would refuse ({str(error).rstrip('.')}); "
                     f"the ledger's is {shown} (ticket {ticket.id})")

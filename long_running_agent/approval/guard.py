@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..error_text import without_sql
 from ..ledger import Conversation, DatabaseFileGone, LedgerError, Ticket, TicketStatus
-from ..ledger.evidence import Via
+from ..ledger.audit.evidence import Via
 from ..ledger.inputs import InputError
 from ..names import APPROVAL_TOOL, ERROR, REIMBURSE_TOOL, PayoutStatus
 from ..refusals import Refusal
@@ -303,7 +303,7 @@ class ApprovalGuard(BasePlugin):
         if run.lock is not None:
             try:
                 await run.lock.release()
-            except UNUSABLE as error:  # the lease lapses by itself (locks.py)
+            except UNUSABLE as error:  # the lease lapses by itself (ledger/storage/locks.py)
                 logger.warning("Could not release the lock on %s: %s", run.conversation, without_sql(str(error)))
                 if run.lock.deliveries:
                     raise

@@ -14,8 +14,9 @@ from typing import Any
 from google.adk.agents.invocation_context import InvocationContext
 from google.genai import types
 
-from ..ledger import Ledger, Ticket, quorum
+from ..ledger import Ledger, Ticket
 from ..ledger.inputs import MAX_MESSAGE, is_canonical_name, unstorable
+from ..ledger.need import EVERYONE, counted_words, need_words
 from ..names import ERROR, EXPENSES, PayoutStatus, TicketStatus
 from ..refusals import COMMANDS, Refusal
 from ..refusals.answers import AlreadyDelivered, MessageTooLong, UnstorableMessage
@@ -102,10 +103,10 @@ async def news(ledger: Ledger, ticket: Ticket) -> str:
     what = f"Ticket {ticket.id} ({ticket.amount_text} for {ticket.purpose})"
     if ticket.status is TicketStatus.PENDING:
         if ticket.approvals:
-            by = f"; approved by {quorum.counted_words(ticket.counted_for)}" if ticket.counted_for else ""
+            by = f"; approved by {counted_words(ticket.counted_for)}" if ticket.counted_for else ""
             state = f"{what} waits for more approvals ({ticket.still_missing}{by})."
-        elif ticket.needed != ((quorum.EVERYONE, 1),):
-            state = f"{what} is still pending: it needs {quorum.need_words(ticket.needed)}."
+        elif ticket.needed != ((EVERYONE, 1),):
+            state = f"{what} is still pending: it needs {need_words(ticket.needed)}."
         else:
             state = f"{what} is still pending: it waits for an approver."
         return f"{state} Only an approver decides it; ask again later for the news."

@@ -15,7 +15,7 @@ from google.adk.plugins.base_plugin import BasePlugin
 
 from ..adk_compat import run_metadata
 from ..ledger import Conversation, Ledger, Ticket, ToolCall
-from ..ledger.locks import HeldLock
+from ..ledger.storage.locks import HeldLock
 from ..settings import Settings
 from .conversations import locate
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..approval.sweep import deliver_due, remind_due
 from ..desk import Desk
-from ..ledger import audit_check
+from ..ledger.audit import check
 from ..ledger.inputs import name
 from ..names import EXPENSES, REIMBURSE_TOOL
 from ..refusals.values import InputError
@@ -161,7 +161,7 @@ async def audit(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
     """`audit verify [--anchor FILE]`: 0 if every chain holds, 1 if one does not; `audit head`: the heads to keep."""
     database = desk.ledger.database
     if args.audit_command == "head":
-        render.heads(await audit_check.heads(database), desk.ledger.now())
+        render.heads(await check.heads(database), desk.ledger.now())
         return 0
     anchors = []
     if args.anchor is not None:
@@ -170,8 +170,8 @@ async def audit(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
         except (OSError, UnicodeDecodeError) as error:
             raise InputError("anchor", f"{args.anchor} cannot be read ({getattr(error, 'strerror', None) or error}).",
                              next_step="Give the path of a file `expenses audit head` wrote.") from None
-        anchors = audit_check.read_anchors(text, args.anchor)
-    verdict = await audit_check.verify(database, anchors=anchors)
+        anchors = check.read_anchors(text, args.anchor)
+    verdict = await check.verify(database, anchors=anchors)
     render.verdict(verdict, anchored=len(anchors))
     return 0 if verdict.holds else 1
 

@@ -4,7 +4,7 @@
     .venv/bin/expenses policy --amount 12000 --requester alice
 
 Names only: APPROVERS's tokens are never printed. The requester's total is read from the totals the ledger chooses
-tiers by (ledger/request_totals.py), so the answer is the tier a request made now would get.
+tiers by (ledger/policy/request_totals.py), so the answer is the tier a request made now would get.
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ from datetime import UTC
 from decimal import Decimal
 
 from ..desk import Desk
-from ..ledger import inputs, request_totals
-from ..ledger.policy import Policy, from_cents, parse_amount, to_cents
-from ..ledger.quorum import EVERYONE, Rules, need_words
+from ..ledger import inputs
+from ..ledger.inputs import from_cents, to_cents
+from ..ledger.need import EVERYONE, need_words
+from ..ledger.policy import request_totals
+from ..ledger.policy.rules import Policy, Rules
 from ..names import EXPENSES
 from ..refusals.values import InputError
 from ..transcript import Transcript
@@ -60,7 +62,7 @@ def members(rules: Rules, group: str, *, besides: str | None = None) -> list[str
 async def tier_text(desk: Desk, amount_text: str, requester: str | None) -> list[str]:
     """Which tier a request of `amount_text` by `requester` would get now, why, and who could approve it."""
     policy = desk.policy
-    amount = to_cents(parse_amount(amount_text, policy))
+    amount = to_cents(inputs.amount(amount_text, most=policy.max_amount))
     today = 0
     if requester is not None:
         ledger = desk.ledger

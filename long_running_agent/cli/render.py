@@ -7,10 +7,11 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from ..ledger import AuditEntry, Inbox, Notification, Payout, Ticket, TicketStatus, quorum
-from ..ledger.audit_check import Head, Verdict
+from ..ledger import AuditEntry, Inbox, Notification, Payout, Ticket, TicketStatus
+from ..ledger.audit.check import Head, Verdict
 from ..ledger.inputs import printable
-from ..ledger.request_totals import RequesterDay, day_in_words
+from ..ledger.need import EVERYONE, counted_words, need_words
+from ..ledger.policy.request_totals import RequesterDay, day_in_words
 from ..names import EXPENSES, Outcome, store_in_words
 from ..paging import DEFAULT_LIMIT, Page
 from ..refusals import COMMANDS
@@ -53,11 +54,11 @@ def pending(inbox: Inbox, limit: int, offset: int) -> None:
 def waiting(ticket: Ticket) -> str | None:
     """What a pending ticket still needs, where approvers look: "1 of 2: needs 1 more approver; approved by bob",
     or "needs 2 approvers" before any approval; None when one approval from anyone decides it."""
-    if ticket.status is not TicketStatus.PENDING or ticket.needed == ((quorum.EVERYONE, 1),):
+    if ticket.status is not TicketStatus.PENDING or ticket.needed == ((EVERYONE, 1),):
         return None
     if not ticket.approvals:
-        return f"needs {quorum.need_words(ticket.needed)}"
-    counted = f"; approved by {quorum.counted_words(ticket.counted_for)}" if ticket.counted_for else ""
+        return f"needs {need_words(ticket.needed)}"
+    counted = f"; approved by {counted_words(ticket.counted_for)}" if ticket.counted_for else ""
     return f"{ticket.still_missing}{counted}"
 
 

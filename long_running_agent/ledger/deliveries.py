@@ -1,6 +1,6 @@
 """Deliveries: whether each decision reached its conversation, and settling those that never can (docs/delivery.md).
 
-The run that delivers a decision records it under the conversation's lock (locks.py); a failed attempt records why.
+The run that delivers a decision records it under the conversation's lock (storage/locks.py); a failed one records why.
 An approval is delivered only with its payout: a run that ended without paying it is a failed attempt (`UNPAID`).
 """
 
@@ -16,11 +16,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..error_text import without_sql
 from ..refusals.rules import NotSettleable
-from . import audit, inputs
-from .database import Database
+from . import inputs
+from .audit import chain
 from .payouts import pay_ticket
 from .records import Conversation, Payout, Ticket, TicketStatus
-from .schema import (
+from .storage.database import Database
+from .storage.schema import (
     IN_BOUND_CONVERSATION,
     TICKET_COLUMNS,
     AuditRow,
@@ -99,7 +100,7 @@ class Deliveries:
 
         async def read(db: AsyncConnection) -> list[Ticket]:
             rows = await db.execute(_OPEN_IN, conversation_params(conversation))
-            return [Ticket.of(row).under(rules) for row in rows]
+            return [rules.recount(Ticket.of(row)) for row in rows]
 
         return read
 
@@ -135,7 +136,7 @@ class Deliveries:
                     # The approval is the authority; the payout is still one per ticket.
                     payout = await pay_ticket(db, ticket, ticket.conversation, f"settled:{ticket.id}", now,
                                               actor=approver, note=", without the conversation")
-                await audit.write(db, ticket.id, at=now, actor=approver, action="settled",
+                await chain.write(db, ticket.id, at=now, actor=approver, action="settled",
                                   detail=f"the conversation could not be told: {ticket.delivery_error}")
         except IntegrityError:
             raise NotSettleable(await self.tickets.get(ticket_id)) from None  # paid meanwhile
@@ -165,12 +166,12 @@ class Deliveries:
         now, ids = self.database.now(), list(ticket_ids)
         marked = list(await db.scalars(_MARK_DELIVERED, {"ids": ids, "now": now}))
         for ticket_id in marked:
-            await audit.write(db, ticket_id, at=now, actor=actor, action="delivered",
+            await chain.write(db, ticket_id, at=now, actor=actor, action="delivered",
                               detail="the decision reached the conversation")
         for ticket_id in list(await db.scalars(_MARK_UNPAID, {"ids": ids})):
             logger.warning("Ticket %s: %s (the conversation shows what the agent did)", ticket_id, UNPAID)
             with self.database.watch.step("ledger.undelivered", ticket=ticket_id) as step:
-                await audit.write(db, ticket_id, at=now, actor=actor, action="undelivered", detail=UNPAID)
+                await chain.write(db, ticket_id, at=now, actor=actor, action="undelivered", detail=UNPAID)
                 step.note(delivery_failed=True)
         return marked
 
@@ -183,6 +184,6 @@ class Deliveries:
                     update(TicketRow).where(TicketRow.id == ticket_id, TicketRow.delivered_at.is_(None))
                     .values(delivery_error=error)
                 )
-                await audit.write(db, ticket_id, at=self.database.now(), actor=actor, action="undelivered",
+                await chain.write(db, ticket_id, at=self.database.now(), actor=actor, action="undelivered",
                                   detail=error)
             step.note(delivery_failed=True)

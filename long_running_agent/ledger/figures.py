@@ -11,9 +11,9 @@ from datetime import datetime, time
 
 from sqlalchemy import func, select
 
-from .database import Database
 from .records import TicketStatus, _utc
-from .schema import NotificationRow, PayoutRow, PendingCountRow, TicketRow
+from .storage.database import Database
+from .storage.schema import NotificationRow, PayoutRow, PendingCountRow, TicketRow
 
 _PENDING = select(func.coalesce(func.sum(PendingCountRow.pending), 0))
 _OLDEST = select(func.min(TicketRow.created_at)).where(TicketRow.status == TicketStatus.PENDING.value)

@@ -1,6 +1,6 @@
 """The approver's inbox in one read: what `GET /api/approvals` and `expenses inbox` show.
 
-Each list and total is one query answered from an index of schema.py (tests/test_inbox_queries.py checks the
+Each list and total is one query answered from an index of storage/schema.py (tests/test_inbox_queries.py checks the
 plans; benchmarks/README.md has the times with 100,000 tickets pending).
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from .database import Database
 from .deliveries import count_undelivered_in, undelivered_in
+from .policy.request_totals import RequesterDay, requester_days
 from .records import Ticket, TicketStatus
-from .request_totals import RequesterDay, requester_days
+from .storage.database import Database
 from .tickets import Tickets, count_in, latest_decisions, tickets_in
 
 RECENT_DECISIONS = 10
@@ -54,7 +54,7 @@ class InboxQueries:
             undelivered = await db.scalars(undelivered_in(limit=undelivered_limit, offset=undelivered_offset))
             total_undelivered = await db.scalar(count_undelivered_in())
             recent_rows = list(await db.scalars(latest_decisions(recent))) if recent else []
-            pending_tickets = [Ticket.of(row).under(self.tickets.rules) for row in pending]
+            pending_tickets = [self.tickets.rules.recount(Ticket.of(row)) for row in pending]
             return Inbox(
                 now=self.database.now(),
                 pending=pending_tickets,

@@ -1,7 +1,8 @@
 """One rule per input, on every surface: the chat, the CLI and the API, on SQLite and PostgreSQL.
 
 Names, purposes and amounts are refused rather than guessed at (docs/security.md: identities, one rule per input).
-The limits are what the database columns hold, so no input reaches the database only to be cut short there.
+The limits are what the database columns hold, so no input reaches the database only to be cut short there. Amounts
+are exact dollars (`Decimal`), kept as integer cents: a float's error never decides what is paid.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from decimal import Decimal
 from ..refusals.rules import NotAnApprover
 from ..refusals.values import AmountError, InputError
 
-__all__ = ["AmountError", "InputError", "amount", "approver", "exact_amount", "is_canonical_name", "name", "printable",
-           "purpose", "reason", "unstorable"]
+__all__ = ["AmountError", "InputError", "amount", "approved_cents", "approver", "exact_amount", "from_cents",
+           "is_canonical_name", "name", "printable", "purpose", "reason", "requester_of", "to_cents", "unstorable"]
 
 MAX_NAME = 64
 # Session ids, app names and call ids: ADK's session tables hold 128 characters.
@@ -64,6 +65,14 @@ def is_canonical_name(raw: str) -> bool:
         return name(raw) == raw
     except InputError:
         return False
+
+
+def requester_of(user_id: str) -> str:
+    """Who a request or payout counts against: the user id's canonical spelling (`Alice` is alice)."""
+    try:
+        return name(user_id)
+    except InputError:
+        return user_id
 
 
 def reason(raw: object, *, required: bool, needed_by: str = "A rejection") -> str | None:
@@ -160,6 +169,30 @@ def amount(raw: object, *, most: Decimal) -> Decimal:
                                               "and cents, with at most two decimals, e.g. 250.00.",
                           shown=shown, most=most)
     return cents
+
+
+def approved_cents(raw: object, asked_cents: int) -> int:
+    """An approver's amount in cents under the one amount rule, at most what was asked; raises AmountError."""
+    asked = from_cents(asked_cents)
+    try:
+        return to_cents(amount(raw, most=asked))
+    except AmountError as error:
+        got = f"; got {error.shown.lstrip('$')}" if error.shown else ""
+        message = str(error)
+        if error.problem == NOT_POSITIVE:
+            message = f"The approved amount must be more than zero{got}. To pay nothing, reject the ticket."
+        if error.problem == ABOVE_MAXIMUM:
+            message = (f"{error.shown or 'That amount'} is more than the ${asked:,} asked; an approver may "
+                       "approve the amount asked or less.")
+        raise AmountError(error.problem, message, shown=error.shown, most=asked, approving=True) from None
+
+
+def to_cents(dollars: Decimal) -> int:
+    return int(dollars * 100)
+
+
+def from_cents(cents: int) -> Decimal:
+    return (Decimal(cents) / 100).quantize(_CENT)
 
 
 def exact_amount(raw: object) -> Decimal:

@@ -1,7 +1,8 @@
 """The approval ledger: the only authority on whether money may be paid out.
 
-One object per concern, named for its module (`ledger.tickets`: tickets.py), on one database handle. The database,
-not a scan of session events, guarantees that a ticket is decided once and paid at most once.
+One object per concern, named for its module (`ledger.tickets`: tickets.py), on one database handle (storage/); the
+rules they apply are the policy's (policy/), and what they did is in the audit trail (audit/). The database, not a
+scan of session events, guarantees that a ticket is decided once and paid at most once.
 """
 
 from __future__ import annotations
@@ -17,18 +18,20 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..names import APPROVAL_TOOL
 from ..observability.spans import Watch
 from ..refusals.rules import NeedsNoApproval, UnusableUserId
-from . import audit_check, evidence, inputs
-from .database import Database
+from . import inputs
+from .audit import check, evidence
 from .deliveries import Deliveries
 from .figures import Figures
 from .inbox import InboxQueries
-from .locks import ConversationLocks
+from .inputs import requester_of, to_cents
+from .need import EVERYONE
 from .outbox import Outbox
 from .payouts import Payouts
-from .policy import Policy, needs_approval, parse_request, purpose_key, requester_of, to_cents
-from .quorum import EVERYONE
+from .policy.rules import Policy, purpose_key
 from .records import Payout, Requested, ToolCall, utc_now
-from .schema import TicketRow
+from .storage.database import Database
+from .storage.locks import ConversationLocks
+from .storage.schema import TicketRow
 from .tickets import Tickets
 
 
@@ -65,16 +68,16 @@ class Ledger:
 
     async def _request(self, call: ToolCall, *, purpose: object, amount: object) -> Requested:
         """A requester must be a canonical name, so that nobody can pass for an approver."""
-        clean_purpose, clean_amount = parse_request(purpose, amount, self.policy)
+        clean_purpose, clean_amount = inputs.purpose(purpose), inputs.amount(amount, most=self.policy.max_amount)
         user_id = call.conversation.user_id
         if not inputs.is_canonical_name(user_id):
             raise UnusableUserId(user_id)
         daily = None
-        if not needs_approval(clean_amount, self.policy):
+        if clean_amount <= self.policy.rules.threshold:
             daily = await self.payouts.auto_approval_refusal(
                 amount_cents=to_cents(clean_amount), **self._daily_rules(user_id, clean_purpose))
             if daily is None:
-                raise NeedsNoApproval(clean_amount, self.policy.approval_threshold)
+                raise NeedsNoApproval(clean_amount, self.policy.rules.threshold)
         conversation = call.conversation
         ticket = await self.tickets.open(
             app_name=conversation.app_name, user_id=user_id, session_id=conversation.session_id,
@@ -95,9 +98,9 @@ class Ledger:
             return payout, already_paid
 
     async def _pay(self, call: ToolCall, *, purpose: object, amount: object) -> tuple[Payout, bool]:
-        clean_purpose, clean_amount = parse_request(purpose, amount, self.policy)
+        clean_purpose, clean_amount = inputs.purpose(purpose), inputs.amount(amount, most=self.policy.max_amount)
         cents, conversation = to_cents(clean_amount), call.conversation
-        if needs_approval(clean_amount, self.policy):
+        if clean_amount > self.policy.rules.threshold:
             return await self.payouts.pay_approved(conversation=conversation, call_id=call.call_id,
                                                    purpose=clean_purpose, amount_cents=cents, prefer=call.resumed_by)
         return await self.payouts.pay_small(conversation=conversation, call_id=call.call_id, purpose=clean_purpose,
@@ -111,9 +114,9 @@ class Ledger:
 
     async def evidence(self, ticket_id: str) -> dict[str, Any]:
         """One JSON document explaining the ticket: request, policy tier, decisions with evidence, payout, and
-        whether its audit chain holds (evidence.py)."""
+        whether its audit chain holds (audit/evidence.py)."""
         ticket = await self.tickets.get(ticket_id)
-        verdict = await audit_check.verify(self.database, [ticket_id])
+        verdict = await check.verify(self.database, [ticket_id])
         async with await self.database.session() as db:
             decisions = await evidence.decisions(db, ticket)
             groups = await db.scalar(select(TicketRow.request_groups).where(TicketRow.id == ticket_id))
@@ -136,7 +139,7 @@ class Ledger:
         return self.database.now()
 
     async def prepare(self) -> tuple[str | None, str]:
-        """Bring the tables to this code's schema (migrate.py); returns (from, to)."""
+        """Bring the tables to this code's schema (storage/migrate.py); returns (from, to)."""
         return await self.database.prepare()
 
     async def close(self) -> None:

@@ -13,10 +13,10 @@ from typing import Any
 from sqlalchemy import insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from .database import Database, new_id
 from .inputs import MAX_REASON
 from .records import Notification, Ticket, TicketStatus, _utc
-from .schema import NotificationRow
+from .storage.database import Database, new_id
+from .storage.schema import NotificationRow
 
 # Seconds before attempt n+1, after n failures: 5 s, 30 s, 2 min, 10 min, 30 min, then hourly.
 BACKOFF = (5, 30, 120, 600, 1800, 3600)

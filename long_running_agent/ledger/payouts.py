@@ -18,10 +18,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..refusals.rules import DAILY_LIMIT, SAME_PURPOSE, NeedsApproval, NotApproved
-from . import audit, request_totals
-from .database import Database, new_id
+from .audit import chain
+from .policy import request_totals
 from .records import Conversation, Payout, Ticket, TicketStatus
-from .schema import (
+from .storage.database import Database, new_id
+from .storage.schema import (
     IN_BOUND_CONVERSATION,
     TICKET_COLUMNS,
     AutoApprovedPayoutRow,
@@ -59,7 +60,7 @@ async def pay_ticket(
     payout = _payout(conversation, call_id, ticket.purpose, cents, at, ticket_id=ticket.id)
     # The audit entry first: it locks the ticket, as a decision or a settlement does before its payout, so that
     # racing them waits instead of deadlocking on the payout's UNIQUE ticket (PostgreSQL).
-    await audit.write(db, ticket.id, at=at, actor=actor, action="paid", detail=f"{payout['id']}{note}",
+    await chain.write(db, ticket.id, at=at, actor=actor, action="paid", detail=f"{payout['id']}{note}",
                       facts={PayoutRow.__tablename__: payout})
     await db.execute(_PAY, payout)
     return Payout.of(SimpleNamespace(**payout))
@@ -196,8 +197,8 @@ class Payouts:
                 if added.rowcount != 1:
                     raise _OverDailyLimit
                 await db.execute(_PAY, payout)
-                # No ticket to chain it to: the payout's own chain, keyed by its id (audit.start).
-                await audit.start(db, payout["id"], at=now, actor="reimburse", action="paid",
+                # No ticket to chain it to: the payout's own chain, keyed by its id (chain.start).
+                await chain.start(db, payout["id"], at=now, actor="reimburse", action="paid",
                                   detail="without approval, under the daily rules",
                                   facts={PayoutRow.__tablename__: payout})
                 await db.execute(_SAME_PURPOSE_KEY, {"payout_id": payout["id"], "requester": requester, "day": day,

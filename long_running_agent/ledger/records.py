@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..names import DECIDED, PayoutStatus, TicketStatus
-from . import quorum
-from .policy import from_cents, requester_of
-
-if TYPE_CHECKING:
-    from .schema import PayoutRow, TicketRow
-
+from .inputs import from_cents
+from .need import EVERYONE, Need, need_words, parse_counted, parse_need, progress_text
 
 __all__ = ["DECIDED", "AuditEntry", "Conversation", "Notification", "Payout", "Requested", "Ticket", "TicketStatus",
            "ToolCall", "utc_now"]
@@ -87,33 +83,19 @@ class Ticket:
     delivery_error: str | None
     settled_by: str | None
     settled_at: datetime | None
-    # Its policy tier (quorum.py): the need ("finance=1,cfo=1"), its number and version, and who approved so far,
+    # Its policy tier (need.py): the need ("finance=1,cfo=1"), its number and version, and who approved so far,
     # each with the group they counted for when the last approval was judged ("bob=finance"; "bob=" no longer counts).
     need: str | None = None
     tier: int | None = None
     policy_version: str | None = None
     counted: str | None = None
-    # Not a column: `counted` judged again with who is in which group now (`under`), while the ticket is pending.
+    # Not a column: `counted` judged again with who is in which group now (Rules.recount), while the ticket is pending.
     standing: str | None = None
 
     @classmethod
-    def of(cls, row: TicketRow | Any) -> Ticket:
-        """From a TicketRow, or a Core row of its columns (schema.TICKET_COLUMNS)."""
+    def of(cls, row: Any) -> Ticket:
+        """From a TicketRow, or a Core row of its columns (storage/schema.py's TICKET_COLUMNS)."""
         return cls(**_fields(cls, row, besides=("standing",)) | {"status": TicketStatus(row.status)})
-
-    def under(self, rules: quorum.Rules) -> Ticket:
-        """The ticket with its approvals as they count under `rules` now: an approver who left the groups their
-        approval counted for no longer counts, and their place is open again (docs/policy.md). A decided ticket
-        stays as it was decided."""
-        if self.status is not TicketStatus.PENDING or not self.counted:
-            return self
-        now = quorum.standing(self.needed, quorum.parse_counted(self.counted), lambda who: self.eligible(rules, who))
-        return replace(self, standing=quorum.counted_text(now))
-
-    def eligible(self, rules: quorum.Rules, approver: str) -> frozenset[str]:
-        """The groups of this ticket's need `approver` may count for now: their own; the requester's, only those
-        that allow self-approval."""
-        return rules.eligible(approver, self.needed, requester=requester_of(self.user_id) == approver)
 
     @property
     def amount(self) -> float:
@@ -147,14 +129,14 @@ class Ticket:
         return self.approvals_needed > 1
 
     @property
-    def needed(self) -> quorum.Need:
-        """Its tier's need, by group (quorum.py): tickets opened before the policy need approvals from anyone."""
-        return quorum.parse_need(self.need) if self.need else ((quorum.EVERYONE, self.approvals_needed),)
+    def needed(self) -> Need:
+        """Its tier's need, by group (need.py): tickets opened before the policy need approvals from anyone."""
+        return parse_need(self.need) if self.need else ((EVERYONE, self.approvals_needed),)
 
     @property
     def approvals(self) -> dict[str, str]:
         """Who approved so far, in order, each with the group they count for ("" for one that no longer counts)."""
-        return quorum.parse_counted(self.counted if self.standing is None else self.standing)
+        return parse_counted(self.counted if self.standing is None else self.standing)
 
     @property
     def counted_for(self) -> dict[str, str]:
@@ -176,7 +158,7 @@ class Ticket:
         """"1 of 2: needs 1 more from cfo" while pending; None once decided."""
         if self.status is not TicketStatus.PENDING:
             return None
-        return quorum.progress_text(self.needed, self.counted_for, self.no_longer_counting)
+        return progress_text(self.needed, self.counted_for, self.no_longer_counting)
 
     @property
     def approvals_shown(self) -> str | None:
@@ -251,9 +233,9 @@ class Requested:
             others += [f"${from_cents(paid):,} paid to you without approval today"] if paid > 0 else []
             others = others or ["your other requests in the same message"]
             above = (f"the ${self.tier_above:,} one approver may approve, whatever each is for, so two approvers"
-                     if self.ticket.needed == ((quorum.EVERYONE, 2),) else
+                     if self.ticket.needed == ((EVERYONE, 2),) else
                      f"the policy's ${self.tier_above:,} tier, whatever each is for, so "
-                     + quorum.need_words(self.ticket.needed))
+                     + need_words(self.ticket.needed))
             why = (f"Together with {' and '.join(others)}, this comes to {self.ticket.combined_text}, above {above} "
                    "must approve it.")
         return self.ticket.as_response() | ({"why": why} if why else {})
@@ -272,7 +254,7 @@ class Payout:
     paid_at: datetime
 
     @classmethod
-    def of(cls, row: PayoutRow | Any) -> Payout:
+    def of(cls, row: Any) -> Payout:
         return cls(**_fields(cls, row))
 
     @property

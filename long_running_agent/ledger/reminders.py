@@ -9,16 +9,17 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
-from . import audit, quorum
-from .database import Database
+from .audit import chain
 from .outbox import Outbox
+from .policy.rules import DEFAULT_RULES, Rules
 from .records import Ticket, TicketStatus
-from .schema import TICKET_COLUMNS, TicketRow
+from .storage.database import Database
+from .storage.schema import TICKET_COLUMNS, TicketRow
 
 
 async def remind_due(
     database: Database, outbox: Outbox, remind_before: timedelta, escalate_to: tuple[str, ...] = (), *,
-    rules: quorum.Rules = quorum.DEFAULT_RULES,
+    rules: Rules = DEFAULT_RULES,
 ) -> list[Ticket]:
     """Remind (once) of each pending ticket that expires within `remind_before`; escalate it too. Each reminder
     says what the ticket still needs under `rules` now."""
@@ -41,12 +42,12 @@ async def remind_due(
             )).first()
             if row is None:
                 continue
-            ticket = Ticket.of(row).under(rules)
-            await audit.write(db, ticket_id, at=now, actor="system", action="reminded",
+            ticket = rules.recount(Ticket.of(row))
+            await chain.write(db, ticket_id, at=now, actor="system", action="reminded",
                               detail=f"it expires at {ticket.expires_at:%Y-%m-%d %H:%M} UTC")
             await outbox.add(db, "ticket.reminder", ticket, now)
             if escalate_to:
-                await audit.write(db, ticket_id, at=now, actor="system", action="escalated",
+                await chain.write(db, ticket_id, at=now, actor="system", action="escalated",
                                   detail=f"to {', '.join(escalate_to)}")
                 await outbox.add(db, "ticket.escalated", ticket, now)
         reminded.append(ticket)

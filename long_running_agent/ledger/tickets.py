@@ -17,14 +17,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..refusals.rules import AlreadyDecided, NotInGroup, NotRequester, TicketExpired, TicketNotFound
 from ..refusals.values import APPROVE_LESS, InputError
-from . import approving, audit, inputs, quorum, reminders, request_totals
-from .approving import BEFORE_EXPIRY, PENDING
-from .database import Database, new_id
-from .evidence import Via
+from . import inputs, reminders
+from .audit import chain
+from .audit.evidence import Via
+from .inputs import approved_cents, from_cents, requester_of
+from .need import EVERYONE, need_text, need_words
 from .outbox import Outbox
-from .policy import approved_cents, from_cents, requester_of
+from .policy import approving, request_totals
+from .policy.rules import DEFAULT_RULES, Rules
 from .records import AuditEntry, Conversation, Ticket, TicketStatus, _utc
-from .schema import TICKET_COLUMNS, AuditRow, PendingCountRow, TicketRow, in_conversation
+from .storage.database import Database, new_id
+from .storage.schema import TICKET_COLUMNS, AuditRow, PendingCountRow, TicketRow, in_conversation
 
 # Run inside the transaction that decides a ticket, once it is decided (e.g. take its conversation).
 Then = Callable[[AsyncConnection, Ticket], Awaitable[None]]
@@ -42,14 +45,14 @@ _ROW = select(*TICKET_COLUMNS).where(TicketRow.id == bindparam("t_id"))
 
 def _move_statement(status: TicketStatus) -> Any:
     """Move a pending ticket to `status` (before it expires, unless that is the move) and return its row."""
-    within = [*PENDING] if status is TicketStatus.EXPIRED else [*PENDING, BEFORE_EXPIRY]
+    within = [*approving.PENDING] if status is TicketStatus.EXPIRED else [*approving.PENDING, approving.BEFORE_EXPIRY]
     return (update(TicketRow).where(*within)
             .values(status=status.value, decided_by=bindparam("actor"), decided_at=bindparam("now"),
                     reason=bindparam("reason"), approved_cents=None)  # a ticket that is not approved pays nothing
             .returning(*TICKET_COLUMNS))
 
 
-# Every move out of pending but an approval (approving.py).
+# Every move out of pending but an approval (policy/approving.py).
 _MOVE: dict[TicketStatus, Any] = {status: _move_statement(status) for status in EVENT_OF
                                   if status is not TicketStatus.APPROVED}
 
@@ -84,17 +87,17 @@ def latest_decisions(limit: int) -> Select[TicketRow]:
 class Tickets:
     """Every ticket's life: opened, decided once (by one or two approvers), withdrawn, expired, reminded."""
 
-    def __init__(self, database: Database, outbox: Outbox, *, rules: quorum.Rules | None = None) -> None:
-        """`rules`: who approves what (quorum.Rules); its members are the only names that may decide, if set."""
+    def __init__(self, database: Database, outbox: Outbox, *, rules: Rules | None = None) -> None:
+        """`rules`: who approves what (policy/rules.py); its members are the only names that may decide, if set."""
         self.database = database
         self.outbox = outbox
-        self.rules = rules or quorum.DEFAULT_RULES
+        self.rules = rules or DEFAULT_RULES
         self.approvers = frozenset(self.rules.members) if self.rules.members is not None else None
 
     async def open(
         self, *, app_name: str, user_id: str, session_id: str, call_id: str, call_name: str, purpose: str,
         amount_cents: int, ttl: timedelta, session_store: str = "app", note: str | None = None,
-        message_id: str | None = None, rules: quorum.Rules | None = None,
+        message_id: str | None = None, rules: Rules | None = None,
     ) -> Ticket:
         """Open a pending ticket under the policy tier the requester's total chooses (`rules`, else the ledger's);
         `note` (why it needs approval) goes into its audit trail."""
@@ -109,19 +112,19 @@ class Tickets:
                 "id": ticket_id, "app_name": app_name, "user_id": user_id, "session_id": session_id,
                 "call_id": call_id, "call_name": call_name, "purpose": purpose, "amount_cents": amount_cents,
                 "status": TicketStatus.PENDING.value, "created_at": now, "expires_at": now + ttl,
-                "session_store": session_store, "approvals_needed": tier.size, "need": quorum.need_text(tier.need),
+                "session_store": session_store, "approvals_needed": tier.size, "need": need_text(tier.need),
                 "tier": number, "policy_version": rules.version, "request_groups": "\n".join(groups),
                 "combined_cents": combined if raised else None,
             }
             await db.execute(_OPEN, values)
             detail = f"${from_cents(amount_cents):,} for {purpose}" + (f" (needs approval: {note})" if note else "")
-            needs = f"needs {quorum.need_words(tier.need)}"
+            needs = f"needs {need_words(tier.need)}"
             if raised:
                 detail += (f" ({needs}: ${from_cents(combined):,} with the requester's other "
                            "requests and payouts today, or in the same message)")
-            elif tier.need != ((quorum.EVERYONE, 1),):
+            elif tier.need != ((EVERYONE, 1),):
                 detail += f" ({needs})"
-            await audit.write(db, ticket_id, at=now, actor=user_id, action="requested", detail=detail,
+            await chain.write(db, ticket_id, at=now, actor=user_id, action="requested", detail=detail,
                               facts={TicketRow.__tablename__: values})
             ticket = Ticket.of(SimpleNamespace(**(dict.fromkeys(c.name for c in TICKET_COLUMNS) | values)))
             await self.outbox.add(db, "ticket.requested", ticket, now)
@@ -148,19 +151,19 @@ class Tickets:
 
     async def get(self, ticket_id: str) -> Ticket:
         async with self.database.transaction() as db:
-            return Ticket.of(await row_of(db, ticket_id)).under(self.rules)
+            return self.rules.recount(Ticket.of(await row_of(db, ticket_id)))
 
     async def find_by_call(self, conversation: Conversation, call_id: str) -> Ticket | None:
         """The ticket opened by call `call_id` in this very conversation (app, user and session)."""
         async with await self.database.session() as db:
             row = await db.scalar(select(TicketRow).where(in_conversation(conversation), TicketRow.call_id == call_id))
-        return Ticket.of(row).under(self.rules) if row else None
+        return self.rules.recount(Ticket.of(row)) if row else None
 
     async def with_status(
         self, status: TicketStatus = TicketStatus.PENDING, limit: int = 50, offset: int = 0
     ) -> list[Ticket]:
         async with await self.database.session() as db:
-            return [Ticket.of(row).under(self.rules) for row in await db.scalars(tickets_in(status, limit, offset))]
+            return [self.rules.recount(Ticket.of(row)) for row in await db.scalars(tickets_in(status, limit, offset))]
 
     async def recent_decisions(self, limit: int = 20) -> list[Ticket]:
         async with await self.database.session() as db:
@@ -206,7 +209,7 @@ class Tickets:
                     await self._recorded(db, approval.ticket, values, approval.action, approval.event, approval.detail)
             else:
                 if not approving.eligible(self.rules, ticket, who, from_chat=from_chat):
-                    raise NotInGroup(ticket.under(self.rules), who, self.rules.groups_of(who), counts=False)
+                    raise NotInGroup(self.rules.recount(ticket), who, self.rules.groups_of(who), counts=False)
                 moved = await self._move(db, _MOVE[TicketStatus.REJECTED], values, "rejected",
                                          EVENT_OF[TicketStatus.REJECTED], detail)
             if moved is not None:
@@ -215,7 +218,7 @@ class Tickets:
                     await then(db, moved)
             current = moved or await self._current(db, ticket_id)
         if moved is None:
-            await self._refuse(current.under(self.rules), who, cents, now)
+            await self._refuse(self.rules.recount(current), who, cents, now)
         return current
 
     @staticmethod
@@ -278,7 +281,7 @@ class Tickets:
     async def _recorded(self, db: AsyncConnection, ticket: Ticket, values: dict[str, Any], action: str, event: str,
                         detail: str | None) -> None:
         """Audit and notify a move just made."""
-        await audit.write(db, ticket.id, at=values["now"], actor=values["actor"], action=action, detail=detail)
+        await chain.write(db, ticket.id, at=values["now"], actor=values["actor"], action=action, detail=detail)
         await self.outbox.add(db, event, ticket, values["now"])
 
     async def _refuse(self, current: Ticket, actor: str, cents: int | None, now: datetime) -> NoReturn:
@@ -301,7 +304,7 @@ class Tickets:
 
     async def record_refusal(self, ticket_id: str, *, actor: str, detail: str) -> None:
         async with self.database.transaction() as db:
-            await audit.write(db, ticket_id, at=self.database.now(), actor=actor, action="refused", detail=detail)
+            await chain.write(db, ticket_id, at=self.database.now(), actor=actor, action="refused", detail=detail)
 
     async def audit(self, ticket_id: str) -> list[AuditEntry]:
         async with await self.database.session() as db:

@@ -95,7 +95,7 @@ def _answer_user(contents: list[types.Content], text: str, request: LlmRequest) 
 
 def _pay_or_ask(expense: Expense, tools: set[str], threshold: Decimal, most: Decimal) -> types.Part:
     # Without ask_for_approval, reimburse is the only way to pay: an agent whose reimburse waits for
-    # ADK's tool confirmation above the limit (benchmarks/confirmation.py) gets large amounts through it too.
+    # ADK's tool confirmation above the threshold (benchmarks/confirmation.py) gets large amounts through it too.
     if refusal := _refused(expense.amount, most):
         return say(refusal)
     large = expense.amount > threshold and APPROVAL_TOOL in tools

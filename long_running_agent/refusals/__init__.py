@@ -8,8 +8,10 @@ them, each wording a next step's actions its own way (`Actions`): ".venv/bin/exp
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Protocol
 
-from ..names import EXPENSES
+from ..names import EXPENSES, TicketStatus
 
 
 @dataclass(frozen=True)
@@ -60,3 +62,35 @@ class Refusal(Exception):
 
     def sentence(self, actions: Actions) -> str:
         return f"{self.message} {self.next_for(actions)}".strip()
+
+
+class Ticket(Protocol):
+    """What a refusal says of a ticket: the ledger's Ticket (ledger/records.py) is one, and refusals sit below it."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> TicketStatus: ...
+    @property
+    def decided_by(self) -> str | None: ...
+    @property
+    def expires_at(self) -> datetime: ...
+    @property
+    def delivered_at(self) -> datetime | None: ...
+    @property
+    def settled_at(self) -> datetime | None: ...
+    @property
+    def settled_by(self) -> str | None: ...
+    @property
+    def still_missing(self) -> str | None: ...
+
+
+class Payout(Protocol):
+    """What a refusal says of a payout (the ledger's Payout)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def purpose(self) -> str: ...
+    @property
+    def amount_text(self) -> str: ...

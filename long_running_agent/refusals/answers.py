@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from ..error_text import without_sql
 from ..names import Outcome
-from . import Refusal
-
-if TYPE_CHECKING:
-    from ..ledger.records import Ticket
+from . import Refusal, Ticket
 
 
 class NotAcceptedAnswer(Refusal):

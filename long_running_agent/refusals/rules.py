@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from datetime import date
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
 from ..names import TicketStatus
-from . import Refusal
-
-if TYPE_CHECKING:
-    from ..ledger.records import Payout, Ticket
+from . import Payout, Refusal, Ticket
 
 
 def dollars(cents: int) -> str:
@@ -117,7 +113,7 @@ class NotRequester(LedgerError):
 
 class NotApproved(LedgerError):
     code = "not_approved"
-    next_step = "Amounts above the limit are paid only after an approver approves the ticket from ask_for_approval."
+    next_step = "Amounts above the threshold are paid only after an approver approves the ticket from ask_for_approval."
 
     def __init__(self, purpose: str, amount_cents: int) -> None:
         super().__init__(f"No approved ticket for {dollars(amount_cents)} ({purpose}) in this conversation.")
@@ -139,7 +135,7 @@ class NotSettleable(LedgerError):
 
 
 class DatabaseFileGone(LedgerError):
-    """The SQLite file this process opened was deleted or replaced while it ran (ledger/engine.py)."""
+    """The SQLite file this process opened was deleted or replaced while it ran (ledger/storage/engine.py)."""
 
     code = "database_file_gone"
     next_step = ("Put the file back from a backup if you have one, then {restart}: a new process uses the "
@@ -183,7 +179,7 @@ class NeedsNoApproval(LedgerError):
     next_step = "Call reimburse directly."
 
     def __init__(self, amount: Decimal, threshold: Decimal) -> None:
-        super().__init__(f"${amount:,} is within the ${threshold:,} limit and needs no approval.")
+        super().__init__(f"${amount:,} is within the ${threshold:,} threshold and needs no approval.")
 
 
 class UnusableUserId(LedgerError):

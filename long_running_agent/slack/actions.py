@@ -13,7 +13,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs
 
 from pydantic import ValidationError
@@ -22,8 +22,7 @@ from sqlalchemy import delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..ledger import Ticket, TicketNotFound, TicketStatus, inputs
-from ..ledger.policy import approved_cents
-from ..ledger.schema import SlackRequestRow
+from ..ledger.storage.schema import SlackRequestRow
 from ..names import Outcome
 from ..refusals import Actions, Refusal
 from ..refusals.values import InputError
@@ -33,14 +32,24 @@ from .messages import AMOUNT, APPROVE, APPROVE_LESS, IN_INBOX, REASON, REJECT, S
 from .payloads import Click, FormTarget, Submission
 
 if TYPE_CHECKING:
-    from ..approval.courier import Delivery
     from ..desk import Desk
-    from ..notifications import Attempt
+
+
+class Decided(Protocol):
+    """What a decision's delivery tells a click's work (approval/courier.py's Delivery)."""
+
+    @property
+    def delivered(self) -> bool: ...
+    @property
+    def outcome(self) -> Outcome: ...
+    @property
+    def refusal(self) -> Refusal: ...
+
 
 # What the server hands SlackActions: the courier's `decide_and_deliver` and the outbox's `send_due`
 # (this package sits below both: the outbox's sender renders Slack's messages with it).
-Decide = Callable[..., Awaitable["Delivery"]]
-Send = Callable[..., Awaitable[list["Attempt"]]]
+Decide = Callable[..., Awaitable[Decided]]
+Send = Callable[..., Awaitable[object]]
 
 logger = logging.getLogger(__name__)
 
@@ -214,7 +223,7 @@ class SlackActions:
             # The ledger applies these rules again, behind the answer; checked here too, so that a mistake is shown
             # in the form, which stays open.
             inputs.reason(written[REASON], required=True, needed_by="Approving less" if approve else "A rejection")
-            if approve and approved_cents(written[AMOUNT], ticket.amount_cents) > ticket.payable_cents:
+            if approve and inputs.approved_cents(written[AMOUNT], ticket.amount_cents) > ticket.payable_cents:
                 raise InputError("amount", f"{ticket.first_approved_by} approved {ticket.payable_text} of the "
                                  f"{ticket.amount_text} asked: approve that much or less, or reject.")
         except InputError as refusal:

@@ -12,9 +12,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from ..ledger import quorum
 from ..ledger.inputs import MAX_REASON
-from ..ledger.request_totals import day_in_words
+from ..ledger.need import EVERYONE, counted_words, need_words
+from ..ledger.policy.request_totals import day_in_words
 from ..settings import Settings
 
 # The buttons' action ids and the forms' callback ids: what a click or a submission says it is.
@@ -76,19 +76,19 @@ def _progress(ticket: dict[str, Any]) -> str | None:
         return None
     if "need" not in ticket:  # a notification written by an earlier release
         return ticket.get("approvals")
-    return slack_text(ticket.get("missing")) if ticket["need"] != {quorum.EVERYONE: 1} else None
+    return slack_text(ticket.get("missing")) if ticket["need"] != {EVERYONE: 1} else None
 
 
 def _need_words(ticket: dict[str, Any]) -> str:
     """"an approver", "2 approvers", or "1 from finance and 1 from cfo"."""
-    need = ticket.get("need") or {quorum.EVERYONE: 2 if ticket.get("approvals") else 1}
-    return "an approver" if need == {quorum.EVERYONE: 1} else slack_text(quorum.need_words(tuple(need.items())))
+    need = ticket.get("need") or {EVERYONE: 2 if ticket.get("approvals") else 1}
+    return "an approver" if need == {EVERYONE: 1} else slack_text(need_words(tuple(need.items())))
 
 
 def _approved_by(ticket: dict[str, Any]) -> str:
     """"bob and carol", or "bob for finance and carol for cfo", escaped."""
     counted = {c["approver"]: c["group"] for c in ticket.get("counted_for") or []}
-    return slack_text(quorum.counted_words(counted) if counted else " and ".join(ticket["approved_by"]))
+    return slack_text(counted_words(counted) if counted else " and ".join(ticket["approved_by"]))
 
 
 @dataclass(frozen=True)

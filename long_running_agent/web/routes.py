@@ -147,7 +147,7 @@ async def show_approval(ticket_id: str, _approver: Approver, ledger: TheLedger) 
 
 @approvals.get("/{ticket_id}/evidence")
 async def show_evidence(ticket_id: str, _approver: Approver, ledger: TheLedger) -> dict[str, Any]:
-    """The ticket's request, policy tier, decisions with their evidence, payouts and audit chain (evidence.py)."""
+    """The ticket's request, policy tier, decisions with evidence, payouts, audit chain (ledger/audit/evidence.py)."""
     return await ledger.evidence(ticket_id)
 
 

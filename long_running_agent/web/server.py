@@ -34,8 +34,8 @@ from ..agent import build_app
 from ..approval.conversations import GuardedSessionService
 from ..approval.courier import decide_and_deliver
 from ..approval.sweep import deliver_due, remind_due
-from ..desk import Desk
-from ..ledger.engine import create_engine
+from ..desk import Desk, desk_or_exit
+from ..ledger.storage.engine import create_engine
 from ..names import APP_NAME
 from ..notifications import send_due
 from ..observability.http import RequestMetrics
@@ -43,7 +43,7 @@ from ..observability.logs import configure_logging, log_model_failures
 from ..observability.metrics import Metrics
 from ..observability.tracing import configure_tracing
 from ..refusals.startup import SchemaError, SettingsError
-from ..settings import database_in_words, policy_in_words, settings_or_exit
+from ..settings import database_in_words
 from .api_errors import API
 from .gate import Gate
 from .json_errors import JsonErrors, install_json_errors
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     # A model that cannot be reached: one paragraph in the log (model/failure.py), tracebacks with --verbose.
     log_model_failures("tracebacks" if args.verbose else "once")
 
-    desk = Desk(settings_or_exit(), app=build_app)
+    desk = desk_or_exit(build_app)
     config = desk.settings
     json_logs = configure_logging(config.log_format)
     try:  # before ADK's app sets its own tracer provider, so that every span leaves through ours (tracing.py)
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     base = f"http://{shown_host}:{args.port}"
     print(f"Model:     {desk.model}")
     print(f"Database:  {database_in_words(config.database_url)}")
-    print(f"Policy:    {policy_in_words(desk.policy, config.approval_policy)}")
+    print(f"Policy:    {desk.policy.in_words()}")
     if not config.production:
         print(f"Dev UI:    {base}/dev-ui/?app={APP_NAME}")
     print(f"Inbox:     {base}/inbox")

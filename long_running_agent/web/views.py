@@ -8,10 +8,11 @@ from typing import Any
 from google.adk.events import Event
 
 from ..error_text import without_sql
-from ..ledger import AuditEntry, Notification, Payout, Ticket, evidence
+from ..ledger import AuditEntry, Notification, Payout, Ticket
+from ..ledger.audit import evidence
+from ..ledger.inputs import from_cents
 from ..ledger.outbox import policy_fields
-from ..ledger.policy import from_cents
-from ..ledger.request_totals import RequesterDay
+from ..ledger.policy.request_totals import RequesterDay
 
 
 def _iso(value: datetime | None) -> str | None:

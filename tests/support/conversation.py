@@ -67,7 +67,7 @@ class Conversation:
 async def request_large(
     db_url: str, model: Any = None
 ) -> tuple[Runner, Conversation, list[Event], types.FunctionCall, dict[str, Any]]:
-    """Ask for $250 (above the limit) in a new conversation: the call waits for an approver."""
+    """Ask for $250 (above the threshold) in a new conversation: the call waits for an approver."""
     from .models import runner_with
 
     runner = runner_with(model, db_url) if model else make_runner(db_url)

@@ -18,9 +18,8 @@ from google.adk.models import BaseLlm
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from long_running_agent.agent import build_app
-from long_running_agent.desk import Desk
-from long_running_agent.ledger import policy_file
-from long_running_agent.settings import Settings
+from long_running_agent.desk import Desk, policy_of
+from long_running_agent.settings import Settings, parse_approvers
 
 from . import ledger_template
 
@@ -45,11 +44,11 @@ class TestDesk(Desk):
                app: App | None = None) -> TestDesk:
         """Run on these settings, clock or app from now on; what was built from the old ones is built again."""
         self.settings = settings or self.settings
+        self.policy = policy_of(self.settings)  # APPROVERS and the policy file read again, as at a restart
         self.clock = clock or self.clock
         self.app_override = app or self.app_override
         self._ledgers.clear()
         self._app = None
-        self._policy = None  # APPROVERS and the policy file are read again, as at a restart
         return self
 
 
@@ -73,7 +72,7 @@ def configure(**fields: Any) -> TestDesk:
     assert not unknown, f"no such setting: {unknown}"  # model_copy would add them silently
     desk = current()
     if "approvers" in fields:  # {token: name}, as APPROVERS's parser gives them (each in the group everyone is in)
-        fields["approvers"] = policy_file.approvers(fields["approvers"])
+        fields["approvers"] = parse_approvers(fields["approvers"])
     return desk.change(settings=desk.settings.model_copy(update=fields))
 
 

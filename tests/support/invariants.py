@@ -22,7 +22,7 @@ record alone, never against the rest of what the ledger wrote (its running total
    to more than the line; and what is paid on one approver's word to one requester for one day, or for one
    message, is at most the line;
 8. the pending count the database keeps is the number of pending tickets;
-9. every ticket's audit trail is one chain, unbroken, however many processes wrote it at once (audit_check.verify).
+9. every ticket's audit trail is one chain, unbroken, however many processes wrote it at once (audit/check.py's verify).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from hypothesis import HealthCheck, Phase, settings
 from sqlalchemy import func, select
 
 from long_running_agent.ledger import Ledger, TicketStatus
-from long_running_agent.ledger.audit_check import verify
-from long_running_agent.ledger.schema import PayoutRow, PendingCountRow, TicketRow
+from long_running_agent.ledger.audit.check import verify
+from long_running_agent.ledger.storage.schema import PayoutRow, PendingCountRow, TicketRow
 
 # What an accepted decision did; an approval either decides its ticket or is the first of two.
 APPROVED, FIRST_APPROVAL = "approved", "first approval"

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from long_running_agent.desk import Desk
-from long_running_agent.ledger.engine import sqlite_file
+from long_running_agent.ledger.storage.engine import sqlite_file
 from long_running_agent.settings import Settings
 
 _built: list[Path] = []  # this process's template, once built

@@ -13,8 +13,8 @@ from pydantic import Field
 
 from long_running_agent.agent import build_app
 from long_running_agent.ledger import Ledger
-from long_running_agent.ledger.engine import create_engine
-from long_running_agent.ledger.schema import Base, PendingCountRow
+from long_running_agent.ledger.storage.engine import create_engine
+from long_running_agent.ledger.storage.schema import Base, PendingCountRow
 from long_running_agent.model.offline import OFFLINE_MODEL_NAME, OfflineExpenseModel
 
 from . import desks, ledger_template

@@ -19,7 +19,7 @@ from google.adk.sessions import BaseSessionService
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from long_running_agent.ledger.schema import Base
+from long_running_agent.ledger.storage.schema import Base
 
 LEDGER_TABLE = re.compile(r"\b(" + "|".join(sorted(Base.metadata.tables)) + r")\b")
 SESSION_STORE_METHODS = ("create_session", "get_session", "list_sessions", "delete_session", "append_event")

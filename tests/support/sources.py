@@ -6,7 +6,7 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
-from long_running_agent.ledger import migrate
+from long_running_agent.ledger.storage import migrate
 
 
 def from_file(name: str, path: Path) -> ModuleType:

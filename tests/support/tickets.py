@@ -11,7 +11,8 @@ from datetime import timedelta
 from decimal import Decimal
 
 from long_running_agent.ledger import Ledger, Ticket
-from long_running_agent.ledger.quorum import EVERYONE, Rules, Tier
+from long_running_agent.ledger.need import EVERYONE
+from long_running_agent.ledger.policy.rules import Rules, Tier
 
 APP = "long_running_agent"
 # Each ticket one approver's to decide, however many the requester has open.

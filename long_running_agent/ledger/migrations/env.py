@@ -1,9 +1,10 @@
 """How Alembic reaches the ledger's database.
 
 The app hands over an open connection (`config.attributes["connection"]`,
-see ledger/migrate.py), so migrations run inside the app's own transaction
-and start-up lock. From the `alembic` command line, the database is
-EXPENSES_DATABASE_URL (or the default SQLite file).
+see ledger/storage/migrate.py), so migrations run inside the app's own
+transaction and start-up lock. From the `alembic` command line, the database is
+the one `-x url=...` names, or the project's SQLite file: the environment is the
+app's settings' to read (settings.py), and this runs below them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from long_running_agent.ledger.schema import Base
+from long_running_agent.ledger.storage.schema import Base
 
 config = context.config
 
@@ -26,10 +27,9 @@ def run(connection: Connection) -> None:
 
 
 async def from_the_command_line() -> None:
-    from long_running_agent.ledger.engine import create_engine
-    from long_running_agent.settings import load_settings
+    from long_running_agent.ledger.storage.engine import DEFAULT_DATABASE_URL, create_engine
 
-    engine = create_engine(load_settings().database_url)
+    engine = create_engine(context.get_x_argument(as_dictionary=True).get("url") or DEFAULT_DATABASE_URL)
     async with engine.begin() as connection:
         await connection.run_sync(run)
     await engine.dispose()

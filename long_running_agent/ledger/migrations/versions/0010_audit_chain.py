@@ -1,7 +1,7 @@
 """The audit trail is hash-chained per ticket, and the ticket keeps its chain's head.
 
 Each audit row gets its place in its ticket's chain (`seq`, UNIQUE with the ticket) and `hash`, sha256 of the
-previous row's hash and its own content (ledger/audit.py); the ticket gets the head (`audit_seq`, `audit_head`),
+previous row's hash and its own content (ledger/audit/chain.py); the ticket gets the head (`audit_seq`, `audit_head`),
 moved by a trigger on each row added. The rows there are now are chained here, per ticket in the order of their ids,
 so an upgraded ledger verifies (`expenses audit verify`); the UNIQUE index replaces the one on `ticket_id` alone."""
 
@@ -38,7 +38,7 @@ POSTGRESQL_TRIGGER = ("CREATE TRIGGER audit_chain_head AFTER INSERT ON approval_
 
 
 def _content(row: sa.Row[Any]) -> str:
-    """ledger/audit.py's `content`, encoding 1, as of this revision."""
+    """ledger/audit/chain.py's `content`, encoding 1, as of this revision."""
     when = (row.at if row.at.tzinfo else row.at.replace(tzinfo=UTC)).astimezone(UTC)
     return json.dumps({"v": 1, "ticket": row.ticket_id, "at": when.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
                        "actor": row.actor, "action": row.action, "detail": row.detail},

@@ -22,7 +22,7 @@ def upgrade() -> None:
                    sa.Column("policy_version", sa.String(16)), sa.Column("counted", sa.String(1000))):
         op.add_column("approval_tickets", column)
     op.execute(TICKETS.update().values(need=sa.literal("approvers=") + sa.cast(TICKETS.c.approvals_needed, sa.String)))
-    # Who approved so far, as quorum.py writes it ("bob=approvers", a line each).
+    # Who approved so far, as ledger/need.py writes it ("bob=approvers", a line each).
     approved = op.get_bind().execute(
         sa.select(TICKETS.c.id, TICKETS.c.first_approved_by, TICKETS.c.decided_by, TICKETS.c.status)
         .where(TICKETS.c.status.in_(("pending", "approved")))

@@ -1,7 +1,7 @@
 """The audit chain states what was requested and what was paid: an audit row may hold `facts`, which its hash covers.
 
 A ticket's "requested" row states the columns it was opened with, a "paid" row its payout's columns, and a payout
-made without approval gets a chain of its own, keyed by its payout id (ledger/audit.py). So that `expenses audit
+made without approval gets a chain of its own, keyed by its payout id (ledger/audit/chain.py). So that `expenses audit
 verify` can compare every ticket and payout with its chain, this upgrade states them as it finds them: one row
 (action "upgraded") at the end of each ticket's chain, with its ticket's columns and its payout's, and for each payout
 made without approval, its chain's first row. Like 0010, it vouches for what it finds: anchor right after upgrading.
@@ -19,7 +19,7 @@ revision = "0013"
 down_revision = "0012"
 
 ACTOR, ACTION = "migration 0013", "upgraded"
-# ledger/chain.py's STATED, as of this revision.
+# ledger/audit/chain.py's STATED, as of this revision.
 TICKET_COLUMNS = ("id", "app_name", "user_id", "session_id", "call_id", "purpose", "amount_cents", "created_at",
                   "expires_at", "approvals_needed", "need", "tier", "policy_version", "combined_cents")
 PAYOUT_COLUMNS = ("id", "ticket_id", "app_name", "call_id", "user_id", "session_id", "purpose", "amount_cents",
@@ -41,14 +41,14 @@ def _time(at: datetime) -> str:
 
 
 def _facts(rows: dict[str, tuple[Any, tuple[str, ...]]]) -> str:
-    """ledger/chain.py's `facts`, as of this revision."""
+    """ledger/audit/chain.py's `facts`, as of this revision."""
     return json.dumps({table: {c: _time(v) if isinstance(v, datetime) else v for c in columns
                                for v in [getattr(row, c)]} for table, (row, columns) in rows.items()},
                       sort_keys=True, separators=(",", ":"))
 
 
 def _row(key: str, seq: int, previous: str, at: datetime, detail: str, facts: str) -> dict[str, Any]:
-    """An audit row stating `facts`, chained after `previous` (ledger/chain.py's `content`, encoding 2)."""
+    """An audit row stating `facts`, chained after `previous` (ledger/audit/chain.py's `content`, encoding 2)."""
     body = json.dumps({"v": 2, "ticket": key, "at": _time(at), "actor": ACTOR, "action": ACTION, "detail": detail,
                        "facts": facts}, sort_keys=True, separators=(",", ":"))
     return {"ticket_id": key, "at": at, "actor": ACTOR, "action": ACTION, "detail": detail, "facts": facts,

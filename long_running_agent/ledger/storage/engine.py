@@ -1,11 +1,12 @@
 """Database engines, tuned once for the ledger and ADK's session store alike (they share one: desk.py).
 
-SQLite gets a rollback journal, one connection per engine, a watch on the file (docs/deployment.md) and the audit
-chain's hash function; PostgreSQL a pool whose idle connections are pinged before use (benchmarks/README.md).
+SQLite gets a rollback journal, one connection per engine, a watch on the file (docs/deployment.md) and the sha256
+that PostgreSQL has built in; PostgreSQL a pool whose idle connections are pinged before use (benchmarks/README.md).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sqlite3
@@ -18,8 +19,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from ..refusals.rules import DatabaseFileGone
-from .chain import link
+from ...refusals.rules import DatabaseFileGone
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +51,10 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # With a rollback journal, NORMAL can corrupt the file on a power cut (WAL's NORMAL only loses commits).
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.close()
-    # SQLite has no sha256: the audit trail's INSERT chains each row with this one (audit.py).
-    dbapi_connection.create_function("audit_link", 2, link, deterministic=True)
+    # SQLite has no sha256: PostgreSQL's encode(sha256(...), 'hex'), which the audit trail's INSERT hashes each row
+    # with (ledger/audit/chain.py).
+    dbapi_connection.create_function("sha256_hex", 1, lambda text: hashlib.sha256(text.encode()).hexdigest(),
+                                     deterministic=True)
 
 
 # (st_dev, st_ino) of each SQLite file this process has opened, by absolute path.
@@ -99,6 +101,8 @@ def sqlite_file(url: str | URL) -> str | None:
     return url.database
 
 
+# EXPENSES_DATABASE_URL's default, in the project folder: every command, started anywhere, shares one ledger.
+DEFAULT_DATABASE_URL = f"sqlite+aiosqlite:///{Path(__file__).resolve().parents[3] / '.data' / 'expenses.db'}"
 _SQLITE, _POSTGRES = "sqlite+aiosqlite:///path/expenses.db", "postgresql+asyncpg://user:password@host/database"
 
 

@@ -28,7 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from .records import Conversation
+from ..records import Conversation
 
 
 class Base(DeclarativeBase):
@@ -66,9 +66,10 @@ class TicketRow(Base):
     reason: Mapped[str | None] = mapped_column(String(500))
     # Set when an approver approved less than was asked: what may be paid.
     approved_cents: Mapped[int | None] = mapped_column(Integer)
-    # The approval policy's tier when the ticket opened (quorum.py): its need ("finance=1,cfo=1"), how many approvals
-    # that is, and the policy's version. `counted` says who has approved so far, each for one group ("bob=finance"):
-    # every approval is one UPDATE conditional on the `counted` it was judged against (tickets.py).
+    # The approval policy's tier when the ticket opened (policy/rules.py): its need ("finance=1,cfo=1"), how many
+    # approvals that is, and the policy's version. `counted` says who has approved so far, each for one group
+    # ("bob=finance"): every approval is one UPDATE conditional on the `counted` it was judged against
+    # (policy/approving.py).
     approvals_needed: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     need: Mapped[str | None] = mapped_column(String(300))
     tier: Mapped[int | None] = mapped_column(Integer)
@@ -143,7 +144,7 @@ class DailyAutoApprovalRow(Base):
 
 
 class RequestTotalRow(Base):
-    """What one requester asked approvers for, or was paid, on one UTC day, per group (request_totals.py)."""
+    """What one requester asked approvers for, or was paid, on one UTC day, per group (policy/request_totals.py)."""
 
     __tablename__ = "request_totals"
     requester: Mapped[str] = mapped_column(String(128), primary_key=True)

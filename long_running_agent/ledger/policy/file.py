@@ -6,56 +6,19 @@
     [group.cfo]
     allow_self_approval = true   # a cfo may approve their own request (counting for cfo)
 
-Each problem is one line naming the field (docs/policy.md).
+Each problem is one line naming the field (docs/policy.md). The desk reads it once, at start (desk.py).
 """
 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from . import inputs
-from .quorum import EVERYONE, Approver, Rules, Tier, counted
-
-MIN_TOKEN = 8
-
-
-def entries(raw: str) -> Iterator[tuple[str, str, str]]:
-    """Each entry of a comma-separated `left:right` list: (the entry, left, right), right "" without a colon."""
-    for entry in filter(None, (item.strip() for item in raw.split(","))):
-        left, sep, right = (part.strip() for part in entry.partition(":"))
-        yield entry, left, right if sep else ""
-
-
-def approvers(raw: Any) -> Any:
-    """APPROVERS, `name:token[:group+group],...`, as {token: Approver}: canonical names, each in EVERYONE too."""
-    if isinstance(raw, dict):  # {token: name}, as tests and programs give it
-        return {token: Approver(_name(who, "approver name")) if isinstance(who, str) else who
-                for token, who in raw.items()}
-    found: dict[str, Approver] = {}
-    for entry, who, rest in entries(raw):
-        token, _, groups = rest.partition(":")
-        if not who or not token:
-            raise ValueError(f"entry {entry!r} must look like name:token or name:token:group+group "
-                             "(e.g. bob:s3cret-t0ken:finance).")
-        canonical = _name(who, "approver name")
-        if len(token) < MIN_TOKEN:
-            raise ValueError(f"the token of {canonical} is too short; use {MIN_TOKEN} or more characters.")
-        if token in found:
-            raise ValueError(f"{found[token].name} and {canonical} have the same token; give each their own.")
-        named = {_name(group, "group name") for group in groups.split("+") if group.strip()}
-        found[token] = Approver(canonical, frozenset({EVERYONE, *named}))
-    return found
-
-
-def _name(raw: str, field: str) -> str:
-    try:
-        return inputs.name(raw, field)
-    except inputs.InputError as error:
-        raise ValueError(str(error)) from None
+from ..need import EVERYONE
+from .rules import Rules, Tier, counted
 
 
 def load(path: Path, members: Mapping[str, frozenset[str]] | None) -> Rules:

@@ -1,6 +1,6 @@
 """What an audit chain states about the ledger's tables, and the rows of the tables that disagree with it.
 
-A chain that holds (audit_check.py) is the record of what happened; `expenses audit verify` compares the tables with
+A chain that holds (check.py) is the record of what happened; `expenses audit verify` compares the tables with
 it (docs/audit-chain.md says which columns that covers, and which it does not):
 - a ticket: its columns against the ones its chain states (its "requested" row: chain.STATED); its status against
   the decision in its chain (approved, rejected, expired or withdrawn; pending without one); and, approved, what it
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Any
 
-from ..names import DECIDED, TicketStatus
+from ...names import DECIDED, TicketStatus
+from ..inputs import MAX_REASON
 from . import chain
 from .evidence import entry
-from .inputs import MAX_REASON
 
 AUDIT, TICKETS, PAYOUTS, DECISIONS = "approval_audit", "approval_tickets", "approval_payouts", "approval_decisions"
 # The rows that decide a ticket, and the status each leaves it in; before migration 0008 a withdrawal was "cancelled".

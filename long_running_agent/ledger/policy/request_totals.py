@@ -18,9 +18,9 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from .policy import from_cents, requester_of
-from .records import Ticket, TicketStatus, _utc
-from .schema import DailyAutoApprovalRow, RequestTotalRow, TicketRow
+from ..inputs import from_cents, requester_of
+from ..records import Ticket, TicketStatus, _utc
+from ..storage.schema import DailyAutoApprovalRow, RequestTotalRow, TicketRow
 
 # The upsert, by (PostgreSQL?, number of groups); its values are bound at execution.
 _ADD: dict[tuple[bool, int], Any] = {}

@@ -1,24 +1,30 @@
-"""Who must approve what: the approval policy's tiers, approver groups, and whether an approval counts.
+"""Who must approve what, and the numbers the ledger applies: tiers, approver groups, whether an approval counts.
 
 A tier needs approvals from groups (`finance = 2`, or `finance = 1, cfo = 1`). Each approver counts once, for one
 group: `counted` finds the assignment that counts the most of them (a matching), so someone in two groups counts
-where they are needed. The ledger stores the assignment on the ticket ("bob=finance"), and an approval that does not
-make it grow is refused; when it covers the whole need the ticket is approved (docs/policy.md).
+where they are needed. The ledger stores the assignment on the ticket ("bob=finance", need.py), and an approval that
+does not make it grow is refused (approving.py); when it covers the whole need the ticket is approved (docs/policy.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+import re
+import unicodedata
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from decimal import Decimal
 from typing import NamedTuple
 
-# The group every approver is in: the policy built from APPROVAL_THRESHOLD and DUAL_APPROVAL_ABOVE needs it.
-EVERYONE = "approvers"
+from ...names import TicketStatus
+from ..inputs import requester_of
+from ..need import EVERYONE, Need, counted_text, need_words, parse_counted
+from ..records import Ticket
 
-Need = tuple[tuple[str, int], ...]  # (group, approvals) in the policy's order
+# Where the rules come from without APPROVAL_POLICY: the two settings, as two tiers (`Rules.from_thresholds`).
+THRESHOLDS = "APPROVAL_THRESHOLD and DUAL_APPROVAL_ABOVE"
 
 
 class Approver(NamedTuple):
@@ -48,7 +54,7 @@ class Rules:
     # Approver name -> their groups (EVERYONE too); None when APPROVERS is unset: anyone but the requester decides.
     members: Mapping[str, frozenset[str]] | None = None
     self_approval: frozenset[str] = frozenset()
-    source: str = "APPROVAL_THRESHOLD and DUAL_APPROVAL_ABOVE"
+    source: str = THRESHOLDS
     version: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -59,7 +65,7 @@ class Rules:
 
     @property
     def threshold(self) -> Decimal:
-        """At or below the lowest tier, the daily rules pay at once."""
+        """The lowest tier's `above`: up to it, the daily rules pay at once; above it, a tier decides."""
         return self.tiers[0].above
 
     def tier_for(self, total_cents: int) -> tuple[int, Tier]:
@@ -75,11 +81,20 @@ class Rules:
             return frozenset({EVERYONE})
         return self.members.get(approver, frozenset())
 
-    def eligible(self, approver: str, need: Need, *, requester: bool) -> frozenset[str]:
-        """The groups of `need` an approval by `approver` may count for: their own, and for the requester only
-        those that allow self-approval."""
-        groups = self.groups_of(approver) & {group for group, _ in need}
-        return groups & self.self_approval if requester else groups
+    def eligible(self, ticket: Ticket, approver: str) -> frozenset[str]:
+        """The groups of the ticket's need an approval by `approver` may count for now: their own, and for the
+        requester only those that allow self-approval."""
+        groups = self.groups_of(approver) & {group for group, _ in ticket.needed}
+        return groups & self.self_approval if requester_of(ticket.user_id) == approver else groups
+
+    def recount(self, ticket: Ticket) -> Ticket:
+        """The ticket with its approvals as they count under these rules now: an approver who left the groups their
+        approval counted for no longer counts, and their place is open again (docs/policy.md). A decided ticket
+        stays as it was decided."""
+        if ticket.status is not TicketStatus.PENDING or not ticket.counted:
+            return ticket
+        now = standing(ticket.needed, parse_counted(ticket.counted), lambda who: self.eligible(ticket, who))
+        return replace(ticket, standing=counted_text(now))
 
     @classmethod
     def from_thresholds(cls, threshold: Decimal, dual_above: Decimal,
@@ -92,24 +107,6 @@ class Rules:
 
 # The settings' defaults as a policy: APPROVAL_THRESHOLD=100, DUAL_APPROVAL_ABOVE=5000, anyone but the requester.
 DEFAULT_RULES = Rules.from_thresholds(Decimal(100), Decimal(5000))
-
-
-def need_text(need: Need) -> str:
-    """How a ticket stores its need: "finance=1,cfo=1"."""
-    return ",".join(f"{group}={count}" for group, count in need)
-
-
-def parse_need(text: str) -> Need:
-    return tuple((group, int(count)) for group, _, count in (part.partition("=") for part in text.split(",") if part))
-
-
-def parse_counted(text: str | None) -> dict[str, str]:
-    """How a ticket stores who counted for which group: "bob=finance\ncarol=cfo" as {approver: group}."""
-    return dict(line.partition("=")[::2] for line in (text or "").splitlines() if line)
-
-
-def counted_text(counted: Mapping[str, str]) -> str | None:
-    return "\n".join(f"{who}={group}" for who, group in counted.items()) or None
 
 
 def counted(need: Need, approvers: Mapping[str, frozenset[str]]) -> dict[str, str]:
@@ -140,32 +137,32 @@ def standing(need: Need, approvals: Mapping[str, str], eligible: Callable[[str],
     return {who: placed.get(who, "") for who in approvals}
 
 
-def missing(need: Need, so_far: Mapping[str, str]) -> dict[str, int]:
-    """What the need still lacks, by group, given who counted for which group."""
-    given = list(so_far.values())
-    return {group: count - given.count(group) for group, count in need if count > given.count(group)}
+@dataclass(frozen=True)
+class Policy:
+    """The rules and the numbers they apply; the desk fills them from the settings of the same names (desk.py)."""
+
+    # Who approves what (APPROVAL_POLICY, or APPROVAL_THRESHOLD and DUAL_APPROVAL_ABOVE).
+    rules: Rules = DEFAULT_RULES
+    # The most one request may ask (MAX_REIMBURSEMENT).
+    max_amount: Decimal = Decimal("1000000")
+    # Paid without approval per requester and UTC day (DAILY_AUTO_APPROVAL_LIMIT).
+    daily_auto_approval_limit: Decimal = Decimal("250")
+    # How long a ticket waits for a decision (APPROVAL_TTL_HOURS).
+    approval_ttl: timedelta = timedelta(hours=72)
+
+    def in_words(self) -> str:
+        """The policy in force as main.py and `make web` print it: APPROVAL_POLICY's file and its tiers, if set."""
+        tiers = [f"above ${tier.above:,} {need_words(tier.need)}" for tier in self.rules.tiers]
+        return (f"{self.rules.source} ({len(tiers)} tier{'s' * (len(tiers) > 1)}: {'; '.join(tiers)})"
+                if self.rules.source != THRESHOLDS else
+                f"up to ${self.rules.threshold:,} paid at once (once per purpose, "
+                f"${self.daily_auto_approval_limit:,} a day); more needs an approver")
 
 
-def need_words(need: Need) -> str:
-    """"2 approvers", or "1 from finance and 1 from cfo"."""
-    if len(need) == 1 and need[0][0] == EVERYONE:
-        return f"{need[0][1]} approver" + ("s" if need[0][1] > 1 else "")
-    return " and ".join(f"{count} from {group}" for group, count in need)
+_LEADING_ARTICLES = re.compile(r"^(?:(?:the|a|an|my|our)\s+)+")
 
 
-def progress_text(need: Need, so_far: Mapping[str, str], no_longer: Iterable[str] = ()) -> str:
-    """"1 of 2: needs 1 more from cfo", or "2 of 2"; and whose approval no longer counts."""
-    total, lacking = sum(count for _, count in need), missing(need, so_far)
-    text = f"{len(so_far)} of {total}"
-    if lacking:
-        text += ": needs " + " and ".join(f"{count} more approver" + ("s" if count > 1 else "") if group == EVERYONE
-                                          else f"{count} more from {group}" for group, count in lacking.items())
-    if gone := list(no_longer):
-        text += (f" ({' and '.join(gone)} approved, but " + ("no longer counts: not" if len(gone) == 1
-                 else "no longer count: not") + " in a group it needs now)")
-    return text
-
-
-def counted_words(so_far: Mapping[str, str]) -> str:
-    """"bob and carol", or "bob for finance and carol for cfo": who approved, each with the group they counted for."""
-    return " and ".join(who if group == EVERYONE else f"{who} for {group}" for who, group in so_far.items())
+def purpose_key(purpose: str) -> str:
+    """The purpose as the same-purpose rule compares it: "The  Laptop", "my laptop." and "laptop" are one."""
+    words = " ".join(unicodedata.normalize("NFKC", purpose).casefold().split()).strip(" .!?,;:")
+    return _LEADING_ARTICLES.sub("", words) or words

@@ -25,15 +25,15 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from ..names import EXPENSES
-from ..refusals.startup import SchemaAhead, SchemaError, SchemaMismatch
+from ...names import EXPENSES
+from ...refusals.startup import SchemaAhead, SchemaError, SchemaMismatch
 from .engine import sqlite_file, tune_sqlite
 from .schema import Base
 
 if TYPE_CHECKING:
     from alembic.config import Config
 
-MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 # Any fixed number: the key of this app's advisory lock on PostgreSQL.
 ADVISORY_LOCK_KEY = 2_024_113_001
 

@@ -1,8 +1,9 @@
 """Evidence for every decision: by what channel, as whom that channel authenticated, having seen what.
 
-Each approval or rejection adds a row (schema.DecisionRow) in the transaction that records it. `document` gathers a
-ticket's request, policy tier, decisions with their evidence, payout, and whether its audit chain holds: one JSON
-document that explains a payout (GET /api/approvals/{id}/evidence, `expenses evidence T-...`; docs/policy.md).
+Each approval or rejection adds a row (storage/schema.py's DecisionRow) in the transaction that records it.
+`document` gathers a ticket's request, policy tier, decisions with their evidence, payout, and whether its audit
+chain holds: one JSON document that explains a payout (GET /api/approvals/{id}/evidence, `expenses evidence T-...`;
+docs/policy.md).
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from . import audit
-from .inputs import MAX_REASON
-from .policy import from_cents
-from .records import Ticket
-from .schema import AuditRow, DecisionRow
+from ..inputs import MAX_REASON, from_cents
+from ..records import Ticket
+from ..storage.schema import AuditRow, DecisionRow
+from . import chain
 
 _ADD = insert(DecisionRow)
 
@@ -59,7 +59,7 @@ async def add(db: AsyncConnection, ticket_id: str, *, approver: str, approve: bo
     await db.execute(_ADD, {"ticket_id": ticket_id, "approver": approver, "approve": approve, "counted_as": counted_as,
                             "cents": cents, "channel": via.channel, "principal": principal, "shown": shown,
                             "reason": reason[:MAX_REASON] if reason else None, "at": at})
-    await audit.write(db, ticket_id, at=at, actor=approver, action="evidence",
+    await chain.write(db, ticket_id, at=at, actor=approver, action="evidence",
                       detail=entry(approver, approve, counted_as, cents, via.channel, principal, shown))
 
 
@@ -82,7 +82,7 @@ async def decisions(db: Any, ticket: Ticket) -> list[dict[str, Any]]:
         "amount": float(from_cents(row.cents)) if row.cents is not None else None, "channel": row.channel,
         "principal": json.loads(row.principal), "shown_sha256": row.shown, "reason": row.reason,
         "at": row.at.replace(tzinfo=row.at.tzinfo or UTC).isoformat(timespec="seconds"),
-        # As audit.write keeps it: cut at MAX_REASON.
+        # As chain.write keeps it: cut at MAX_REASON.
         "in_audit_chain": entry(row.approver, bool(row.approve), row.counted_as, row.cents, row.channel,
                                 row.principal, row.shown)[:MAX_REASON] in chained,
     } for row in rows]

@@ -22,8 +22,8 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ..records import Conversation, _utc
 from .database import Database
-from .records import Conversation, _utc
 from .schema import ConversationLockRow, in_conversation
 
 logger = logging.getLogger(__name__)

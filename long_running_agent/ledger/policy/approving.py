@@ -1,6 +1,6 @@
 """An approver's decision on a ticket, accepted or refused by one conditional UPDATE and recorded with its evidence.
 
-An approval is judged against who has approved so far (the ticket's `counted`, quorum.py) and holds only if that is
+An approval is judged against who has approved so far (the ticket's `counted`, rules.py) and holds only if that is
 still so when it is written: its UPDATE is conditional on `counted`, on the ticket being pending and unexpired, and on
 no one having approved less (`PINNED`). Of approvers racing in two processes or replicas, the loser is judged again
 against the winner's approval; none counts twice, and the ticket is approved only with its whole need met
@@ -16,11 +16,13 @@ from typing import Any, NamedTuple
 from sqlalchemy import Integer, bindparam, func, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..refusals.rules import AlreadyApprovedByYou, NotAllowed, NotAsShown, NotInGroup
-from . import evidence, quorum
-from .policy import from_cents, requester_of
-from .records import Ticket, TicketStatus
-from .schema import TICKET_COLUMNS, TicketRow
+from ...refusals.rules import AlreadyApprovedByYou, NotAllowed, NotAsShown, NotInGroup
+from ..audit import evidence
+from ..inputs import from_cents, requester_of
+from ..need import counted_text, progress_text
+from ..records import Ticket, TicketStatus
+from ..storage.schema import TICKET_COLUMNS, TicketRow
+from .rules import Rules, counted
 
 PENDING = (TicketRow.id == bindparam("t_id"), TicketRow.status == TicketStatus.PENDING)
 BEFORE_EXPIRY = TicketRow.expires_at > bindparam("now")
@@ -46,31 +48,31 @@ _QUORUM = _APPROVAL.values(status=TicketStatus.APPROVED.value, decided_by=bindpa
 _ROUNDS = 8
 
 
-def eligible(rules: quorum.Rules, ticket: Ticket, approver: str, *, from_chat: bool = False) -> frozenset[str]:
+def eligible(rules: Rules, ticket: Ticket, approver: str, *, from_chat: bool = False) -> frozenset[str]:
     """The groups of the ticket's need `approver` may count for: their own, their own request only where allowed."""
     if from_chat:  # DEV_CHAT_APPROVAL: the requester, where one approval decides
         if ticket.approvals_needed > 1:
             raise NotAllowed(ticket.id, approver)
         return frozenset(group for group, _ in ticket.needed)
-    groups = ticket.eligible(rules, approver)
+    groups = rules.eligible(ticket, approver)
     if requester_of(ticket.user_id) == approver and not groups:
         raise NotAllowed(ticket.id, approver)
     return groups
 
 
-def judged(rules: quorum.Rules, ticket: Ticket, approver: str, groups: frozenset[str]) -> dict[str, str]:
+def judged(rules: Rules, ticket: Ticket, approver: str, groups: frozenset[str]) -> dict[str, str]:
     """Every approval once `approver` approves, each with the group it counts for ("" for none): the approvals
     given are matched again with each approver's groups now, and the new one must add a place, or it is refused."""
-    now = ticket.under(rules)
+    now = rules.recount(ticket)
     if approver in now.approvals:
         raise AlreadyApprovedByYou(now, approver)
     if not groups:
         raise NotInGroup(now, approver, rules.groups_of(approver), counts=False)
     so_far = now.counted_for
-    counted = quorum.counted(ticket.needed, {who: ticket.eligible(rules, who) for who in so_far} | {approver: groups})
-    if approver not in counted or len(counted) <= len(so_far):
+    placed = counted(ticket.needed, {who: rules.eligible(ticket, who) for who in so_far} | {approver: groups})
+    if approver not in placed or len(placed) <= len(so_far):
         raise NotInGroup(now, approver, groups, counts=True)
-    return {who: counted.get(who, "") for who in now.approvals} | {approver: counted[approver]}
+    return {who: placed.get(who, "") for who in now.approvals} | {approver: placed[approver]}
 
 
 class Approval(NamedTuple):
@@ -83,20 +85,20 @@ class Approval(NamedTuple):
 
 
 async def approve(
-    db: AsyncConnection, rules: quorum.Rules, ticket: Ticket, values: dict[str, Any], detail: str | None, *,
+    db: AsyncConnection, rules: Rules, ticket: Ticket, values: dict[str, Any], detail: str | None, *,
     from_chat: bool, read: Callable[[AsyncConnection], Awaitable[Ticket]],
 ) -> Approval | None:
     """Write one approval, judged again while others land first; None if the ticket's state refuses it."""
     for _ in range(_ROUNDS):
         groups = eligible(rules, ticket, values["who"], from_chat=from_chat)
-        counted = judged(rules, ticket, values["who"], groups)
-        complete = sum(1 for group in counted.values() if group) == ticket.approvals_needed
-        judged_against = {"seen": ticket.counted or "", "counted": quorum.counted_text(counted)}
+        placed = judged(rules, ticket, values["who"], groups)
+        complete = sum(1 for group in placed.values() if group) == ticket.approvals_needed
+        judged_against = {"seen": ticket.counted or "", "counted": counted_text(placed)}
         row = (await db.execute(_QUORUM if complete else _APPROVAL, values | judged_against)).first()
         if row is not None:
             moved = Ticket.of(row)
             # "1 of 2: needs 1 more from cfo: <reason>" where more than one approval decides.
-            progress = (quorum.progress_text(moved.needed, moved.counted_for, moved.no_longer_counting)
+            progress = (progress_text(moved.needed, moved.counted_for, moved.no_longer_counting)
                         if moved.needs_two_approvers else None)
             said = ": ".join(filter(None, (progress, detail))) or None
             if complete:

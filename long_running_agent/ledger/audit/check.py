@@ -1,8 +1,8 @@
-"""Checking the audit chains (audit.py): each chain's rows against their hashes and its head, and the tables against it.
+"""Checking the audit chains (chain.py): each chain's rows against their hashes and its head, and the tables against it.
 
 `verify` reads a batch of tickets at a time, with their rows, payouts and decisions, in one snapshot (on a replica
 too), names the first row of each chain that does not hold, and every ticket, payout or decision that disagrees with
-a chain that holds (audit_facts.py). Payouts made without approval have chains of their own, keyed by their payout
+a chain that holds (facts.py). Payouts made without approval have chains of their own, keyed by their payout
 ids. `heads` is what an operator anchors outside the database; `verify(..., anchors=...)` checks that each anchored
 head is still in its chain (docs/audit-chain.md).
 """
@@ -19,13 +19,13 @@ from typing import Any
 from sqlalchemy import String, bindparam, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from ..refusals.rules import TicketNotFound
-from ..refusals.values import InputError
-from . import audit_facts
-from .audit_facts import Break
+from ...refusals.rules import TicketNotFound
+from ...refusals.values import InputError
+from ..storage.database import Database
+from ..storage.schema import TICKET_COLUMNS, AuditRow, DecisionRow, PayoutRow, TicketRow
+from . import facts
 from .chain import content, link
-from .database import Database
-from .schema import TICKET_COLUMNS, AuditRow, DecisionRow, PayoutRow, TicketRow
+from .facts import Break
 
 __all__ = ["BATCH", "Break", "Head", "Verdict", "heads", "read_anchors", "verify"]
 
@@ -141,7 +141,7 @@ async def verify(
                 found.seen.add(ticket.id)
                 found.chains, found.rows = found.chains + 1, found.rows + len(chain)
                 broken = _chain(ticket.id, (ticket.audit_seq, ticket.audit_head), chain, found.anchored.get(ticket.id))
-                found.breaks += [broken] if broken else audit_facts.of_ticket(
+                found.breaks += [broken] if broken else facts.of_ticket(
                     ticket, chain, payouts.get(ticket.id), decisions.get(ticket.id, []))
         if ticket_ids is not None and (missing := sorted(set(ticket_ids) - found.seen)):
             raise TicketNotFound(missing[0])
@@ -215,7 +215,7 @@ async def _payout_chains(db: AsyncConnection, found: _Found, batch: int) -> None
             found.seen.add(payout.id)
             found.chains, found.rows = found.chains + 1, found.rows + len(chain)
             broken = _chain(payout.id, None, chain, found.anchored.get(payout.id))
-            found.breaks += [audit_facts.in_own_chain(payout, broken)] if broken else audit_facts.of_payout(
+            found.breaks += [facts.in_own_chain(payout, broken)] if broken else facts.of_payout(
                 payout, chain)
         if len(payouts) < batch:
             return

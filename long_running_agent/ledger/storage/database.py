@@ -14,11 +14,11 @@ from datetime import date, datetime
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
-from ..observability.spans import Watch
-from ..refusals.startup import SchemaBehind
+from ...observability.spans import Watch
+from ...refusals.startup import SchemaBehind
+from ..records import utc_now
 from .engine import create_engine
 from .migrate import current, head, migrate
-from .records import utc_now
 from .schema import DailyAutoApprovalRow
 
 
