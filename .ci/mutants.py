@@ -151,7 +151,7 @@ MUTANTS = [
     )),
     Mutant("the guard reading amounts more leniently than reimburse", (
         # "2e2" let through as $200, which reimburse then refused.
-        Edit("long_running_agent/approval/decisions.py", "return amount(claimed, most=policy.max_amount) == held",
+        Edit("long_running_agent/delivery/decisions.py", "return amount(claimed, most=policy.max_amount) == held",
              "return Decimal(str(claimed)) == held"),
     ), tests=("tests/test_paid_or_payable.py",)),
     Mutant("verify compares no payout with its paid row", (

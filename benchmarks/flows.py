@@ -16,7 +16,7 @@ store it runs with ADK's InMemorySessionService and the ledger on an
 in-memory SQLite database (`sqlite+aiosqlite://`), so nothing touches the
 disk.
 
-Each of this project's systems has an approval desk of its own
+Each of this project's systems has a desk of its own
 (long_running_agent/desk.py): the benchmark's pinned settings with the
 system's database, and its metered app. Its guard, tools and courier work on
 that desk, so several systems can be open at once and take turns.
@@ -37,8 +37,8 @@ from google.adk.sessions import DatabaseSessionService, InMemorySessionService
 from google.genai import types
 
 from long_running_agent.agent import build_app
-from long_running_agent.approval.courier import decide_and_deliver
-from long_running_agent.approval.decisions import decision_message
+from long_running_agent.delivery.courier import Courier
+from long_running_agent.delivery.decisions import decision_message
 from long_running_agent.desk import Desk
 from long_running_agent.ledger import Ledger
 from long_running_agent.settings import Settings
@@ -118,7 +118,7 @@ class System:
 
     async def approve(self, pending: Pending) -> list[Event]:
         if self.desk is not None:
-            delivery = await decide_and_deliver(self.desk, pending.ticket_id, approver=APPROVER, approve=True)
+            delivery = await Courier(self.desk).decide(pending.ticket_id, approver=APPROVER, approve=True)
             return delivery.events
         return await self._run(pending.user_id, pending.session_id, self._client_approval(pending))
 

@@ -5,7 +5,7 @@ and the request's size as JSON (contents, system instruction and tool
 declarations: what would go over the wire to Gemini). It takes the request
 in `before_model_callback` and measures it in `after_model_callback`, once
 the agent's own callbacks (which may reshape the request, as this app's
-approval/turn_order.py does) have run and the model has read it.
+delivery/turn_order.py does) have run and the model has read it.
 """
 
 from __future__ import annotations

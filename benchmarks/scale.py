@@ -8,7 +8,7 @@ and session id, so every index holds as many distinct keys as a real backlog
 would. The store is then ANALYZEd (on PostgreSQL: VACUUM ANALYZE), as
 autovacuum would do by itself after a bulk load.
 
-A fresh request is made (not timed), then the approver's `decide_and_deliver`
+A fresh request is made (not timed), then the approver's `Courier.decide`
 is timed: the ledger decision, the guard's checks, the agent's resume and the
 payout. The inbox at the same scale is inbox.py's.
 """

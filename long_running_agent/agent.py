@@ -1,13 +1,13 @@
 """The expense agent: `ask_for_approval` is long-running, `reimburse` is not.
 
 `adk web`, `adk api_server` and `adk run` load `app`: the agent plus the
-approval guard plugin, on an approval desk built from the settings in `.env`
+approval guard plugin, on a desk built from the settings in `.env`
 and the environment (desk.py) when first asked for, not at import. main.py,
 the `expenses` CLI and `make web` build their own desk and call
 `build_app(desk)`. The production parts plug in here: the tools' one call
 each into the ledger (tools.py), the guard that checks every approval against
-the ledger and hands the tools the desk (approval/guard.py), the history the
-model is shown (approval/turn_order.py), and what a model that cannot be
+the ledger and hands the tools the desk (delivery/guard.py), the history the
+model is shown (delivery/turn_order.py), and what a model that cannot be
 reached becomes (model/failure.py).
 """
 
@@ -23,9 +23,9 @@ from google.adk.models import BaseLlm
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools.long_running_tool import LongRunningFunctionTool
 
-from .approval.guard import ApprovalGuard
-from .approval.run import delivers_nothing
-from .approval.turn_order import prepare_model_request
+from .delivery.guard import ApprovalGuard
+from .delivery.run import delivers_nothing
+from .delivery.turn_order import prepare_model_request
 from .desk import Desk, desk_or_exit
 from .model.failure import model_failed
 from .names import AGENT_NAME, APP_NAME
@@ -51,7 +51,7 @@ def build_agent(desk: Desk, model: str | BaseLlm, *, answer_model_failures: bool
         model=model,
         instruction=INSTRUCTION.format(threshold=desk.policy.rules.threshold, most=desk.policy.max_amount),
         tools=[LongRunningFunctionTool(func=ask_for_approval), reimburse, withdraw_request],
-        # The conversation as the ledger knows it, in turns Gemini accepts (approval/turn_order.py).
+        # The conversation as the ledger knows it, in turns Gemini accepts (delivery/turn_order.py).
         before_model_callback=prepare_model_request,
         # A Gemini that cannot be reached or refuses: one refusal saying what to check (model/failure.py).
         on_model_error_callback=partial(model_failed, address=desk.settings.model.gemini_address,
@@ -63,7 +63,7 @@ def build_app(desk: Desk, *, model: str | BaseLlm | None = None, plugins: Sequen
               answer_model_failures: bool = False) -> App:
     """The app every surface runs: the agent (on `model`, default the desk's choice) plus the approval guard.
 
-    The guard checks every approval against the desk's ledger, and hands each run the desk (approval/run.py).
+    The guard checks every approval against the desk's ledger, and hands each run the desk (delivery/run.py).
     """
     agent = build_agent(desk, model or desk.model.name, answer_model_failures=answer_model_failures)
     return App(name=APP_NAME, root_agent=agent, plugins=[ApprovalGuard(desk), *plugins])

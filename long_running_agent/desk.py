@@ -1,4 +1,4 @@
-"""The approval desk: the one object every part of the app is handed (settings, policy, clock, ledger, sessions, app).
+"""The desk: the one object every part of the app is handed (settings, policy, clock, ledger, sessions, app).
 
 Each entry point (agent.py for plain `adk` commands, main.py, the `expenses` CLI, `make web`) builds one
 and hands it down; nothing looks it up. A desk reads the approval policy once, as it is built. Async database

@@ -51,7 +51,7 @@ ERROR = "error"
 
 
 class Outcome(StrEnum):
-    """What became of one attempt to deliver a decision to its conversation (approval/courier.py)."""
+    """What became of one attempt to deliver a decision to its conversation (delivery/courier.py)."""
 
     DELIVERED = "delivered"
     ALREADY_DELIVERED = "already_delivered"
@@ -66,7 +66,7 @@ class Outcome(StrEnum):
 
 
 # Where a ticket's conversation is kept (its `session_store`): "app", the app's own database, or another store's kind
-# and address (approval/conversations.py).
+# and address (delivery/conversations.py).
 APP_STORE = "app"
 
 

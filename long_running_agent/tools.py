@@ -4,8 +4,8 @@ As in ADK's long-running-tool sample, `ask_for_approval` returns at once with a 
 approver's decision answers its call later, as a FunctionResponse with the same id and name (main.py);
 `reimburse` pays what the ledger allows. Each tool makes one call into the ledger, which holds the rules
 (ledger/policy/) and raises a `Refusal` for what they refuse; the approval guard answers that for the
-tool, in the words every surface shares (approval/guard.py, refusals/). The ledger comes from the tool's
-run (approval/run.py). ADK turns each docstring into the declaration the model reads, so they say only
+tool, in the words every surface shares (delivery/guard.py, refusals/). The ledger comes from the tool's
+run (delivery/run.py). ADK turns each docstring into the declaration the model reads, so they say only
 what the model needs.
 """
 
@@ -15,8 +15,7 @@ from typing import Any
 
 from google.adk.tools.tool_context import ToolContext
 
-from .approval.courier import answer_withdrawal
-from .approval.run import approval_run
+from .delivery.run import approval_run
 from .names import TicketStatus
 from .notifications import send_soon
 
@@ -28,7 +27,7 @@ async def ask_for_approval(purpose: str, amount: float, tool_context: ToolContex
         purpose: What for.
         amount: In US dollars.
     """
-    run = approval_run(tool_context)  # this run: the desk, and the conversation's store (approval/run.py)
+    run = approval_run(tool_context)  # this run: the desk, and the conversation's store (delivery/run.py)
     # The ticket keeps this call's id: the decision comes back as the FunctionResponse with the same id.
     call = await run.tool_call(tool_context, call_id=tool_context.function_call_id)
     requested = await run.ledger.request_approval(call, purpose=purpose, amount=amount)
@@ -59,6 +58,6 @@ async def withdraw_request(ticket_id: str, tool_context: ToolContext) -> dict[st
     """
     run = approval_run(tool_context)
     ticket = await run.ledger.tickets.withdraw(str(ticket_id).strip(), requester=tool_context.session.user_id)
-    await answer_withdrawal(run.desk, ticket, tool_context.get_invocation_context())  # the pending call is answered
+    await run.courier.answer_withdrawal(ticket, tool_context.get_invocation_context())  # the pending call is answered
     send_soon(run.desk)
     return {"status": TicketStatus.WITHDRAWN.value, "ticket_id": ticket.id}

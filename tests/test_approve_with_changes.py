@@ -17,7 +17,7 @@ from support.conversation import event_texts, pending_request, request_large, re
 from support.desks import current
 from support.models import ScriptedModel, call_part, ledger_at, text_part
 
-from long_running_agent.approval.courier import decide_and_deliver
+from long_running_agent.delivery.courier import Courier
 from long_running_agent.ledger import AlreadyDecided, Ledger
 from long_running_agent.ledger.inputs import InputError
 
@@ -26,7 +26,7 @@ async def test_the_approved_amount_is_paid_and_the_requester_is_told_why(db_url)
     _runner, _chat, _events, _call, pending = await request_large(db_url)
     ledger = ledger_at(db_url)
 
-    delivery = await decide_and_deliver(current(), pending["ticket_id"], approver="bob", approve=True,
+    delivery = await Courier(current()).decide(pending["ticket_id"], approver="bob", approve=True,
                                         amount="200", reason="over the per diem")
 
     [paid] = responses(delivery.events, "reimburse")
@@ -48,7 +48,7 @@ async def test_reimburse_pays_the_approved_amount_whatever_the_model_asks(sqlite
         call_part("reimburse", purpose="team lunch", amount=asked_for), text_part("Paid."),
     ])
     chat, _call, ticket_id = await pending_request(sqlite_url, model)
-    delivery = await decide_and_deliver(current(), ticket_id, approver="bob", approve=True, amount=200, reason="cap",
+    delivery = await Courier(current()).decide(ticket_id, approver="bob", approve=True, amount=200, reason="cap",
                                         app=chat.runner.app)
 
     [paid] = responses(delivery.events, "reimburse")
@@ -62,7 +62,7 @@ async def test_a_model_asking_more_than_was_asked_or_approved_is_refused(sqlite_
         call_part("reimburse", purpose="team lunch", amount=9_999.0), text_part("Could not pay."),
     ])
     chat, _call, ticket_id = await pending_request(sqlite_url, model)
-    delivery = await decide_and_deliver(current(), ticket_id, approver="bob", approve=True, amount=200, reason="cap",
+    delivery = await Courier(current()).decide(ticket_id, approver="bob", approve=True, amount=200, reason="cap",
                                         app=chat.runner.app)
 
     [refused] = responses(delivery.events, "reimburse")
@@ -145,7 +145,7 @@ def test_the_cli_approves_less_with_a_reason_and_says_so(sqlite_url):
 
 async def test_a_pending_call_answered_by_a_lower_approval_keeps_its_id_and_name(sqlite_url):
     runner, chat, _events, pending_call, pending = await request_large(sqlite_url)
-    await decide_and_deliver(current(), pending["ticket_id"], approver="bob", approve=True, amount=99.5,
+    await Courier(current()).decide(pending["ticket_id"], approver="bob", approve=True, amount=99.5,
                              reason="only the food")
 
     session = await runner.session_service.get_session(app_name=runner.app_name, user_id="alice",

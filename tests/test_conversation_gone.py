@@ -17,7 +17,7 @@ from support.desks import current
 from support.models import ledger_at
 from support.tickets import APP
 
-from long_running_agent.approval.courier import Outcome, decide_and_deliver, deliver
+from long_running_agent.delivery.courier import Courier, Outcome
 from long_running_agent.ledger import TicketStatus
 
 
@@ -33,8 +33,8 @@ async def test_a_conversation_started_again_under_the_same_id_is_recorded_missin
     await store.delete_session(app_name=chat.runner.app_name, user_id="alice", session_id=chat.session_id)
     await store.create_session(app_name=chat.runner.app_name, user_id="alice", session_id=chat.session_id)
 
-    approved = await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
-    again = await deliver(current(), ticket_id, actor="carol")
+    approved = await Courier(current()).decide(ticket_id, approver="bob", approve=True)
+    again = await Courier(current()).deliver(ticket_id, actor="carol")
 
     assert (approved.outcome, again.outcome) == (Outcome.CONVERSATION_MISSING, Outcome.CONVERSATION_MISSING)
     assert ticket_id in approved.detail or approved.ticket.call_id in approved.detail
@@ -72,7 +72,7 @@ async def test_a_session_store_that_cannot_be_read_is_recorded_and_the_ticket_se
         session_store=locator,
     )
 
-    delivery = await decide_and_deliver(current(), ticket.id, approver="bob", approve=True)
+    delivery = await Courier(current()).decide(ticket.id, approver="bob", approve=True)
 
     assert delivery.outcome in (Outcome.FAILED, Outcome.UNREACHABLE) and delivery.detail
     recorded = await ledger.tickets.get(ticket.id)

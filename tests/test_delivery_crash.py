@@ -31,7 +31,7 @@ STALLED_DELIVERY = textwrap.dedent("""
     import asyncio, sys
     from google.adk.models import BaseLlm
     from long_running_agent.agent import build_app
-    from long_running_agent.approval.courier import deliver
+    from long_running_agent.delivery.courier import Courier
     from long_running_agent.desk import Desk
     from long_running_agent.settings import load_settings
 
@@ -43,7 +43,7 @@ STALLED_DELIVERY = textwrap.dedent("""
             yield  # never reached
 
     desk = Desk(load_settings(), app=build_app)
-    asyncio.run(deliver(desk, sys.argv[1], actor="doomed", app=build_app(desk, model=Stalled())))
+    asyncio.run(Courier(desk).deliver(sys.argv[1], actor="doomed", app=build_app(desk, model=Stalled())))
 """)
 
 

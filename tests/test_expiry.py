@@ -23,7 +23,7 @@ from support.http import as_approver, function_responses, request_over_run
 from support.models import ledger_at
 from support.servers import APP, web_server
 
-from long_running_agent.approval.sweep import deliver_due
+from long_running_agent.delivery.sweep import deliver_due
 from long_running_agent.ledger import TicketStatus
 from long_running_agent.ledger.storage.schema import TicketRow
 from long_running_agent.names import Outcome

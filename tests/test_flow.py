@@ -9,8 +9,8 @@ from support.conversation import Conversation, calls, event_texts, pending_calls
 from support.desks import current
 from support.models import RecordedOfflineModel, ledger_at, make_runner
 
-from long_running_agent.approval.courier import Outcome, decide_and_deliver
-from long_running_agent.approval.notes import REFUSAL_PREFIX
+from long_running_agent.delivery.courier import Courier, Outcome
+from long_running_agent.delivery.notes import REFUSAL_PREFIX
 from long_running_agent.ledger import TicketExpired, TicketStatus
 
 
@@ -88,7 +88,7 @@ async def test_small_amount_is_paid_without_approval(db_url):
 async def test_approval_from_a_new_runner_resumes_the_stored_call(db_url):
     _runner, chat, _events, call, pending = await request_large(db_url)
 
-    delivery = await decide_and_deliver(current(), pending["ticket_id"], approver="bob", approve=True
+    delivery = await Courier(current()).decide(pending["ticket_id"], approver="bob", approve=True
     )
 
     ticket = delivery.ticket
@@ -104,7 +104,7 @@ async def test_expired_ticket_cannot_be_approved_and_the_agent_is_told(db_url, c
     ledger = ledger_at(db_url)
 
     with pytest.raises(TicketExpired):
-        await decide_and_deliver(current(), pending["ticket_id"], approver="bob", approve=True)
+        await Courier(current()).decide(pending["ticket_id"], approver="bob", approve=True)
 
     assert (await ledger.tickets.get(pending["ticket_id"])).status == TicketStatus.EXPIRED
     session = await runner.session_service.get_session(

@@ -34,7 +34,7 @@ from support.fake_gemini import BAD_KEY, Failure, FakeGemini, Reply, gemini_call
 from support.models import ledger_at, session_service
 
 from long_running_agent.agent import build_app
-from long_running_agent.approval.notes import REFUSAL_PREFIX
+from long_running_agent.delivery.notes import REFUSAL_PREFIX
 from long_running_agent.ledger import Ledger
 from long_running_agent.refusals.model import ModelUnavailable
 
@@ -513,7 +513,7 @@ async def test_a_withdrawal_in_the_chat_keeps_every_later_request_paired(start: 
 
 
 async def test_progress_on_a_pending_call_keeps_every_request_paired(start: Start) -> None:
-    from long_running_agent.approval.courier import tell_progress
+    from long_running_agent.delivery.courier import Courier
 
     sponsorship = {"purpose": "conference sponsorship", "amount": 6000.0}
     wired = await start([
@@ -530,7 +530,7 @@ async def test_progress_on_a_pending_call_keeps_every_request_paired(start: Star
 
     # The first of two approvals: an update of the same call, still pending, and a note for people only.
     first = await wired.ledger.tickets.decide(ticket["ticket_id"], approver=APPROVER, approve=True)
-    assert await tell_progress(current(), first,
+    assert await Courier(current()).tell(first,
                                "bob approved it (1 of 2 approvals); it now waits for a second approver.")
     assert len(fake.requests) == 2  # no model turn for it
     await wired.chat.say("Any news?")

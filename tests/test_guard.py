@@ -32,10 +32,10 @@ from support.models import (
     text_part,
 )
 
-from long_running_agent.approval.courier import decide_and_deliver
-from long_running_agent.approval.guard import NOTE_MARK, ApprovalGuard
-from long_running_agent.approval.notes import REFUSAL_PREFIX
-from long_running_agent.approval.run import RUN_KEY, ApprovalRun
+from long_running_agent.delivery.courier import Courier
+from long_running_agent.delivery.guard import ApprovalGuard
+from long_running_agent.delivery.notes import NOTE_MARK, REFUSAL_PREFIX
+from long_running_agent.delivery.run import RUN_KEY, ApprovalRun
 from long_running_agent.ledger import AlreadyDecided, NotAllowed, TicketStatus
 from long_running_agent.ledger import Conversation as Where
 from long_running_agent.ledger.storage.locks import NAMESPACE
@@ -114,7 +114,7 @@ async def test_a_claim_typed_as_the_answer_is_refused_and_decides_nothing(sqlite
 async def test_a_question_after_the_decision_reached_the_conversation_gets_the_outcome(db_url):
     # `adk run` waits at its prompt while `python main.py approve` delivers the decision elsewhere.
     chat, pending_call, ticket_id = await pending_request(db_url)
-    delivered = await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
+    delivered = await Courier(current()).decide(ticket_id, approver="bob", approve=True)
     assert delivered.delivered
     ledger = ledger_at(db_url)
     [payout] = await ledger.payouts.find(ticket_id=ticket_id)
@@ -145,7 +145,7 @@ async def test_a_question_when_the_decision_is_recorded_but_not_delivered_delive
 async def test_a_question_under_the_two_person_rule_tells_the_approvals_so_far(sqlite_url, configure):
     configure(dual_approval_above=Decimal("200"))
     chat, pending_call, ticket_id = await pending_request(sqlite_url)
-    await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
+    await Courier(current()).decide(ticket_id, approver="bob", approve=True)
 
     note = the_note(await chat.answer(pending_call, {"result": "any news?"}))
 
@@ -155,7 +155,7 @@ async def test_a_question_under_the_two_person_rule_tells_the_approvals_so_far(s
 
 async def test_a_question_about_a_rejected_ticket_says_so_and_pays_nothing(sqlite_url):
     chat, pending_call, ticket_id = await pending_request(sqlite_url)
-    await decide_and_deliver(current(), ticket_id, approver="bob", approve=False, reason="duplicate claim")
+    await Courier(current()).decide(ticket_id, approver="bob", approve=False, reason="duplicate claim")
 
     note = the_note(await chat.answer(pending_call, {"result": "any news?"}))
 
@@ -448,7 +448,7 @@ async def test_a_database_at_another_schema_is_told_in_the_chat_not_raised(sqlit
 
 async def test_a_ticket_reimburse_paid_in_this_run_is_no_longer_taken_for_unpaid(desk):
     # The model's next request in the same run shows the approval with its payout
-    # (approval/turn_order.py) only if the run stops counting the ticket as unpaid.
+    # (delivery/turn_order.py) only if the run stops counting the ticket as unpaid.
     guard, reimburse_tool = ApprovalGuard(desk), SimpleNamespace(name="reimburse")
     run = ApprovalRun(desk, Where("app", "alice", "s1"), "inv-1", unpaid={"T-1", "T-2"})
     context = SimpleNamespace(custom_metadata={RUN_KEY: run})  # a ToolContext, as far as the guard reads it

@@ -17,8 +17,8 @@ import pytest
 from support import as_printed
 from support.project import fresh_project, made_venv, plain_env
 
-from long_running_agent.approval.notes import CHAT
 from long_running_agent.cli.render import CLI
+from long_running_agent.delivery.notes import CHAT
 from long_running_agent.refusals import Refusal
 
 pytestmark = pytest.mark.subprocess

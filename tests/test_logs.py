@@ -33,7 +33,7 @@ def json_root(capsys):
 
 def test_each_record_is_one_json_line_with_the_ids_of_its_step(json_root):
     lines = json_root()
-    log = logging.getLogger("long_running_agent.approval.courier")
+    log = logging.getLogger("long_running_agent.delivery.courier")
     watch = Watch()
     log.info("before any step")
     with watch.step("courier.deliver", ticket="T-0123456789ab") as step:

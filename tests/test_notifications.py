@@ -30,9 +30,9 @@ from support.receiver import SECRET, Receiver
 from support.servers import web_server, web_servers
 from support.transcripts import normalize
 
-from long_running_agent.approval.courier import decide_and_deliver
-from long_running_agent.approval.guard import NOTE_MARK
-from long_running_agent.approval.sweep import remind_due
+from long_running_agent.delivery.courier import Courier
+from long_running_agent.delivery.notes import NOTE_MARK
+from long_running_agent.delivery.sweep import remind_due
 from long_running_agent.ledger import Ledger
 from long_running_agent.ledger.outbox import MAX_ATTEMPTS
 from long_running_agent.ledger.storage.schema import NotificationRow
@@ -80,7 +80,7 @@ async def send() -> list:
 async def test_each_event_is_posted_signed_with_an_id_a_timestamp_and_slack_text(desk, sqlite_url, webhook, clock):
     _chat, ticket_id = await ask()
     assert [e["type"] for e in webhook.events()] == ["ticket.requested"]  # at once, from the tool
-    await decide_and_deliver(desk, ticket_id, approver="bob", approve=True)
+    await Courier(desk).decide(ticket_id, approver="bob", approve=True)
 
     attempts = await send()
 
@@ -104,7 +104,7 @@ async def test_a_pending_tickets_webhook_lists_the_requesters_other_requests_as_
         desk, sqlite_url, webhook, clock):
     _chat, first = await ask("Please reimburse $250 for the team lunch")
     _chat, second = await ask("Please reimburse $300 for a taxi")
-    await decide_and_deliver(desk, first, approver="bob", approve=False, reason="not a team event")
+    await Courier(desk).decide(first, approver="bob", approve=False, reason="not a team event")
     await send()
 
     requested = {e["ticket"]["id"]: e["ticket"] for e in webhook.events() if e["type"] == "ticket.requested"}
@@ -161,7 +161,7 @@ async def test_a_receiver_that_times_out_is_a_failed_attempt(desk, sqlite_url, w
     _chat, ticket_id = await ask()
     webhook.delay = 2
     configure(webhook_timeout=timedelta(seconds=0.3))
-    await decide_and_deliver(desk, ticket_id, approver="bob", approve=True)
+    await Courier(desk).decide(ticket_id, approver="bob", approve=True)
     [attempt] = await send()
     assert not attempt.sent and attempt.notification.event == "ticket.approved"
     [approved] = [n for n in await desk.ledger.outbox.of_ticket(ticket_id) if n.event == "ticket.approved"]
@@ -571,7 +571,7 @@ async def test_the_reminder_reaches_the_conversation_as_an_update_of_the_pending
     [note] = [e.content.parts[0].text for e in session.events if (e.custom_metadata or {}).get(NOTE_MARK)]
     assert f"Ticket {reminded.id} still waits for an approver" in note and "escalated to carol" in note
     # It never pays and never closes the call: the approval still resumes it, once.
-    delivered = await decide_and_deliver(desk, reminded.id, approver="bob", approve=True)
+    delivered = await Courier(desk).decide(reminded.id, approver="bob", approve=True)
     assert delivered.delivered and len(await ledger_at(sqlite_url).payouts.find(ticket_id=reminded.id)) == 1
 
 

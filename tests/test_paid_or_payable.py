@@ -16,9 +16,8 @@ from support.conversation import Conversation, calls, event_texts, pending_reque
 from support.desks import current
 from support.models import ScriptedModel, call_part, ledger_at, text_part
 
-from long_running_agent.approval.courier import decide_and_deliver, deliver
-from long_running_agent.approval.guard import NOTE_MARK
-from long_running_agent.approval.notes import REFUSAL_PREFIX
+from long_running_agent.delivery.courier import Courier
+from long_running_agent.delivery.notes import NOTE_MARK, REFUSAL_PREFIX
 from long_running_agent.ledger import NotSettleable, Ticket, ToolCall
 from long_running_agent.ledger.inputs import AmountError
 from long_running_agent.names import Outcome
@@ -58,11 +57,11 @@ async def test_an_amount_reimburse_would_refuse_is_refused_and_the_approval_is_d
 
     assert "'2e2'" in note and approved.id in note
     await payable(sqlite_url, approved.id)
-    delivery = await deliver(current(), approved.id, actor="bob")
+    delivery = await Courier(current()).deliver(approved.id, actor="bob")
     assert delivery.delivered, delivery.refusal
     [paid] = responses(delivery.events, "reimburse")
     assert (paid["status"], paid["amount"]) == ("paid", 200.0)
-    again = await deliver(current(), approved.id, actor="bob")
+    again = await Courier(current()).deliver(approved.id, actor="bob")
     assert again.outcome is Outcome.ALREADY_DELIVERED
     assert [p.amount_cents for p in await ledger_at(sqlite_url).payouts.find(ticket_id=approved.id)] == [20_000]
 
@@ -73,7 +72,7 @@ NEVER_PAYS = [call_part("ask_for_approval", purpose="team lunch", amount=250.0),
 
 
 async def delivered_by_the_courier(chat: Conversation, call: Any, ticket_id: str) -> None:
-    delivery = await decide_and_deliver(current(), ticket_id, approver="bob", approve=True, app=chat.runner.app)
+    delivery = await Courier(current()).decide(ticket_id, approver="bob", approve=True, app=chat.runner.app)
     assert delivery.outcome is Outcome.FAILED and "without paying" in delivery.detail, delivery
 
 

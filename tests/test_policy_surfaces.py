@@ -17,9 +17,9 @@ from support.receiver import SECRET
 from support.servers import in_process
 from support.tickets import open_ticket_for
 
-from long_running_agent.approval.courier import Outcome, decide_and_deliver
 from long_running_agent.cli import commands, render
 from long_running_agent.cli.entry import parser
+from long_running_agent.delivery.courier import Courier, Outcome
 from long_running_agent.ledger import Ledger, TicketNotFound
 from long_running_agent.ledger.audit import evidence
 from long_running_agent.refusals.values import InputError
@@ -224,7 +224,7 @@ async def test_a_decision_on_another_ticket_than_the_one_shown_is_refused_with_4
 async def test_the_cli_prints_a_tickets_evidence_as_json(groups, capsys):
     ledger = current().ledger
     ticket = await open_ticket_for(ledger, 1_200_000)
-    await decide_and_deliver(current(), ticket.id, approver="bob", approve=True, channel="cli",
+    await Courier(current()).decide(ticket.id, approver="bob", approve=True, channel="cli",
                              principal={"os_user": "ops", "approver": "bob"})
     capsys.readouterr()
 

@@ -15,8 +15,8 @@ from decimal import Decimal
 import pytest
 from support import cli
 
-from long_running_agent.approval.notes import CHAT, tool_error
 from long_running_agent.cli.render import CLI
+from long_running_agent.delivery.notes import CHAT, tool_error
 from long_running_agent.ledger import Ticket, TicketStatus
 from long_running_agent.names import EXPENSES, Outcome
 from long_running_agent.refusals import Refusal

@@ -18,7 +18,7 @@ from support.desks import current
 from support.round_trips import ledger_visits, session_store_calls
 
 from benchmarks.baseline import Bank, seed_runner
-from long_running_agent.approval.courier import Outcome, decide_and_deliver
+from long_running_agent.delivery.courier import Courier, Outcome
 from long_running_agent.ledger.storage import engine
 
 MAX_LEDGER_ROUND_TRIPS = 6
@@ -36,7 +36,7 @@ async def _our_flow(user_id: str) -> str:
     events = [e async for e in runner.run_async(user_id=user_id, session_id=session.id,
                                                 new_message=_message(REQUEST))]
     [pending] = responses(events, "ask_for_approval")
-    delivery = await decide_and_deliver(current(), pending["ticket_id"], approver="bob", approve=True)
+    delivery = await Courier(current()).decide(pending["ticket_id"], approver="bob", approve=True)
     assert delivery.outcome is Outcome.DELIVERED
     [paid] = responses(delivery.events, "reimburse")
     assert paid["status"] == "paid" and paid["ticket_id"] == pending["ticket_id"]

@@ -4,7 +4,7 @@ agent.py, tools.py and main.py (the demo) are the tutorial; the rules (the
 threshold, the daily rules, the two-person rule, who may ask) are the
 ledger's, so a tool's body is a few lines and the ledger refuses what the
 policy refuses whichever surface calls it. A tool reaches the ledger through
-its run (`run = approval_run(tool_context)`, approval/run.py), not a global.
+its run (`run = approval_run(tool_context)`, delivery/run.py), not a global.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from types import SimpleNamespace
 import pytest
 from support.processes import ROOT
 
-from long_running_agent.approval.guard import ApprovalGuard
-from long_running_agent.approval.notes import CHAT, tool_error
+from long_running_agent.delivery.guard import ApprovalGuard
+from long_running_agent.delivery.notes import CHAT, tool_error
 from long_running_agent.ledger import Conversation, Ledger, NeedsApproval, NotApproved, ToolCall
 from long_running_agent.ledger.inputs import InputError
 from long_running_agent.ledger.policy.rules import Policy

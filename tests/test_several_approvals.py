@@ -17,7 +17,7 @@ from support.conversation import Conversation, calls, event_texts, pending_calls
 from support.desks import current
 from support.models import RecordedOfflineModel, ledger_at, runner_with
 
-from long_running_agent.approval.courier import decide_and_deliver, deliver
+from long_running_agent.delivery.courier import Courier
 from long_running_agent.ledger import AlreadyDecided, TicketStatus
 from long_running_agent.model.requests import find_expenses
 from long_running_agent.web.views import agent_reply
@@ -56,7 +56,7 @@ async def test_each_ticket_is_decided_on_its_own_in_any_order_and_paid_once(db_u
     tickets = {t.purpose: t for t in await ledger.tickets.with_status(TicketStatus.PENDING)}
 
     # The second ticket first, in this process; the first from the CLI, another process.
-    conference = await decide_and_deliver(current(), tickets["conference ticket"].id, approver="bob", approve=True)
+    conference = await Courier(current()).decide(tickets["conference ticket"].id, approver="bob", approve=True)
     assert conference.delivered
     [paid] = responses(conference.events, "reimburse")
     assert paid["status"] == "paid" and paid["amount"] == 480.0
@@ -119,7 +119,7 @@ async def test_each_approval_pays_its_own_ticket_once_and_the_reply_names_that_p
 
     reimbursed = 0
     for ticket_id in (asked[i] for i in order):
-        delivery = await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
+        delivery = await Courier(current()).decide(ticket_id, approver="bob", approve=True)
 
         assert delivery.delivered, delivery.detail
         [payout] = await ledger.payouts.find(ticket_id=ticket_id)
@@ -147,13 +147,13 @@ async def test_an_approval_pays_its_own_ticket_while_an_equal_one_waits_for_its_
     # The first is approved by a process that stopped before delivering it: same purpose, same amount.
     await ledger.tickets.decide(first, approver="carol", approve=True)
 
-    delivery = await decide_and_deliver(current(), second, approver="bob", approve=True)
+    delivery = await Courier(current()).decide(second, approver="bob", approve=True)
 
     [paid] = responses(delivery.events, "reimburse")
     [payout] = await ledger.payouts.find(ticket_id=second)
     assert (paid["status"], paid["ticket_id"], paid["payout_id"]) == ("paid", second, payout.id)
     assert await ledger.payouts.find(ticket_id=first) == []
-    owed = await deliver(current(), first, actor="carol")
+    owed = await Courier(current()).deliver(first, actor="carol")
     [paid] = responses(owed.events, "reimburse")
     [payout] = await ledger.payouts.find(ticket_id=first)
     assert (paid["status"], paid["ticket_id"], paid["payout_id"]) == ("paid", first, payout.id)
@@ -165,9 +165,9 @@ async def test_the_reply_tells_of_this_approvals_amount_and_reason_not_another_t
     chat = await Conversation(runner_with(RecordedOfflineModel(), sqlite_url)).start()
     first, second = [r["ticket_id"] for r in responses(await chat.say(SEVERAL[message]), "ask_for_approval")]
 
-    lowered = await decide_and_deliver(current(), second, approver="bob", approve=True, amount="200",
+    lowered = await Courier(current()).decide(second, approver="bob", approve=True, amount="200",
                                        reason="capped by bob")
-    full = await decide_and_deliver(current(), first, approver="carol", approve=True)
+    full = await Courier(current()).decide(first, approver="carol", approve=True)
 
     assert "capped by bob" in (agent_reply(lowered.events) or "")
     # carol approved all she was asked: nothing of bob's lower amount or reason belongs in her reply.

@@ -35,7 +35,7 @@ from support.processes import ROOT
 from support.receiver import SECRET
 from support.servers import LUNCH, TOKENS, in_process, web_server
 
-from long_running_agent.approval.courier import decide_and_deliver
+from long_running_agent.delivery.courier import Courier
 from long_running_agent.ledger import Ledger, TicketStatus
 from long_running_agent.ledger.outbox import MAX_ATTEMPTS
 from long_running_agent.ledger.storage.schema import NotificationRow, TicketRow
@@ -733,7 +733,7 @@ async def test_a_click_answered_by_a_server_that_died_before_deciding_is_decided
     assert outcome(waiting) is None and buttons(waiting) == ["approve", "reject", "approve_less"]
 
     clock.advance(minutes=2)
-    sweep = SlackActions(desk, decide=decide_and_deliver, send=send_due)
+    sweep = SlackActions(desk, decide=Courier(desk).decide, send=send_due)
     assert await sweep.decide_left_over() == 1 and await sweep.decide_left_over() == 0  # the sweep's work, once
     await work_done()
 

@@ -22,7 +22,7 @@ from support.models import RecordedOfflineModel, ledger_at, runner_with
 from support.servers import TOKENS, in_process
 from support.tickets import open_ticket_for
 
-from long_running_agent.approval.courier import Outcome, decide_and_deliver
+from long_running_agent.delivery.courier import Courier, Outcome
 from long_running_agent.ledger import Conversation as Where
 from long_running_agent.ledger import Ledger, TicketStatus, ToolCall
 from long_running_agent.slack.messages import Buttons, notification_blocks
@@ -47,12 +47,12 @@ async def test_one_message_split_in_two_needs_a_second_approver_for_the_part_tha
     # The requester is told why, naming the request it was added to.
     assert one.id in why[two.id] and "$9,000.00" in why[two.id]
 
-    assert (await decide_and_deliver(current(), one.id, approver="bob", approve=True)).delivered
-    waiting = await decide_and_deliver(current(), two.id, approver="bob", approve=True)
+    assert (await Courier(current()).decide(one.id, approver="bob", approve=True)).delivered
+    waiting = await Courier(current()).decide(two.id, approver="bob", approve=True)
     assert waiting.outcome is Outcome.WAITING
     assert [p.amount_cents for p in await ledger.payouts.find(ticket_id=one.id)] == [450_000]
     assert await ledger.payouts.find(ticket_id=two.id) == []  # bob alone got $4,500 paid, not $9,000
-    assert (await decide_and_deliver(current(), two.id, approver="carol", approve=True)).delivered
+    assert (await Courier(current()).decide(two.id, approver="carol", approve=True)).delivered
     assert [p.amount_cents for p in await ledger.payouts.find(ticket_id=two.id)] == [450_000]
 
 

@@ -17,7 +17,7 @@ from support.desks import current
 from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
 from support.processes import ROOT
 
-from long_running_agent.approval.courier import Outcome, decide_and_deliver
+from long_running_agent.delivery.courier import Courier, Outcome
 from long_running_agent.ledger import DAILY_LIMIT, SAME_PURPOSE, Ledger, NeedsApproval, TicketStatus
 from long_running_agent.ledger import Conversation as ConversationKey
 from long_running_agent.ledger.policy.rules import purpose_key
@@ -159,7 +159,7 @@ async def test_an_approved_small_ticket_pays_exactly_once(db_url):
     [asked] = pending_calls(events)
     ticket_id = responses(events, "ask_for_approval")[0]["ticket_id"]
 
-    delivery = await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
+    delivery = await Courier(current()).decide(ticket_id, approver="bob", approve=True)
 
     assert delivery.outcome is Outcome.DELIVERED
     [paid] = responses(delivery.events, "reimburse")

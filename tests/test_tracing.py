@@ -18,7 +18,7 @@ from support.servers import LUNCH, in_process
 from support.traces import finished, recorded, waterfall
 from support.transcripts import updating
 
-from long_running_agent.approval.courier import decide_and_deliver
+from long_running_agent.delivery.courier import Courier
 from long_running_agent.names import APP_NAME
 from long_running_agent.observability.spans import SESSION, TICKET, Watch
 from long_running_agent.observability.tracing import CUT
@@ -34,7 +34,7 @@ async def approved_flow(desk) -> tuple[str, str]:
         events = await chat.say("Please reimburse $250 for the team lunch")
         [_call] = pending_calls(events)
         [pending] = responses(events, "ask_for_approval")
-        delivery = await decide_and_deliver(desk, pending["ticket_id"], approver="bob", approve=True)
+        delivery = await Courier(desk).decide(pending["ticket_id"], approver="bob", approve=True)
         assert delivery.delivered
     return pending["ticket_id"], str(chat.session_id)
 

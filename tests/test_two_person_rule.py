@@ -18,9 +18,9 @@ from support.desks import current
 from support.models import RecordedOfflineModel, ledger_at, runner_with
 from support.tickets import open_ticket_for
 
-from long_running_agent.approval.courier import Outcome, decide_and_deliver, deliver
-from long_running_agent.approval.guard import NOTE_MARK
 from long_running_agent.cli.render import report
+from long_running_agent.delivery.courier import Courier, Outcome
+from long_running_agent.delivery.notes import NOTE_MARK
 from long_running_agent.ledger import (
     AlreadyApprovedByYou,
     AlreadyDecided,
@@ -52,7 +52,7 @@ async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_ur
     assert (await ledger.tickets.get(ticket_id)).approvals_needed == 2
     calls_before = len(model.requests)
 
-    first = await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
+    first = await Courier(current()).decide(ticket_id, approver="bob", approve=True)
 
     assert first.outcome is Outcome.WAITING and first.ticket.status is TicketStatus.PENDING
     assert (first.ticket.approvals_so_far, first.ticket.approvers) == ("1 of 2", ["bob"])
@@ -74,8 +74,8 @@ async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_ur
                                "and waits for another approver; I will pay once approved.")
 
     with pytest.raises(AlreadyApprovedByYou):
-        await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
-    second = await decide_and_deliver(current(), ticket_id, approver="carol", approve=True)
+        await Courier(current()).decide(ticket_id, approver="bob", approve=True)
+    second = await Courier(current()).decide(ticket_id, approver="carol", approve=True)
 
     assert second.delivered and second.ticket.status is TicketStatus.APPROVED
     assert second.ticket.approvers == ["bob", "carol"]
@@ -92,26 +92,26 @@ async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_ur
 
 async def test_a_rejection_by_either_approver_ends_the_ticket(sqlite_url, capsys):
     _runner, _chat, _call, ticket_id = await ask_for_sponsorship(sqlite_url)
-    await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
+    await Courier(current()).decide(ticket_id, approver="bob", approve=True)
 
-    rejected = await decide_and_deliver(current(), ticket_id, approver="carol", approve=False, reason="not budgeted")
+    rejected = await Courier(current()).decide(ticket_id, approver="carol", approve=False, reason="not budgeted")
     assert report(rejected, Transcript(verbose=False)) == 0
     assert f"Ticket {ticket_id} is rejected by carol;" in capsys.readouterr().out
 
     assert rejected.delivered and rejected.ticket.status is TicketStatus.REJECTED
     assert "rejected by carol (not budgeted)" in event_texts(rejected.events)[-1]
     with pytest.raises(AlreadyDecided):
-        await decide_and_deliver(current(), ticket_id, approver="dave", approve=True)
+        await Courier(current()).decide(ticket_id, approver="dave", approve=True)
     assert await ledger_at(sqlite_url).payouts.find(ticket_id=ticket_id) == []
 
 
 async def test_the_requester_is_neither_approver(sqlite_url):
     _runner, _chat, _call, ticket_id = await ask_for_sponsorship(sqlite_url)
     with pytest.raises(NotAllowed):
-        await decide_and_deliver(current(), ticket_id, approver="alice", approve=True)
-    await decide_and_deliver(current(), ticket_id, approver="bob", approve=True)
+        await Courier(current()).decide(ticket_id, approver="alice", approve=True)
+    await Courier(current()).decide(ticket_id, approver="bob", approve=True)
     with pytest.raises(NotAllowed):
-        await decide_and_deliver(current(), ticket_id, approver="Alice", approve=True)
+        await Courier(current()).decide(ticket_id, approver="Alice", approve=True)
     assert (await ledger_at(sqlite_url).tickets.get(ticket_id)).status is TicketStatus.PENDING
 
 
@@ -141,7 +141,7 @@ async def test_two_approvers_racing_on_the_last_approval_decide_it_once(db_url):
 
 
 async def deliver_now(ticket_id: str) -> bool:
-    return (await deliver(current(), ticket_id, actor="test")).delivered
+    return (await Courier(current()).deliver(ticket_id, actor="test")).delivered
 
 
 @pytest.mark.parametrize("approvers, approved", [(("bob", "carol"), True), (("bob", "bob"), False)])

@@ -17,7 +17,7 @@ from support.desks import current
 from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
 from support.processes import request_ticket, run, start
 
-from long_running_agent.approval.courier import decide_and_deliver
+from long_running_agent.delivery.courier import Courier
 from long_running_agent.ledger import AlreadyDecided, Ledger, NotRequester, TicketStatus
 
 TWO = "Reimburse $250 for the team lunch and $480 for the conference ticket"
@@ -54,7 +54,7 @@ async def test_the_requester_withdraws_in_the_chat_and_the_pending_call_is_answe
 
     # An approver cannot decide it any more, and nothing is paid.
     with pytest.raises(AlreadyDecided, match="withdrawn by its requester, alice"):
-        await decide_and_deliver(current(), conference_ticket, approver="bob", approve=True)
+        await Courier(current()).decide(conference_ticket, approver="bob", approve=True)
     assert await ledger.payouts.find(ticket_id=conference_ticket) == []
 
 

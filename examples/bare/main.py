@@ -51,7 +51,7 @@ async def run(runner: Runner) -> str:
 
     print("\n== 5. The app sends the updated FunctionResponse: same id and name, role user ==")
     # Nothing checks this answer: whoever sends it gets the money. The product's guard refuses one
-    # that its ledger did not record (long_running_agent/approval/guard.py).
+    # that its ledger did not record (long_running_agent/delivery/guard.py).
     approval = types.FunctionResponse(id=call.id, name=call.name, response={"status": "approved"})
     print(f"user     | FunctionResponse(id={approval.id}, name={approval.name}, response={approval.response})")
     message = types.Content(role="user", parts=[types.Part(function_response=approval)])

@@ -1,7 +1,7 @@
 """What each approver command does, on the desk it is handed (entry.py builds it; render.py prints).
 
 The commands that deliver load the courier, and ADK with it, when they run: those that only read the ledger
-(inbox, show, evidence, policy, audit) start without them, unless something is due (approval/sweep.py).
+(inbox, show, evidence, policy, audit) start without them, unless something is due (delivery/sweep.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from ..approval.sweep import deliver_due, remind_due
+from ..delivery.sweep import deliver_due, remind_due
 from ..desk import Desk
 from ..ledger.audit import check
 from ..ledger.inputs import name
@@ -88,12 +88,12 @@ async def inbox(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
 
 
 async def decide(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
-    from ..approval.courier import decide_and_deliver
+    from ..delivery.courier import Courier
 
     await catch_up(desk)
-    delivery = await decide_and_deliver(desk, args.ticket, approver=args.approver, approve=args.command == "approve",
-                                        reason=args.reason, amount=getattr(args, "approved_amount", None),
-                                        channel="cli", principal={"os_user": _os_user(), "approver": args.approver})
+    delivery = await Courier(desk).decide(args.ticket, approver=args.approver, approve=args.command == "approve",
+                                          reason=args.reason, amount=getattr(args, "approved_amount", None),
+                                          channel="cli", principal={"os_user": _os_user(), "approver": args.approver})
     status = render.report(delivery, out)
     payouts = await desk.ledger.payouts.find(ticket_id=delivery.ticket.id)
     print(f"Payouts for {delivery.ticket.id}: {len(payouts)}")
@@ -110,18 +110,18 @@ def _os_user() -> str:
 
 
 async def withdraw(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
-    from ..approval.courier import withdraw_and_deliver
+    from ..delivery.courier import Courier
 
     await catch_up(desk)
-    status = render.report(await withdraw_and_deliver(desk, args.ticket, requester=args.user, channel="cli"), out)
+    status = render.report(await Courier(desk).withdraw(args.ticket, requester=args.user, channel="cli"), out)
     send_notifications(desk)
     return status
 
 
 async def deliver_decision(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:
-    from ..approval.courier import deliver
+    from ..delivery.courier import Courier
 
-    return render.report(await deliver(desk, args.ticket, actor="approver CLI"), out)
+    return render.report(await Courier(desk).deliver(args.ticket, actor="approver CLI"), out)
 
 
 async def settle(desk: Desk, args: argparse.Namespace, out: Transcript) -> int:

@@ -18,7 +18,7 @@ from ..refusals import COMMANDS
 from ..transcript import Transcript
 
 if TYPE_CHECKING:
-    from ..approval.courier import Delivery
+    from ..delivery.courier import Delivery
 
 # The actions a refusal's next step names (refusals/), as commands to run.
 CLI = COMMANDS

@@ -19,7 +19,7 @@ from google.genai import types
 
 # By name, not `..`: `adk eval` loads this folder as a top-level package (see __init__.py).
 from long_running_agent.adk_compat import adk_evaluator_turn, replace_evaluator_turn
-from long_running_agent.approval.guard import ApprovalGuard
+from long_running_agent.delivery.guard import ApprovalGuard
 from long_running_agent.ledger.storage.engine import DEFAULT_DATABASE_URL
 from long_running_agent.settings import Settings
 

@@ -49,7 +49,7 @@ class ToolCall:
     call_id: str
     # ADK's invocation id: the requests of one message add up under the two-person rule.
     message_id: str | None = None
-    # Which session store holds the conversation (approval/conversations.py), so a decision reaches it.
+    # Which session store holds the conversation (delivery/conversations.py), so a decision reaches it.
     session_store: str = "app"
     # The decisions this call's run was resumed with, read under the conversation's lock: `reimburse` pays these first.
     resumed_by: tuple[Ticket, ...] = ()

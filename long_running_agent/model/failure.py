@@ -38,7 +38,7 @@ def model_failed(callback_context: CallbackContext, llm_request: LlmRequest, err
     """The agent's on_model_error_callback: a Gemini that cannot be reached or refuses raises ModelUnavailable.
 
     Raised, not answered: a run whose model failed must fail, so a decision being delivered stays
-    undelivered (approval/guard.py) and is delivered again later. Other errors go on as ADK raised them.
+    undelivered (delivery/guard.py) and is delivered again later. Other errors go on as ADK raised them.
     Where `answer` says a run may end well (plain adk, whose surfaces would show a raised failure as a
     traceback or a plain-text 500), the agent answers with the failure's paragraph instead.
     """

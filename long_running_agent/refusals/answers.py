@@ -1,4 +1,4 @@
-"""What the approval guard refuses (approval/guard.py), and a decision that has not reached its conversation."""
+"""What the approval guard refuses (delivery/guard.py), and a decision that has not reached its conversation."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ class ConversationInUse(Refusal):
 
 
 class NotDelivered(Refusal):
-    """The ledger holds the decision; the conversation does not have it yet (approval/courier.py says why)."""
+    """The ledger holds the decision; the conversation does not have it yet (delivery/courier.py says why)."""
 
     # Each outcome's code and next step.
     OUTCOMES: ClassVar[dict[Outcome, tuple[str, str]]] = {

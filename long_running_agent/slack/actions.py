@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 
 class Decided(Protocol):
-    """What a decision's delivery tells a click's work (approval/courier.py's Delivery)."""
+    """What a decision's delivery tells a click's work (delivery/courier.py's Delivery)."""
 
     @property
     def delivered(self) -> bool: ...
@@ -46,7 +46,7 @@ class Decided(Protocol):
     def refusal(self) -> Refusal: ...
 
 
-# What the server hands SlackActions: the courier's `decide_and_deliver` and the outbox's `send_due`
+# What the server hands SlackActions: the courier's `decide` and the outbox's `send_due`
 # (this package sits below both: the outbox's sender renders Slack's messages with it).
 Decide = Callable[..., Awaitable[Decided]]
 Send = Callable[..., Awaitable[object]]
@@ -256,7 +256,7 @@ class SlackActions:
         """The ledger's decision and its delivery, then the message's update; `quiet` (the sweep's): no reply."""
         ledger = self.desk.ledger
         try:
-            delivery = await self.decide(self.desk, ticket_id, **decision, channel="slack")
+            delivery = await self.decide(ticket_id, **decision, channel="slack")
             if not delivery.delivered and delivery.outcome is not Outcome.WAITING and not quiet:
                 # Decided, not delivered (the conversation is gone, say): what stands in the way, and the fix.
                 await self._reply(ticket_id, response_url, delivery.refusal.sentence(SLACK), send=False)

@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..approval.courier import Delivery, decide_and_deliver, deliver
+from ..delivery.courier import Courier, Delivery
 from ..desk import Desk
 from ..ledger import Ledger
 from ..names import Outcome
@@ -27,6 +27,15 @@ async def the_desk(request: Request) -> Desk:
 
 
 TheDesk = Annotated[Desk, Depends(the_desk)]
+
+
+async def the_courier(request: Request) -> Courier:
+    """The server's courier (in the app's state): the one way a decision reaches its conversation."""
+    courier: Courier = request.app.state.courier
+    return courier
+
+
+TheCourier = Annotated[Courier, Depends(the_courier)]
 
 
 async def the_ledger(desk: TheDesk) -> Ledger:
@@ -172,13 +181,14 @@ def principal_of(request: Request, desk: Desk, approver: str) -> dict[str, str]:
     return principal
 
 
-async def record_decision(request: Request, desk: Desk, ticket_id: str, approver: str, approve: bool,
+async def record_decision(request: Request, courier: Courier, ticket_id: str, approver: str, approve: bool,
                           decision: Decision | None, channel: str) -> JSONResponse:
     # The ledger first (one conditional UPDATE wins), then the conversation, resumed with the stored call id and name.
     decision = decision or Decision()
-    delivery = await decide_and_deliver(desk, ticket_id, approver=approver, approve=approve,
-                                        reason=decision.reason, amount=decision.amount, channel=channel,
-                                        principal=principal_of(request, desk, approver), shown=decision.shown)
+    desk = courier.desk
+    delivery = await courier.decide(ticket_id, approver=approver, approve=approve, reason=decision.reason,
+                                    amount=decision.amount, channel=channel,
+                                    principal=principal_of(request, desk, approver), shown=decision.shown)
     body = await delivery_json(desk.ledger, delivery)
     if delivery.delivered or delivery.outcome is Outcome.WAITING:
         return JSONResponse(body)
@@ -186,25 +196,25 @@ async def record_decision(request: Request, desk: Desk, ticket_id: str, approver
 
 
 @approvals.post("/{ticket_id}/approve")
-async def approve(request: Request, ticket_id: str, approver: Approver, desk: TheDesk, channel: Channel,
+async def approve(request: Request, ticket_id: str, approver: Approver, courier: TheCourier, channel: Channel,
                   body: Decision | None = None) -> JSONResponse:
-    return await record_decision(request, desk, ticket_id, approver, True, body, channel)
+    return await record_decision(request, courier, ticket_id, approver, True, body, channel)
 
 
 @approvals.post("/{ticket_id}/reject")
-async def reject(request: Request, ticket_id: str, approver: Approver, desk: TheDesk, channel: Channel,
+async def reject(request: Request, ticket_id: str, approver: Approver, courier: TheCourier, channel: Channel,
                  body: Decision | None = None) -> JSONResponse:
-    return await record_decision(request, desk, ticket_id, approver, False, body, channel)
+    return await record_decision(request, courier, ticket_id, approver, False, body, channel)
 
 
 @approvals.post("/{ticket_id}/deliver")
-async def deliver_decision(ticket_id: str, approver: Approver, desk: TheDesk) -> dict[str, Any]:
+async def deliver_decision(ticket_id: str, approver: Approver, courier: TheCourier) -> dict[str, Any]:
     """Deliver a recorded decision whose delivery failed or whose process died."""
-    await desk.ledger.tickets.get(ticket_id)
-    delivery = await deliver(desk, ticket_id, actor=approver)
+    await courier.desk.ledger.tickets.get(ticket_id)
+    delivery = await courier.deliver(ticket_id, actor=approver)
     if not delivery.delivered:
         raise refusal_error(delivery.refusal)
-    return await delivery_json(desk.ledger, delivery)
+    return await delivery_json(courier.desk.ledger, delivery)
 
 
 @approvals.post("/{ticket_id}/settle")

@@ -31,9 +31,9 @@ from uvicorn.config import LOGGING_CONFIG
 
 from ..adk_compat import no_trace_view
 from ..agent import build_app
-from ..approval.conversations import GuardedSessionService
-from ..approval.courier import decide_and_deliver
-from ..approval.sweep import deliver_due, remind_due
+from ..delivery.conversations import GuardedSessionService
+from ..delivery.courier import Courier
+from ..delivery.sweep import deliver_due, remind_due
 from ..desk import Desk, desk_or_exit
 from ..ledger.storage.engine import create_engine
 from ..names import APP_NAME
@@ -131,6 +131,7 @@ def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> F
             lifespan=lifespan,
         )
     server.state.desk = desk  # what the routes' dependencies hand them (routes.py)
+    server.state.courier = courier = Courier(desk)
     server.state.slack = None
     # This server's own registry: what its desk's steps and its requests did (observability/metrics.py).
     server.state.metrics = metrics = Metrics(desk.watch)
@@ -142,7 +143,7 @@ def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> F
         from ..slack.actions import SlackActions
         from ..slack.interactivity import slack_routes
 
-        server.state.slack = SlackActions(desk, decide=decide_and_deliver, send=send_due)
+        server.state.slack = SlackActions(desk, decide=courier.decide, send=send_due)
         server.include_router(slack_routes)
     install_json_errors(server)
     server.add_middleware(Gate, settings=config, apps=[APP_NAME])

@@ -1,4 +1,4 @@
-"""A test's approval desk: one per test, made by the fixtures, changed by `configure` and `clock`.
+"""A test's desk: one per test, made by the fixtures, changed by `configure` and `clock`.
 
 Each test gets a desk of its own (fixtures.py's `desk`): the offline model, a
 SQLite file in its tmp_path (a copy of ledger_template.py's, once opened), the real clock. `configure(...)` changes a

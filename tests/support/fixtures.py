@@ -1,6 +1,6 @@
 """The fixtures every test module shares, defined once (a pytest plugin that tests/conftest.py loads).
 
-Each test runs on an approval desk made here (support/desks.py), with its
+Each test runs on a desk made here (support/desks.py), with its
 own SQLite file; `configure(...)` changes a setting for one test and `clock`
 moves time without sleeping. `db_url` runs a test twice, on a SQLite file and on a real
 PostgreSQL server (one throwaway server per test process from

@@ -36,7 +36,7 @@ async def open_ticket_for(
     session: str = "s-1", message: str | None = None, session_store: str = "app",
 ) -> Ticket:
     """One pending ticket under the two-person rule's default line ($5,000), as `ask_for_approval` opens it;
-    its conversation kept in `session_store` (approval/conversations.py)."""
+    its conversation kept in `session_store` (delivery/conversations.py)."""
     return await ledger.tickets.open(
         app_name=APP, user_id=user, session_id=session, call_id=f"adk-{uuid.uuid4().hex[:8]}",
         call_name="ask_for_approval", purpose=purpose, amount_cents=amount_cents, ttl=timedelta(days=3),

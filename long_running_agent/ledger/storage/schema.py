@@ -85,7 +85,7 @@ class TicketRow(Base):
     # Reminded once, before it expires; escalated to these approvers then (comma-separated).
     reminded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     escalated_to: Mapped[str | None] = mapped_column(String(300))
-    # Where the conversation lives (approval/conversations.py), so a decision made in any process reaches it.
+    # Where the conversation lives (delivery/conversations.py), so a decision made in any process reaches it.
     session_store: Mapped[str] = mapped_column(String(1000), default="app")
     # Set by the run that delivered the decision, under the conversation's lock (locks.py); the last failed
     # attempt, if any, says why it has not arrived yet.

@@ -15,7 +15,7 @@ from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 
 from ..names import APPROVAL_TOOL
-from .guard import NOTE_MARK
+from .notes import NOTE_MARK
 from .run import ApprovalRun, approval_run
 
 

@@ -23,6 +23,9 @@ from ..refusals.answers import AlreadyDelivered, MessageTooLong, UnstorableMessa
 from ..refusals.rules import NeedsApproval, UnusableUserId
 
 REFUSAL_PREFIX = "Approval response not accepted: "
+# Marks the agent's notes (refusals, news, progress): people see them, the model is not shown
+# them again (turn_order.py leaves them out of its requests).
+NOTE_MARK = "approval_guard_note"
 
 # The actions a next step names, as people in a chat can take them: the CLI's, or the inbox page.
 CHAT = replace(

@@ -30,9 +30,10 @@ async def deliver_due(desk: Desk, *, actor: str, grace: timedelta = timedelta(se
         ticket.status is TicketStatus.EXPIRED or not ticket.decided_at or ticket.decided_at <= cutoff)]
     if not owed:
         return []
-    from .courier import deliver
+    from .courier import Courier
 
-    return [await deliver(desk, ticket.id, actor=actor, wait=timedelta(seconds=1)) for ticket in owed]
+    courier = Courier(desk)
+    return [await courier.deliver(ticket.id, actor=actor, wait=timedelta(seconds=1)) for ticket in owed]
 
 
 async def remind_due(desk: Desk) -> list[Ticket]:
@@ -46,10 +47,11 @@ async def remind_due(desk: Desk) -> list[Ticket]:
     reminded = await desk.ledger.tickets.remind_due(config.remind_before, config.escalate_to)
     if not reminded:
         return []
-    from .courier import tell_progress
+    from .courier import Courier
 
+    courier = Courier(desk)
     for ticket in reminded:
         escalated = f" It was escalated to {ticket.escalated_to.replace(',', ', ')}." if ticket.escalated_to else ""
-        await tell_progress(desk, ticket, f"Ticket {ticket.id} still waits for an approver; the approvers were "
+        await courier.tell(ticket, f"Ticket {ticket.id} still waits for an approver; the approvers were "
                                     f"reminded that it expires at {ticket.expires_at:%Y-%m-%d %H:%M} UTC.{escalated}")
     return reminded

@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from google.adk.agents.invocation_context import InvocationContext
 from google.adk.cli.utils.local_storage import PerAgentDatabaseSessionService
 from google.adk.sessions import BaseSessionService, DatabaseSessionService, InMemorySessionService
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ..adk_compat import per_agent_store, sqlite_file
+from ..adk_compat import STORED_SESSION_VERSION, in_memory_version, per_agent_store, sqlite_file
 from ..ledger import Conversation, Ledger
 from ..ledger.storage.locks import new_holder
 from ..names import APP_STORE, store_in_words
@@ -115,3 +117,45 @@ def open_store(desk: Desk, locator: str) -> BaseSessionService:
             "no other process can reach it",
         )
     raise Unreachable(store_in_words(locator), "this process does not know that kind of session store")
+
+
+def conversation_of(context: InvocationContext) -> Conversation:
+    return Conversation(context.session.app_name, context.session.user_id, context.session.id)
+
+
+SessionVersionRead = Callable[[AsyncConnection], Awaitable[float | None]]
+
+
+def session_version(context: InvocationContext, ledger: Ledger) -> SessionVersionRead | None:
+    """A read of the stored session's version, for the transaction that takes the lock; None: always reload.
+
+    It is what ADK's stale-session check compares: `update_time` in the ledger's database, `last_update_time` in memory.
+    """
+    service, session = context.session_service, context.session
+    if isinstance(service, InMemorySessionService):
+        async def in_memory(_db: AsyncConnection) -> float | None:
+            return in_memory_version(service, session.app_name, session.user_id, session.id)
+
+        return in_memory
+    if (not isinstance(service, DatabaseSessionService) or service.db_engine is not ledger.engine
+            or STORED_SESSION_VERSION is None):
+        return None
+    query = STORED_SESSION_VERSION
+
+    async def read(db: AsyncConnection) -> float | None:
+        stored = await db.scalar(query, {"app_name": session.app_name, "user_id": session.user_id,
+                                         "session_id": session.id})
+        if stored is None:
+            return None
+        return (stored if stored.tzinfo else stored.replace(tzinfo=UTC)).timestamp()
+
+    return read
+
+
+async def refresh(context: InvocationContext) -> None:
+    """Load the conversation again: ADK loaded it before the lock, and appending to a stale copy fails."""
+    fresh = await context.session_service.get_session(
+        app_name=context.session.app_name, user_id=context.session.user_id, session_id=context.session.id
+    )
+    if fresh is not None:
+        context.session = fresh

@@ -8,43 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from google.adk.agents.invocation_context import InvocationContext
-from google.adk.plugins.base_plugin import BasePlugin
 
 from ..adk_compat import run_metadata
 from ..ledger import Conversation, Ledger, Ticket, ToolCall
 from ..ledger.storage.locks import HeldLock
 from ..settings import Settings
 from .conversations import locate
+from .courier import Courier
+from .holding import Holding
 
 if TYPE_CHECKING:
     from ..desk import Desk
 
 # Where a run keeps its ApprovalRun in ADK's per-invocation metadata.
 RUN_KEY = "approval_run"
-
-
-@dataclass(frozen=True)
-class Holding:
-    """A conversation already held for a delivery run, which takes no lock of its own.
-
-    `lock`: the courier's, if it holds it; its release records the run's deliveries. `tickets`: the open ones read
-    under the hold, by call id; `unpaid`: those decided in the transaction that took it.
-    """
-
-    conversation: Conversation
-    lock: HeldLock | None = None
-    tickets: Mapping[str, Ticket] = field(default_factory=dict)
-    unpaid: frozenset[str] = frozenset()
-
-
-@runtime_checkable
-class HoldsConversations(Protocol):
-    """A plugin that runs inside a hold when told to: the approval guard (`ApprovalGuard.holding_for`)."""
-
-    def holding_for(self, holding: Holding) -> BasePlugin: ...
 
 
 @dataclass
@@ -66,6 +46,10 @@ class ApprovalRun:
     unpaid: set[str] = field(default_factory=set)
     # What the agent says instead of running (a refusal, or the news of a ticket).
     note: str | None = None
+
+    @property
+    def courier(self) -> Courier:
+        return Courier(self.desk)
 
     @property
     def settings(self) -> Settings:
@@ -103,7 +87,7 @@ def approval_run(context: Any) -> ApprovalRun:
     """The run `context` belongs to; a RuntimeError in an app without the approval guard."""
     run = found_run(context)
     if run is None:
-        raise RuntimeError("This agent runs only with its approval guard, which hands the tools the approval desk: "
+        raise RuntimeError("This agent runs only with its approval guard, which hands the tools the desk: "
                            "run the app agent.py's build_app(desk) builds, not the bare agent.")
     return run
 

@@ -23,7 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..error_text import without_sql
-from ..ledger import Conversation, DatabaseFileGone, LedgerError, Ticket, TicketStatus
+from ..ledger import DatabaseFileGone, LedgerError, Ticket, TicketStatus
 from ..ledger.audit.evidence import Via
 from ..ledger.inputs import InputError
 from ..names import APPROVAL_TOOL, ERROR, REIMBURSE_TOOL, PayoutStatus
@@ -39,26 +39,31 @@ from ..refusals.answers import (
 )
 from ..refusals.rules import LedgerUnusable
 from ..refusals.startup import SchemaError
+from .conversations import conversation_of, refresh, session_version
+from .courier import GUARD, Courier
 from .decisions import claimed_status, disagreement, holds_call, stored_call
-from .holding import deliver_owed, refresh, session_version
-from .notes import CHAT, already_delivered, asks, news, record_of, refused_answer, tool_error, unacceptable
-from .run import ApprovalRun, Holding, finish_run, found_run, start_run
+from .holding import Holding
+from .notes import (
+    CHAT,
+    NOTE_MARK,
+    already_delivered,
+    asks,
+    news,
+    record_of,
+    refused_answer,
+    tool_error,
+    unacceptable,
+)
+from .run import ApprovalRun, finish_run, found_run, start_run
 
 if TYPE_CHECKING:
     from ..desk import Desk
 
 logger = logging.getLogger(__name__)
 
-# Marks the agent's refusal notes: people see them, the model is not shown
-# them again (turn_order.py leaves them out of its requests).
-NOTE_MARK = "approval_guard_note"
 PAID = {PayoutStatus.PAID.value, PayoutStatus.ALREADY_PAID.value}
 # What the ledger's database raises when it cannot be used at all: down, gone, or at another schema.
 UNUSABLE = (SQLAlchemyError, OSError, DatabaseFileGone, SchemaError)
-
-
-def conversation_of(context: InvocationContext) -> Conversation:
-    return Conversation(context.session.app_name, context.session.user_id, context.session.id)
 
 
 def unusable_note(error: BaseException) -> str:
@@ -76,8 +81,9 @@ class ApprovalGuard(BasePlugin):
     """Lets an approval resume the agent only when it agrees with the ledger, and only once."""
 
     def __init__(self, desk: Desk, holding: Holding | None = None) -> None:
-        super().__init__(name="approval_guard")
+        super().__init__(name=GUARD)
         self.desk = desk
+        self.courier = Courier(desk)  # what this conversation is owed goes through it before its next message
         self.holding = holding
 
     def holding_for(self, holding: Holding) -> ApprovalGuard:
@@ -125,7 +131,7 @@ class ApprovalGuard(BasePlugin):
             run.note, kept = problem
             return kept
         if not responses:
-            await deliver_owed(context, run, run.known.values())
+            await self.courier.owed(context, run.conversation, run.known, run.known.values())
             return None
         try:
             questions = [await self._checked(context, run, response) for response in responses]
@@ -182,7 +188,7 @@ class ApprovalGuard(BasePlugin):
         if asks(response):
             if ticket.status is not TicketStatus.PENDING and not (ticket.delivered_at or ticket.settled_at):
                 # Decided, not delivered yet: the app delivers the ledger's record first, then answers.
-                await deliver_owed(context, run, [ticket])
+                await self.courier.owed(context, run.conversation, run.known, [ticket])
                 ticket = await ledger.tickets.get(ticket.id)
             return await news(ledger, ticket)
         if ticket.status is TicketStatus.PENDING:
@@ -281,8 +287,7 @@ class ApprovalGuard(BasePlugin):
             if lock is not None:
                 lock.deliveries.extend(run.delivering)
             else:
-                for ticket_id in run.delivering:
-                    await run.ledger.deliveries.mark_delivered(ticket_id, actor="approval_guard")
+                await self.courier.arrived(run.delivering, actor=GUARD)
         finally:
             await self._release(run)
 
@@ -292,10 +297,7 @@ class ApprovalGuard(BasePlugin):
             return
         try:
             for ticket_id in run.delivering:
-                await run.ledger.deliveries.mark_undelivered(
-                    ticket_id, actor="approval_guard", error=f"the run failed: {type(error).__name__}: {error}")
-        except Exception:
-            logger.warning("Could not record the failed delivery of %s", run.delivering, exc_info=True)
+                await self.courier.failed(ticket_id, GUARD, f"the run failed: {type(error).__name__}: {error}")
         finally:
             await self._release(run)
 
