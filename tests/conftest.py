@@ -2,10 +2,11 @@
 
 Every variable the app reads (tests/support/environment.py, from the settings
 class) is cleared here, before any test or fixture reads a setting. The
-fixtures every module shares live in tests/support/fixtures.py, the guard
-that keeps `make test-fast` fast in tests/support/markers.py, and what keeps a
-test process's garbage collections cheap in tests/support/heap.py; all three
-load from here as plugins.
+fixtures every module shares live in tests/support/fixtures.py, those of the
+Slack tests in tests/support/slack_approvals.py, the guard that keeps
+`make test-fast` fast in tests/support/markers.py, and what keeps a test
+process's garbage collections cheap in tests/support/heap.py; all four load
+from here as plugins.
 """
 
 from __future__ import annotations
@@ -22,4 +23,4 @@ from support.environment import clear_app_variables  # noqa: E402  (imports the 
 clear_app_variables()
 
 # Loaded after the line above: the fixtures read the settings of a cleared environment.
-pytest_plugins = ["support.fixtures", "support.markers", "support.heap", "pytester"]
+pytest_plugins = ["support.fixtures", "support.slack_approvals", "support.markers", "support.heap", "pytester"]

@@ -29,7 +29,6 @@ from google.adk.sessions import DatabaseSessionService, InMemorySessionService
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from support.desks import current
 from support.models import ScriptedModel
 from support.processes import ROOT
 from support.servers import span_processors, take_off
@@ -243,7 +242,7 @@ async def test_adk_refuses_a_message_that_cannot_resume_in_the_words_the_server_
 
 
 @pytest.mark.parametrize("production", [False, True], ids=["dev UI", "production"])
-async def test_only_a_server_with_the_dev_ui_keeps_spans_for_adks_trace_view(configure, monkeypatch, production):
+async def test_only_a_server_with_the_dev_ui_keeps_spans_for_adks_trace_view(desk, configure, monkeypatch, production):
     """ADK 2.8 and 2.9 keep them without the dev UI too, in every span until the server runs out of memory."""
     configure(production=production, trusted_user_header="X-Forwarded-User" if production else None)
     added, add = [], TracerProvider.add_span_processor
@@ -254,7 +253,7 @@ async def test_only_a_server_with_the_dev_ui_keeps_spans_for_adks_trace_view(con
 
     monkeypatch.setattr(TracerProvider, "add_span_processor", adding)
     before = span_processors()
-    create_server(current())
+    create_server(desk)
     take_off([p for p in span_processors() if p not in before])
     kept = [p for p in added if adk_compat.feeds_trace_view(p)]
     if production:

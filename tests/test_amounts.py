@@ -18,7 +18,7 @@ import pytest
 from support import cli
 from support.conversation import Conversation, calls, event_texts, responses
 from support.http import as_approver, request_over_run
-from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
+from support.models import ScriptedModel, call_part, make_runner, runner_with, text_part
 from support.processes import run
 
 from long_running_agent.ledger import inputs
@@ -82,13 +82,13 @@ def test_the_amount_rule_takes_exact_dollars_up_to_the_maximum(raw, dollars):
     (f"Reimburse -${TWENTY_NINE_NINES} for a yacht", "more than zero"),
     ("Reimburse $\u0661\u0660\u0660\u0660\u0660 for a yacht", "cannot read"),
 ])
-async def test_the_offline_model_answers_a_huge_amount_and_opens_nothing(sqlite_url, message, says):
-    chat = await Conversation(make_runner(sqlite_url)).start()
+async def test_the_offline_model_answers_a_huge_amount_and_opens_nothing(desk, sqlite_url, message, says):
+    chat = await Conversation(make_runner(desk, sqlite_url)).start()
 
     events = await chat.say(message)
 
     assert says in event_texts(events)[-1]
-    assert await ledger_at(sqlite_url).tickets.with_status() == [] and await ledger_at(sqlite_url).payouts.find() == []
+    assert await desk.ledger.tickets.with_status() == [] and await desk.ledger.payouts.find() == []
     assert responses(await chat.say("Reimburse $20 for a coffee"), "reimburse")[0]["status"] == "paid"
 
 
@@ -96,16 +96,16 @@ async def test_the_offline_model_answers_a_huge_amount_and_opens_nothing(sqlite_
 @pytest.mark.parametrize("amount", [
     1e308, -1e308, 1e40, float(TWENTY_NINE_NINES), 10**40, TWENTY_NINE_NINES, "-$-5", "--5", "NaN",
 ], ids=short)
-async def test_a_tool_given_a_huge_or_malformed_amount_answers_an_error(sqlite_url, tool, amount):
+async def test_a_tool_given_a_huge_or_malformed_amount_answers_an_error(desk, sqlite_url, tool, amount):
     """What Gemini could send: the declaration says float, and nothing holds a model to it."""
     model = ScriptedModel(script=[call_part(tool, purpose="yacht", amount=amount), text_part("Could not.")])
-    chat = await Conversation(runner_with(model, sqlite_url)).start()
+    chat = await Conversation(runner_with(desk, model, sqlite_url)).start()
 
     events = await chat.say("Reimburse a yacht")
 
     [answer] = responses(events, tool)
     assert answer["status"] == "error" and len(calls(events, tool)) == 1
-    assert await ledger_at(sqlite_url).tickets.with_status() == [] and await ledger_at(sqlite_url).payouts.find() == []
+    assert await desk.ledger.tickets.with_status() == [] and await desk.ledger.payouts.find() == []
 
 
 # --- the CLI --------------------------------------------------------------------------

@@ -14,19 +14,18 @@ from datetime import timedelta
 import pytest
 from support import cli
 from support.conversation import event_texts, pending_request, request_large, responses
-from support.desks import current
-from support.models import ScriptedModel, call_part, ledger_at, text_part
+from support.models import ScriptedModel, call_part, text_part
 
 from long_running_agent.delivery.courier import Courier
 from long_running_agent.ledger import AlreadyDecided, Ledger
 from long_running_agent.ledger.inputs import InputError
 
 
-async def test_the_approved_amount_is_paid_and_the_requester_is_told_why(db_url):
-    _runner, _chat, _events, _call, pending = await request_large(db_url)
-    ledger = ledger_at(db_url)
+async def test_the_approved_amount_is_paid_and_the_requester_is_told_why(desk, db_url):
+    _runner, _chat, _events, _call, pending = await request_large(desk, db_url)
+    ledger = desk.ledger
 
-    delivery = await Courier(current()).decide(pending["ticket_id"], approver="bob", approve=True,
+    delivery = await Courier(desk).decide(pending["ticket_id"], approver="bob", approve=True,
                                         amount="200", reason="over the per diem")
 
     [paid] = responses(delivery.events, "reimburse")
@@ -42,32 +41,32 @@ async def test_the_approved_amount_is_paid_and_the_requester_is_told_why(db_url)
 
 
 @pytest.mark.parametrize("asked_for", [250.0, 200.0])
-async def test_reimburse_pays_the_approved_amount_whatever_the_model_asks(sqlite_url, asked_for):
+async def test_reimburse_pays_the_approved_amount_whatever_the_model_asks(desk, sqlite_url, asked_for):
     model = ScriptedModel(script=[
         call_part("ask_for_approval", purpose="team lunch", amount=250.0), text_part("Waiting."),
         call_part("reimburse", purpose="team lunch", amount=asked_for), text_part("Paid."),
     ])
-    chat, _call, ticket_id = await pending_request(sqlite_url, model)
-    delivery = await Courier(current()).decide(ticket_id, approver="bob", approve=True, amount=200, reason="cap",
+    chat, _call, ticket_id = await pending_request(desk, sqlite_url, model)
+    delivery = await Courier(desk).decide(ticket_id, approver="bob", approve=True, amount=200, reason="cap",
                                         app=chat.runner.app)
 
     [paid] = responses(delivery.events, "reimburse")
     assert (paid["status"], paid["amount"]) == ("paid", 200.0)
-    assert [p.amount_cents for p in await ledger_at(sqlite_url).payouts.find(ticket_id=ticket_id)] == [20_000]
+    assert [p.amount_cents for p in await desk.ledger.payouts.find(ticket_id=ticket_id)] == [20_000]
 
 
-async def test_a_model_asking_more_than_was_asked_or_approved_is_refused(sqlite_url):
+async def test_a_model_asking_more_than_was_asked_or_approved_is_refused(desk, sqlite_url):
     model = ScriptedModel(script=[
         call_part("ask_for_approval", purpose="team lunch", amount=250.0), text_part("Waiting."),
         call_part("reimburse", purpose="team lunch", amount=9_999.0), text_part("Could not pay."),
     ])
-    chat, _call, ticket_id = await pending_request(sqlite_url, model)
-    delivery = await Courier(current()).decide(ticket_id, approver="bob", approve=True, amount=200, reason="cap",
+    chat, _call, ticket_id = await pending_request(desk, sqlite_url, model)
+    delivery = await Courier(desk).decide(ticket_id, approver="bob", approve=True, amount=200, reason="cap",
                                         app=chat.runner.app)
 
     [refused] = responses(delivery.events, "reimburse")
     assert refused["status"] == "error" and "No approved ticket for $9,999.00" in refused["error"]
-    assert await ledger_at(sqlite_url).payouts.find(ticket_id=ticket_id) == []
+    assert await desk.ledger.payouts.find(ticket_id=ticket_id) == []
 
 
 @pytest.mark.parametrize("amount, message", [
@@ -82,8 +81,8 @@ async def test_a_model_asking_more_than_was_asked_or_approved_is_refused(sqlite_
     (199.999, "fractions of a cent"),
     (float("nan"), "finite"),
 ])
-async def test_a_bad_amount_is_refused_and_decides_nothing(sqlite_url, amount, message):
-    ledger = ledger_at(sqlite_url)
+async def test_a_bad_amount_is_refused_and_decides_nothing(desk, sqlite_url, amount, message):
+    ledger = desk.ledger
     ticket = await ledger.tickets.open(app_name="a", user_id="alice", session_id="s", call_id="c",
                                       call_name="ask_for_approval", purpose="team lunch", amount_cents=25_000,
                                       ttl=timedelta(hours=1))
@@ -93,9 +92,9 @@ async def test_a_bad_amount_is_refused_and_decides_nothing(sqlite_url, amount, m
     assert (await ledger.tickets.get(ticket.id)).status == "pending"
 
 
-async def test_less_than_asked_needs_a_reason_and_a_rejection_takes_no_amount(sqlite_url):
-    _chat, _call, ticket_id = await pending_request(sqlite_url)
-    ledger = ledger_at(sqlite_url)
+async def test_less_than_asked_needs_a_reason_and_a_rejection_takes_no_amount(desk, sqlite_url):
+    _chat, _call, ticket_id = await pending_request(desk, sqlite_url)
+    ledger = desk.ledger
     with pytest.raises(InputError, match="Approving less than was asked needs a reason"):
         await ledger.tickets.decide(ticket_id, approver="bob", approve=True, amount=200)
     with pytest.raises(InputError, match="a rejection pays nothing"):
@@ -105,8 +104,8 @@ async def test_less_than_asked_needs_a_reason_and_a_rejection_takes_no_amount(sq
     assert ticket.approved_cents is None and not ticket.changed
 
 
-async def test_two_approvers_changing_the_amount_at_once_end_with_one_decision(db_url):
-    _chat, _call, ticket_id = await pending_request(db_url)
+async def test_two_approvers_changing_the_amount_at_once_end_with_one_decision(desk, db_url):
+    _chat, _call, ticket_id = await pending_request(desk, db_url)
     ledgers = [Ledger(db_url) for _ in range(2)]  # two connections, as two servers have
     try:
         results = await asyncio.gather(
@@ -120,9 +119,9 @@ async def test_two_approvers_changing_the_amount_at_once_end_with_one_decision(d
     [won] = [r for r in results if not isinstance(r, BaseException)]
     [lost] = [r for r in results if isinstance(r, BaseException)]
     assert isinstance(lost, AlreadyDecided)
-    stored = await ledger_at(db_url).tickets.get(ticket_id)
+    stored = await desk.ledger.tickets.get(ticket_id)
     assert (stored.decided_by, stored.approved_cents) == (won.decided_by, won.approved_cents)
-    assert [e.action for e in await ledger_at(db_url).tickets.audit(ticket_id)].count("approved") == 1
+    assert [e.action for e in await desk.ledger.tickets.audit(ticket_id)].count("approved") == 1
 
 
 def test_the_cli_approves_less_with_a_reason_and_says_so(sqlite_url):
@@ -143,9 +142,9 @@ def test_the_cli_approves_less_with_a_reason_and_says_so(sqlite_url):
     assert '"approved_amount": 200.0' in shown and "Paid: P-" in shown and "$200.00 at" in shown
 
 
-async def test_a_pending_call_answered_by_a_lower_approval_keeps_its_id_and_name(sqlite_url):
-    runner, chat, _events, pending_call, pending = await request_large(sqlite_url)
-    await Courier(current()).decide(pending["ticket_id"], approver="bob", approve=True, amount=99.5,
+async def test_a_pending_call_answered_by_a_lower_approval_keeps_its_id_and_name(desk, sqlite_url):
+    runner, chat, _events, pending_call, pending = await request_large(desk, sqlite_url)
+    await Courier(desk).decide(pending["ticket_id"], approver="bob", approve=True, amount=99.5,
                              reason="only the food")
 
     session = await runner.session_service.get_session(app_name=runner.app_name, user_id="alice",

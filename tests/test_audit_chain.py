@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text
 from support import cli, sources
-from support.models import ledger_at
 from support.releases import load_release_0_1
 from support.tickets import open_ticket_for, pay_and_mark_delivered
 
@@ -48,8 +47,8 @@ async def _sql(ledger: Ledger, *statements: str, **values: Any) -> None:
             await db.execute(text(statement), values)
 
 
-async def test_a_ledger_written_by_the_app_verifies(db_url):
-    ledger = ledger_at(db_url)
+async def test_a_ledger_written_by_the_app_verifies(desk, db_url):
+    ledger = desk.ledger
     ticket_id, rows = await _trail(ledger)
     other = await open_ticket_for(ledger, 30_000, session="s-2")
 
@@ -63,8 +62,8 @@ async def test_a_ledger_written_by_the_app_verifies(db_url):
 
 
 @pytest.mark.parametrize("batch", [1, 2, 3, 5])
-async def test_every_chain_is_read_whatever_the_batch_size(db_url, batch):
-    ledger = ledger_at(db_url)
+async def test_every_chain_is_read_whatever_the_batch_size(desk, db_url, batch):
+    ledger = desk.ledger
     tickets = [await open_ticket_for(ledger, 30_000, session=f"s-{n}") for n in range(5)]
     last = max(tickets, key=lambda ticket: ticket.id)  # read in the last batch, after every other
     [row] = await _row_ids(ledger, last.id)
@@ -76,8 +75,8 @@ async def test_every_chain_is_read_whatever_the_batch_size(db_url, batch):
     assert [b.ticket_id for b in verdict.breaks] == [last.id]
 
 
-async def test_an_edited_detail_is_named_by_its_row(db_url):
-    ledger = ledger_at(db_url)
+async def test_an_edited_detail_is_named_by_its_row(desk, db_url):
+    ledger = desk.ledger
     ticket_id, rows = await _trail(ledger)
     await _sql(ledger, "UPDATE approval_audit SET detail = 'approved by the CFO' WHERE id = :row", row=rows[1])
 
@@ -88,8 +87,8 @@ async def test_an_edited_detail_is_named_by_its_row(db_url):
         ticket_id, rows[1], 2)
 
 
-async def test_a_deleted_middle_row_is_named_by_the_row_after_it(db_url):
-    ledger = ledger_at(db_url)
+async def test_a_deleted_middle_row_is_named_by_the_row_after_it(desk, db_url):
+    ledger = desk.ledger
     ticket_id, rows = await _trail(ledger)
     await _sql(ledger, "DELETE FROM approval_audit WHERE id = :row", row=rows[1])
 
@@ -99,8 +98,8 @@ async def test_a_deleted_middle_row_is_named_by_the_row_after_it(db_url):
     assert "seq 2 is missing" in broken.what
 
 
-async def test_a_middle_row_deleted_and_the_rest_renumbered_is_found(db_url):
-    ledger = ledger_at(db_url)
+async def test_a_middle_row_deleted_and_the_rest_renumbered_is_found(desk, db_url):
+    ledger = desk.ledger
     ticket_id, rows = await _trail(ledger)
     await _sql(ledger, "DELETE FROM approval_audit WHERE id = :row",
                "UPDATE approval_audit SET seq = seq - 1 WHERE ticket_id = :t AND seq > 2",
@@ -111,8 +110,8 @@ async def test_a_middle_row_deleted_and_the_rest_renumbered_is_found(db_url):
     assert (broken.row_id, broken.seq) == (rows[2], 2)
 
 
-async def test_a_deleted_last_row_is_found_by_the_head_its_ticket_keeps(db_url):
-    ledger = ledger_at(db_url)
+async def test_a_deleted_last_row_is_found_by_the_head_its_ticket_keeps(desk, db_url):
+    ledger = desk.ledger
     ticket_id, rows = await _trail(ledger)
     await _sql(ledger, "DELETE FROM approval_audit WHERE id = :row", row=rows[-1])
 
@@ -122,8 +121,8 @@ async def test_a_deleted_last_row_is_found_by_the_head_its_ticket_keeps(db_url):
     assert f"head says {len(rows)} row" in broken.what
 
 
-async def test_two_rows_with_their_contents_swapped_are_found(db_url):
-    ledger = ledger_at(db_url)
+async def test_two_rows_with_their_contents_swapped_are_found(desk, db_url):
+    ledger = desk.ledger
     ticket_id, rows = await _trail(ledger)
     _, second, third, *_ = await _rows(ledger, ticket_id)
     for row, other in ((second, third), (third, second)):
@@ -144,8 +143,8 @@ async def test_two_rows_with_their_contents_swapped_are_found(db_url):
       "UPDATE approval_audit SET id = :second WHERE id = :third",
       "UPDATE approval_audit SET id = :third WHERE id = 1000000"), (1, 3)),
 ], ids=["moved in the chain", "reordered by id"])
-async def test_two_rows_that_trade_places_are_found(db_url, swap, found):
-    ledger = ledger_at(db_url)
+async def test_two_rows_that_trade_places_are_found(desk, db_url, swap, found):
+    ledger = desk.ledger
     ticket_id, rows = await _trail(ledger)
     await _sql(ledger, *swap, second=rows[1], third=rows[2])
 
@@ -155,8 +154,8 @@ async def test_two_rows_that_trade_places_are_found(db_url, swap, found):
     assert (broken.row_id, broken.seq) == (rows[row], seq)
 
 
-async def test_rows_whose_ticket_was_deleted_are_found(db_url):
-    ledger = ledger_at(db_url)
+async def test_rows_whose_ticket_was_deleted_are_found(desk, db_url):
+    ledger = desk.ledger
     ticket_id, rows = await _trail(ledger)
     await _sql(ledger, "DELETE FROM approval_payouts WHERE ticket_id = :t",
                "DELETE FROM approval_tickets WHERE id = :t", t=ticket_id)
@@ -183,8 +182,8 @@ async def _rewrite_consistently(ledger: Ledger, ticket_id: str, row_id: int, det
     await _sql(ledger, "UPDATE approval_tickets SET audit_head = :h WHERE id = :t", h=previous, t=ticket_id)
 
 
-async def test_a_consistent_rewrite_passes_the_chain_but_not_a_head_anchored_before_it(db_url):
-    ledger = ledger_at(db_url)
+async def test_a_consistent_rewrite_passes_the_chain_but_not_a_head_anchored_before_it(desk, db_url):
+    ledger = desk.ledger
     ticket_id, rows = await _trail(ledger)
     anchored = await heads(ledger.database)
     await _rewrite_consistently(ledger, ticket_id, rows[1], "nothing happened here")
@@ -194,8 +193,8 @@ async def test_a_consistent_rewrite_passes_the_chain_but_not_a_head_anchored_bef
     assert (broken.ticket_id, broken.row_id, broken.seq) == (ticket_id, rows[-1], len(rows))
 
 
-async def test_an_anchored_ticket_deleted_with_all_its_rows_is_found(db_url):
-    ledger = ledger_at(db_url)
+async def test_an_anchored_ticket_deleted_with_all_its_rows_is_found(desk, db_url):
+    ledger = desk.ledger
     ticket_id, _ids = await _trail(ledger)
     anchored = await heads(ledger.database)
     await _sql(ledger, "DELETE FROM approval_audit WHERE ticket_id = :t",
@@ -207,8 +206,8 @@ async def test_an_anchored_ticket_deleted_with_all_its_rows_is_found(db_url):
     assert broken.ticket_id == ticket_id and "not in the ledger" in broken.what
 
 
-async def test_a_chain_that_grew_after_its_anchor_still_holds_against_it(db_url):
-    ledger = ledger_at(db_url)
+async def test_a_chain_that_grew_after_its_anchor_still_holds_against_it(desk, db_url):
+    ledger = desk.ledger
     ticket = await open_ticket_for(ledger, 25_000)
     anchored = await heads(ledger.database)
     await ledger.tickets.decide(ticket.id, approver="bob", approve=True)
@@ -218,8 +217,8 @@ async def test_a_chain_that_grew_after_its_anchor_still_holds_against_it(db_url)
     assert verdict.holds and anchored == [Head(ticket.id, 1, anchored[0].hash)]
 
 
-async def test_writers_on_one_ticket_from_two_engines_never_fork_its_chain(db_url):
-    first = ledger_at(db_url)
+async def test_writers_on_one_ticket_from_two_engines_never_fork_its_chain(desk, db_url):
+    first = desk.ledger
     ticket = await open_ticket_for(first, 25_000)
     second = Ledger(db_url)  # its own engine and connections, as another replica has
     try:
@@ -237,9 +236,9 @@ async def test_writers_on_one_ticket_from_two_engines_never_fork_its_chain(db_ur
     assert (await verify(first.database)).holds
 
 
-async def test_an_upgraded_release_0_1_ledger_verifies(db_url):
+async def test_an_upgraded_release_0_1_ledger_verifies(desk, db_url):
     await asyncio.to_thread(load_release_0_1, db_url)
-    ledger = ledger_at(db_url)
+    ledger = desk.ledger
     await ledger.prepare()
 
     verdict = await verify(ledger.database)
@@ -255,7 +254,7 @@ def test_a_new_database_gets_the_audit_head_trigger_migration_0010_makes():
     assert migrate._POSTGRESQL_AUDIT_HEAD == (migration.POSTGRESQL_FUNCTION, migration.POSTGRESQL_TRIGGER)
 
 
-async def test_the_cli_exits_0_on_a_real_flow_and_1_naming_the_row_once_one_is_edited(db_url, tmp_path):
+async def test_the_cli_exits_0_on_a_real_flow_and_1_naming_the_row_once_one_is_edited(desk, db_url, tmp_path):
     def expenses(*args: str) -> Any:  # the CLI's main(argv), in a thread of its own: it runs its own event loop
         return asyncio.to_thread(cli.expenses, *args, url=db_url)
 
@@ -270,8 +269,8 @@ async def test_the_cli_exits_0_on_a_real_flow_and_1_naming_the_row_once_one_is_e
     assert verified.returncode == 0, verified.stderr
     assert re.search(rf"^{ticket_id} (\d+) [0-9a-f]{{64}}$", head.stdout, re.M)
     assert (await expenses("audit", "verify", "--anchor", str(anchor))).returncode == 0
-    [edited, *_] = await _row_ids(ledger_at(db_url), ticket_id)
-    await _sql(ledger_at(db_url), "UPDATE approval_audit SET actor = 'mallory' WHERE id = :row", row=edited)
+    [edited, *_] = await _row_ids(desk.ledger, ticket_id)
+    await _sql(desk.ledger, "UPDATE approval_audit SET actor = 'mallory' WHERE id = :row", row=edited)
     broken = await expenses("audit", "verify", "--anchor", str(anchor))
     assert broken.returncode == 1
     assert f"ticket {ticket_id}, row {edited} (seq 1)" in broken.stderr

@@ -15,7 +15,6 @@ from typing import Any, NamedTuple
 import pytest
 from sqlalchemy import select, text
 from support import cli
-from support.models import ledger_at
 from support.tickets import open_ticket_for
 
 from long_running_agent.ledger import Conversation, Ledger
@@ -34,8 +33,7 @@ class Paid(NamedTuple):
     small_payout: str
 
 
-async def _paid(db_url: str) -> Paid:
-    ledger = ledger_at(db_url)
+async def _paid(ledger: Ledger) -> Paid:
     ticket = await open_ticket_for(ledger, 25_000, purpose="team lunch")
     approved = await ledger.tickets.decide(ticket.id, approver="bob", approve=True)
     payout, _ = await ledger.payouts.pay_approved(conversation=approved.conversation, call_id="pay-1",
@@ -63,9 +61,9 @@ async def _named(ledger: Ledger, table: str) -> list[Break]:
 
 
 @pytest.mark.parametrize("approved", [True, False], ids=["approved", "without_approval"])
-async def test_a_payout_whose_amount_differs_from_its_paid_row_is_named(db_url, approved):
+async def test_a_payout_whose_amount_differs_from_its_paid_row_is_named(desk, db_url, approved):
     """A payout without approval has a chain of its own, keyed by the payout."""
-    found = await _paid(db_url)
+    found = await _paid(desk.ledger)
     payout, chain, paid = ((found.payout, found.paid_ticket, 25000) if approved
                            else (found.small_payout, found.small_payout, 4250))
     await _sql(found.ledger, "UPDATE approval_payouts SET amount_cents = 900000 WHERE id = :p", p=payout)
@@ -80,8 +78,8 @@ async def test_a_payout_whose_amount_differs_from_its_paid_row_is_named(db_url, 
 
 
 @pytest.mark.parametrize(("column", "value"), [("user_id", "mallory"), ("purpose", "a new car")])
-async def test_a_payout_whose_payee_or_purpose_differs_from_its_paid_row_is_named(db_url, column, value):
-    found = await _paid(db_url)
+async def test_a_payout_whose_payee_or_purpose_differs_from_its_paid_row_is_named(desk, db_url, column, value):
+    found = await _paid(desk.ledger)
     await _sql(found.ledger, f"UPDATE approval_payouts SET {column} = :v WHERE id = :p", v=value, p=found.payout)
 
     [named] = await _named(found.ledger, "approval_payouts")
@@ -89,8 +87,8 @@ async def test_a_payout_whose_payee_or_purpose_differs_from_its_paid_row_is_name
     assert named.key == found.payout and named.what.startswith(f"{column} is ")
 
 
-async def test_a_payout_moved_to_another_ticket_is_named_by_both_chains(db_url):
-    found = await _paid(db_url)
+async def test_a_payout_moved_to_another_ticket_is_named_by_both_chains(desk, db_url):
+    found = await _paid(desk.ledger)
     await _sql(found.ledger, "UPDATE approval_payouts SET ticket_id = :t WHERE id = :p", t=found.pending_ticket,
                p=found.payout)
 
@@ -100,8 +98,8 @@ async def test_a_payout_moved_to_another_ticket_is_named_by_both_chains(db_url):
     assert {broken.key for broken in named} == {found.payout}
 
 
-async def test_a_payout_added_without_a_ticket_or_a_chain_is_named(db_url):
-    found = await _paid(db_url)
+async def test_a_payout_added_without_a_ticket_or_a_chain_is_named(desk, db_url):
+    found = await _paid(desk.ledger)
     await _sql(found.ledger, "INSERT INTO approval_payouts (id, ticket_id, app_name, call_id, user_id, session_id, "
                              "purpose, amount_cents, paid_at) VALUES ('P-added', NULL, 'long_running_agent', 'adk-x', "
                              "'mallory', 's-9', 'consulting', 900000, :at)", at=found.ledger.now())
@@ -111,8 +109,8 @@ async def test_a_payout_added_without_a_ticket_or_a_chain_is_named(db_url):
     assert named.key == "P-added" and "no audit chain states it" in named.what
 
 
-async def test_a_paid_row_whose_payout_is_gone_is_named(db_url):
-    found = await _paid(db_url)
+async def test_a_paid_row_whose_payout_is_gone_is_named(desk, db_url):
+    found = await _paid(desk.ledger)
     await _sql(found.ledger, "DELETE FROM approval_payouts WHERE id = :p", p=found.payout)
 
     [named] = await _named(found.ledger, "approval_payouts")
@@ -122,8 +120,8 @@ async def test_a_paid_row_whose_payout_is_gone_is_named(db_url):
 
 @pytest.mark.parametrize(("column", "value"), [("amount_cents", 900000), ("user_id", "mallory"),
                                                 ("purpose", "a new car"), ("approvals_needed", 0)])
-async def test_a_ticket_whose_request_differs_from_its_requested_row_is_named(db_url, column, value):
-    found = await _paid(db_url)
+async def test_a_ticket_whose_request_differs_from_its_requested_row_is_named(desk, db_url, column, value):
+    found = await _paid(desk.ledger)
     await _sql(found.ledger, f"UPDATE approval_tickets SET {column} = :v WHERE id = :t", v=value,
                t=found.pending_ticket)
 
@@ -136,8 +134,8 @@ async def test_a_ticket_whose_request_differs_from_its_requested_row_is_named(db
 @pytest.mark.parametrize(("ticket", "status", "said"), [
     ("pending_ticket", "approved", "but its chain holds no decision: pending"),
     ("paid_ticket", "rejected", "not approved as its chain's decision")])
-async def test_a_ticket_whose_status_is_not_its_chains_last_decision_is_named(db_url, ticket, status, said):
-    found = await _paid(db_url)
+async def test_a_ticket_whose_status_is_not_its_chains_last_decision_is_named(desk, db_url, ticket, status, said):
+    found = await _paid(desk.ledger)
     await _sql(found.ledger, "UPDATE approval_tickets SET status = :s WHERE id = :t", s=status,
                t=getattr(found, ticket))
 
@@ -146,8 +144,8 @@ async def test_a_ticket_whose_status_is_not_its_chains_last_decision_is_named(db
     assert named.key == getattr(found, ticket) and f"status is {status}, {said}" in named.what
 
 
-async def test_what_a_chain_states_first_holds_against_a_row_added_after_it(db_url):
-    found = await _paid(db_url)
+async def test_what_a_chain_states_first_holds_against_a_row_added_after_it(desk, db_url):
+    found = await _paid(desk.ledger)
     ledger = found.ledger
     async with ledger.engine.connect() as db:
         paid = (await db.execute(select(AuditRow.at, AuditRow.facts).where(AuditRow.ticket_id == found.paid_ticket,
@@ -174,8 +172,8 @@ async def test_what_a_chain_states_first_holds_against_a_row_added_after_it(db_u
     assert "not 25000 as its paid row" in named[0].what and "not approved as its chain's decision" in named[1].what
 
 
-async def test_an_approved_ticket_that_lets_more_be_paid_than_its_chain_approved_is_named(db_url):
-    ledger = ledger_at(db_url)
+async def test_an_approved_ticket_that_lets_more_be_paid_than_its_chain_approved_is_named(desk, db_url):
+    ledger = desk.ledger
     ticket = await open_ticket_for(ledger, 25_000)
     await ledger.tickets.decide(ticket.id, approver="bob", approve=True, amount="200", reason="the per diem")
     await _sql(ledger, "UPDATE approval_tickets SET approved_cents = 900000 WHERE id = :t", t=ticket.id)
@@ -188,8 +186,8 @@ async def test_an_approved_ticket_that_lets_more_be_paid_than_its_chain_approved
 
 @pytest.mark.parametrize("change", ["channel = 'api'", """principal = '{"approver": "mallory"}'""",
                                     "approver = 'carol'", "cents = 900000"])
-async def test_a_decision_whose_evidence_differs_from_its_evidence_row_is_named(db_url, change):
-    found = await _paid(db_url)
+async def test_a_decision_whose_evidence_differs_from_its_evidence_row_is_named(desk, db_url, change):
+    found = await _paid(desk.ledger)
     await _sql(found.ledger, f"UPDATE approval_decisions SET {change} WHERE ticket_id = :t", t=found.paid_ticket)
     async with found.ledger.engine.connect() as db:
         decision = await db.scalar(text("SELECT id FROM approval_decisions WHERE ticket_id = :t"),
@@ -201,8 +199,8 @@ async def test_a_decision_whose_evidence_differs_from_its_evidence_row_is_named(
     assert named.what.startswith(change.split(" ")[0] + " is ")
 
 
-async def test_an_evidence_row_whose_decision_is_gone_is_named(db_url):
-    found = await _paid(db_url)
+async def test_an_evidence_row_whose_decision_is_gone_is_named(desk, db_url):
+    found = await _paid(desk.ledger)
     await _sql(found.ledger, "DELETE FROM approval_decisions WHERE ticket_id = :t", t=found.paid_ticket)
 
     verdict = await verify(found.ledger.database)
@@ -211,8 +209,8 @@ async def test_an_evidence_row_whose_decision_is_gone_is_named(db_url):
     assert named.ticket_id == found.paid_ticket and "not in approval_decisions" in named.what
 
 
-async def test_every_payout_chain_is_anchored_and_checked_against_its_anchor(db_url):
-    found = await _paid(db_url)
+async def test_every_payout_chain_is_anchored_and_checked_against_its_anchor(desk, db_url):
+    found = await _paid(desk.ledger)
     anchored = await heads(found.ledger.database)
     assert found.small_payout in {h.ticket_id for h in anchored}
     for table, column in (("approval_audit", "ticket_id"), ("auto_approved_payouts", "payout_id"),
@@ -224,7 +222,7 @@ async def test_every_payout_chain_is_anchored_and_checked_against_its_anchor(db_
     assert named.ticket_id == found.small_payout and "not in the ledger" in named.what
 
 
-async def test_payouts_without_approval_from_several_engines_each_get_one_chain_that_holds(db_url):
+async def test_payouts_without_approval_from_several_engines_each_get_one_chain_that_holds(desk, db_url):
     ledgers = [Ledger(db_url) for _ in range(4)]  # each its own engine and connections, as another process has
     try:
         for ledger in ledgers:
@@ -243,10 +241,10 @@ async def test_payouts_without_approval_from_several_engines_each_get_one_chain_
         for ledger in ledgers:
             await ledger.close()
 
-    verdict = await verify(ledger_at(db_url).database)
+    verdict = await verify(desk.ledger.database)
     assert verdict.holds, verdict.breaks
     assert (verdict.chains, verdict.rows) == (8, 8)
-    assert sorted(h.ticket_id for h in await heads(ledger_at(db_url).database) if h.seq == 1) == sorted(set(paid))
+    assert sorted(h.ticket_id for h in await heads(desk.ledger.database) if h.seq == 1) == sorted(set(paid))
 
 
 # The probe: what each SQL statement does, and the row `verify --anchor` must name for it.
@@ -269,7 +267,7 @@ PROBES = {
 
 
 @pytest.mark.parametrize("probe", PROBES)
-async def test_the_probe_edits_a_table_after_the_heads_were_anchored_and_verify_names_the_row(db_url, tmp_path,
+async def test_the_probe_edits_a_table_after_the_heads_were_anchored_and_verify_names_the_row(desk, db_url, tmp_path,
                                                                                               probe):
     def expenses(*args: str) -> Any:  # the CLI's main(argv), in a thread of its own: it runs its own event loop
         return asyncio.to_thread(cli.expenses, *args, url=db_url)
@@ -282,7 +280,7 @@ async def test_the_probe_edits_a_table_after_the_heads_were_anchored_and_verify_
     anchor = tmp_path / "heads.txt"
     anchor.write_text((await expenses("audit", "head")).stdout)
     assert (await expenses("audit", "verify", "--anchor", str(anchor))).returncode == 0
-    ledger = ledger_at(db_url)
+    ledger = desk.ledger
     [payout] = [p.id for p in await ledger.payouts.find(ticket_id=paid)]
     async with ledger.engine.connect() as db:
         decision = await db.scalar(text("SELECT id FROM approval_decisions WHERE ticket_id = :t"), {"t": paid})

@@ -120,8 +120,8 @@ async def test_four_chunked_uploads_of_700_mb_are_cut_off_while_memory_stays_fla
             assert body.taken < 64 * MIB, (path, body.taken)
 
 
-async def test_a_chunked_body_over_the_limit_is_refused_on_a_route_read_as_json():
-    async with in_process() as client:
+async def test_a_chunked_body_over_the_limit_is_refused_on_a_route_read_as_json(desk):
+    async with in_process(desk) as client:
         head = b'{"appName": "long_running_agent", "userId": "alice", "newMessage": {"parts": [{"text": "'
         body = Upload(MIB, head=head, chunk=64 * 1024)
 
@@ -131,8 +131,8 @@ async def test_a_chunked_body_over_the_limit_is_refused_on_a_route_read_as_json(
         assert body.taken <= MAX_BODY + 64 * 1024  # the rest was never asked for
 
 
-async def test_a_chunked_body_over_the_limit_is_refused_on_a_route_that_reads_its_own_body():
-    async with in_process() as client:
+async def test_a_chunked_body_over_the_limit_is_refused_on_a_route_that_reads_its_own_body(desk):
+    async with in_process(desk) as client:
         body = Upload(MIB, chunk=64 * 1024)
 
         answer = await client.post("/api/approvals/T-000000000000/approve", content=body,
@@ -143,8 +143,8 @@ async def test_a_chunked_body_over_the_limit_is_refused_on_a_route_that_reads_it
         assert (await client.get("/health")).status_code == 200  # and the server goes on serving
 
 
-async def test_a_declared_body_over_the_limit_is_refused_before_any_of_it_is_read():
-    async with in_process() as client:
+async def test_a_declared_body_over_the_limit_is_refused_before_any_of_it_is_read(desk):
+    async with in_process(desk) as client:
         body = Upload(MIB, chunk=64 * 1024)
 
         answer = await client.post("/api/approvals/T-000000000000/approve", content=body,
@@ -156,18 +156,18 @@ async def test_a_declared_body_over_the_limit_is_refused_before_any_of_it_is_rea
         assert "connection" not in answer.headers
 
 
-async def test_a_chunked_body_a_route_leaves_unread_closes_the_connection_after_the_answer():
-    async with in_process() as client:
+async def test_a_chunked_body_a_route_leaves_unread_closes_the_connection_after_the_answer(desk):
+    async with in_process(desk) as client:
         answer = await client.request("GET", "/health", content=Upload(MIB, chunk=64 * 1024))
 
         assert answer.status_code == 200
         assert answer.headers.get("connection") == "close"  # the server never reads the rest
 
 
-async def test_a_chunked_body_at_the_limit_still_does_its_work(configure):
+async def test_a_chunked_body_at_the_limit_still_does_its_work(desk, configure):
     configure(approvers={token: name for name, token in TOKENS.items()})
     json_body = {"Content-Type": "application/json"}
-    async with in_process() as client:
+    async with in_process(desk) as client:
         # Read by the gate as JSON: a session whose state comes after spaces up to the limit.
         tail = b'"state": {"note": "fits"}}'
         made = await client.post(f"/apps/{APP}/users/alice/sessions", headers=json_body,

@@ -24,7 +24,6 @@ import pytest
 from playwright.async_api import BrowserContext, Page, Route, async_playwright, expect
 from support.fake_gemini import BAD_KEY, FakeGemini
 from support.http import request_over_run
-from support.models import ledger_at
 from support.project import expenses, fresh_project, plain_adk
 from support.servers import TOKENS, WebServer, web_server
 from support.tickets import decide_and_mark_delivered, decided_not_delivered, open_ticket_for, open_tickets
@@ -293,12 +292,12 @@ async def test_two_approvers_in_the_inbox_above_the_two_person_threshold(context
     assert view["ticket"]["approved_by"] == ["bob", "carol"] and len(view["payouts"]) == 1
 
 
-async def test_under_a_policy_of_groups_the_inbox_says_what_is_missing_by_group(tmp_path):
+async def test_under_a_policy_of_groups_the_inbox_says_what_is_missing_by_group(desk, tmp_path):
     policy = tmp_path / "policy.toml"
     policy.write_text("[[tier]]\nabove = 100\nneed = { finance = 1, cfo = 1 }\n")
     groups = f"bob:{TOKENS['bob']}:finance,carol:{TOKENS['carol']}:cfo,alice:{TOKENS['alice']}"
     with web_server(tmp_path, APPROVAL_POLICY=str(policy), APPROVERS=groups, APPROVAL_THRESHOLD="") as server:
-        ledger = ledger_at(server.database_url)
+        ledger = desk.ledger_at(server.database_url)
         rules = file.load(policy, {a.name: a.groups for a in parse_approvers(groups).values()})
         ticket = await ledger.tickets.open(  # its own requester: nobody else's requests add to its day
             app_name="long_running_agent", user_id="gina", session_id="s-gina", call_id="adk-gina",
@@ -336,8 +335,8 @@ async def test_an_approver_sees_no_decision_buttons_on_their_own_request(context
     await expect(other.locator(f'#pending tr[data-ticket="{ticket_id}"] button.approve')).to_have_count(1)
 
 
-async def test_the_inbox_shows_beside_a_ticket_the_requesters_other_requests_today(context, server):
-    ledger = ledger_at(server.database_url)
+async def test_the_inbox_shows_beside_a_ticket_the_requesters_other_requests_today(desk, context, server):
+    ledger = desk.ledger_at(server.database_url)
     first = await open_ticket_for(ledger, 450_000, user="frank", purpose="team dinner", session="s-frank-1")
     second = await open_ticket_for(ledger, 450_000, user="frank", purpose="dinner for the team", session="s-frank-2")
 
@@ -347,8 +346,8 @@ async def test_the_inbox_shows_beside_a_ticket_the_requesters_other_requests_tod
     await expect(inbox.locator(f'#pending tr[data-ticket="{second.id}"]')).to_contain_text("needs 2 approvers")
 
 
-async def test_the_inbox_link_of_a_slack_message_shows_its_ticket(context, server):
-    ticket_id = (await open_tickets(ledger_at(server.database_url), 30, "linked from Slack"))[-1].id
+async def test_the_inbox_link_of_a_slack_message_shows_its_ticket(desk, context, server):
+    ticket_id = (await open_tickets(desk.ledger_at(server.database_url), 30, "linked from Slack"))[-1].id
 
     inbox = await open_inbox(context, "carol", f"/inbox?limit=200#{ticket_id}")
 
@@ -372,8 +371,8 @@ async def rows(page: Page, table: str) -> list[str]:
         "(rows) => rows.map((row) => row.dataset.ticket)")
 
 
-async def test_an_approver_pages_through_pending_tickets_with_the_total(context, server, tmp_path):
-    await open_tickets(ledger_at(server.database_url), 5, "browsed")
+async def test_an_approver_pages_through_pending_tickets_with_the_total(desk, context, server, tmp_path):
+    await open_tickets(desk.ledger_at(server.database_url), 5, "browsed")
     first, second = await api_page(server, limit=2), await api_page(server, limit=2, offset=2)
     total = first["total_pending"]
     assert total >= 5
@@ -396,7 +395,7 @@ async def test_an_approver_pages_through_pending_tickets_with_the_total(context,
     # is past the end now, and the inbox steps back to the last page there is.
     await inbox.locator("#pending-next").click()
     await expect(inbox.locator("#pending-range")).to_have_text(f"Showing 3–4 of {total:,}")
-    ledger = ledger_at(server.database_url)
+    ledger = desk.ledger_at(server.database_url)
     for ticket in (await ledger.tickets.with_status(limit=200))[2:]:
         await ledger.tickets.decide(ticket.id, approver="carol", approve=False, reason="withdrawn")
         await ledger.deliveries.mark_delivered(ticket.id, actor="carol")
@@ -407,11 +406,11 @@ async def test_an_approver_pages_through_pending_tickets_with_the_total(context,
     await assert_no_csp_violations(inbox)
 
 
-async def test_an_old_undelivered_decision_is_delivered_from_its_own_section(context, server, tmp_path):
+async def test_an_old_undelivered_decision_is_delivered_from_its_own_section(desk, context, server, tmp_path):
     async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as client:
         # A requester of its own: alice's requests of other tests add up toward the two-person rule.
         _session_id, _call, ticket_id = await request_over_run(client, "olive")
-    ledger = ledger_at(server.database_url)
+    ledger = desk.ledger_at(server.database_url)
     # Approved by a process that stopped before delivering; then eleven newer
     # decisions push it out of "Recent decisions".
     await decided_not_delivered(ledger, ticket_id, "the server stopped while delivering it")

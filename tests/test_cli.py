@@ -10,8 +10,7 @@ import re
 
 import pytest
 from support import cli
-from support.desks import current
-from support.models import ledger_at
+from support.desks import TestDesk
 from support.processes import request_ticket, run, start
 from support.servers import free_port
 from support.tickets import decided_not_delivered, open_tickets
@@ -38,14 +37,14 @@ def test_demo_shows_the_whole_flow_and_exits_zero(sqlite_url):
     assert "Event(" not in out and "model_dump" not in out
 
 
-def test_the_demo_repeats_itself_on_one_database_and_leaves_no_ticket_pending(sqlite_url):
+def test_the_demo_repeats_itself_on_one_database_and_leaves_no_ticket_pending(desk, sqlite_url):
     first, second = cli.demo(url=sqlite_url), cli.demo(url=sqlite_url)
 
     assert (first.returncode, second.returncode) == (0, 0), first.stdout + second.stdout + second.stderr
     assert _steps(first.stdout) == _steps(second.stdout)
     assert len(_steps(first.stdout)) == 4 and "needs_approval" not in second.stdout
     # Each run is a new employee, so the daily rules, per requester and day, hold for each and never bite.
-    tickets, payouts = asyncio.run(_ledger_state(sqlite_url))
+    tickets, payouts = asyncio.run(_ledger_state(desk))
     assert [t.status for t in tickets] == ["approved", "approved"]
     assert sorted((p.ticket_id is None, p.amount_cents) for p in payouts) == [
         (False, 25_000), (False, 25_000), (True, 4_250), (True, 4_250)]
@@ -58,15 +57,15 @@ def _steps(out: str) -> list[str]:
     return [step.strip() for step in re.split(r"\n(?=== )", text)[1:]]
 
 
-async def _ledger_state(url: str) -> tuple[list, list]:
+async def _ledger_state(desk: TestDesk) -> tuple[list, list]:
     """Every ticket, oldest first (none left pending, asserted here), and every payout."""
     try:
-        ledger = ledger_at(url)
+        ledger = desk.ledger
         assert await ledger.tickets.with_status(TicketStatus.PENDING) == []
         tickets = [t for status in TicketStatus for t in await ledger.tickets.with_status(status)]
         return sorted(tickets, key=lambda t: t.created_at), await ledger.payouts.find()
     finally:
-        await current().close()
+        await desk.close()
 
 
 def test_demo_reject_pays_nothing_and_free_text_works(sqlite_url):
@@ -91,11 +90,12 @@ PAID, REFUSED, ASKED, PENDING = 0, 1, 4, 5
     ("Reimburse $6,000 for a server", PENDING, [], 1),  # the first of two approvals
     ("Reimburse $250 for the team lunch and $480 for the conference ticket", PENDING, [25_000], 1),
 ], ids=["paid-at-once", "paid-once-approved", "question", "refused", "second-approver", "second-ticket"])
-def test_free_text_ends_with_the_exit_status_and_captions_of_what_happened(sqlite_url, text, status, paid, pending):
+def test_free_text_ends_with_the_exit_status_and_captions_of_what_happened(
+        desk, sqlite_url, text, status, paid, pending):
     result = cli.demo("--text", text, url=sqlite_url)
 
     assert result.returncode == status, result.stdout + result.stderr
-    payouts, waiting = asyncio.run(_payouts_and_pending(sqlite_url))
+    payouts, waiting = asyncio.run(_payouts_and_pending(desk))
     assert sorted(p.amount_cents for p in payouts) == paid
     assert len(waiting) == pending
     last = result.stdout.strip().splitlines()[-1]
@@ -111,12 +111,12 @@ def test_free_text_ends_with_the_exit_status_and_captions_of_what_happened(sqlit
         assert not re.search(r"\bpa(y|ys|id)\b", captions, re.IGNORECASE), captions
 
 
-async def _payouts_and_pending(url: str) -> tuple[list, list]:
+async def _payouts_and_pending(desk: TestDesk) -> tuple[list, list]:
     try:
-        ledger = ledger_at(url)
+        ledger = desk.ledger
         return await ledger.payouts.find(), await ledger.tickets.with_status(TicketStatus.PENDING)
     finally:
-        await current().close()
+        await desk.close()
 
 
 def test_main_py_given_an_approver_command_names_the_expenses_command_and_exits_two(sqlite_url):
@@ -128,7 +128,7 @@ def test_main_py_given_an_approver_command_names_the_expenses_command_and_exits_
 
 
 @pytest.mark.subprocess
-def test_request_then_approve_in_another_process_pays_once(db_url):
+def test_request_then_approve_in_another_process_pays_once(desk, db_url):
     ticket_id = request_ticket(db_url)
 
     inbox = cli.expenses("inbox", url=db_url)  # what a process records, the commands in this one read
@@ -144,18 +144,18 @@ def test_request_then_approve_in_another_process_pays_once(db_url):
     shown = cli.expenses("show", ticket_id, url=db_url)
     actions = re.findall(r"^\s+\S+ \S+\s+(\w+)\s+by", shown.stdout, re.M)
     assert actions == ["requested", "approved", "evidence", "paid", "delivered"], shown.stdout
-    assert len(asyncio.run(_payouts(db_url, ticket_id))) == 1
+    assert len(asyncio.run(_payouts(desk, ticket_id))) == 1
 
 
-async def _payouts(url: str, ticket_id: str):
+async def _payouts(desk: TestDesk, ticket_id: str):
     try:
-        return await ledger_at(url).payouts.find(ticket_id=ticket_id)
+        return await desk.ledger.payouts.find(ticket_id=ticket_id)
     finally:
-        await current().close()
+        await desk.close()
 
 
 @pytest.mark.subprocess
-def test_two_processes_approving_at_once_pay_once(db_url):
+def test_two_processes_approving_at_once_pay_once(desk, db_url):
     ticket_id = request_ticket(db_url)
 
     racers = [start("approve", ticket_id, "--approver", name, url=db_url) for name in ("bob", "carol")]
@@ -164,10 +164,10 @@ def test_two_processes_approving_at_once_pay_once(db_url):
 
     assert sorted(code for code, _out, _err in outcomes) == [0, 1], outcomes
     assert any("already approved" in err for _code, _out, err in outcomes)
-    assert len(asyncio.run(_payouts(db_url, ticket_id))) == 1
+    assert len(asyncio.run(_payouts(desk, ticket_id))) == 1
 
 
-def test_cli_errors_are_clear_and_nonzero(sqlite_url):
+def test_cli_errors_are_clear_and_nonzero(desk, sqlite_url):
     unknown = cli.expenses("approve", "T-doesnotexist", "--approver", "bob", url=sqlite_url)
     assert unknown.returncode == 1 and "No ticket 'T-doesnotexist'" in unknown.stderr
 
@@ -180,7 +180,7 @@ def test_cli_errors_are_clear_and_nonzero(sqlite_url):
 
     rejected = cli.expenses("reject", ticket_id, "--approver", "bob", "--reason", "no receipt", url=sqlite_url)
     assert rejected.returncode == 0 and "rejected" in rejected.stdout
-    assert len(asyncio.run(_payouts(sqlite_url, ticket_id))) == 0
+    assert len(asyncio.run(_payouts(desk, ticket_id))) == 0
 
 
 @pytest.mark.subprocess
@@ -190,12 +190,12 @@ def test_bad_settings_get_a_clear_error(sqlite_url, monkeypatch):
     assert result.returncode == 1 and "APPROVAL_THRESHOLD='lots' is not a number" in result.stderr
 
 
-def test_a_decision_whose_process_died_is_delivered_by_resume(sqlite_url):
+def test_a_decision_whose_process_died_is_delivered_by_resume(desk, sqlite_url):
     ticket_id = cli.request_ticket(sqlite_url)
 
     async def decide_only() -> None:
-        await ledger_at(sqlite_url).tickets.decide(ticket_id, approver="bob", approve=True)
-        await current().close()
+        await desk.ledger.tickets.decide(ticket_id, approver="bob", approve=True)
+        await desk.close()
 
     asyncio.run(decide_only())  # recorded, but nothing resumed the conversation
 
@@ -207,22 +207,22 @@ def test_a_decision_whose_process_died_is_delivered_by_resume(sqlite_url):
 
     again = cli.expenses("deliver", ticket_id, url=sqlite_url)
     assert again.returncode == 0 and "nothing to do" in again.stdout
-    assert len(asyncio.run(_payouts(sqlite_url, ticket_id))) == 1
+    assert len(asyncio.run(_payouts(desk, ticket_id))) == 1
 
 
-async def _open_five_and_strand_one(url: str) -> tuple[list[str], str]:
+async def _open_five_and_strand_one(desk: TestDesk) -> tuple[list[str], str]:
     try:
-        ledger = ledger_at(url)
+        ledger = desk.ledger
         pending = [t.id for t in await open_tickets(ledger, 5, "cli")]
         [stuck] = await open_tickets(ledger, 1, "stuck")
         await decided_not_delivered(ledger, stuck.id, "conversation stuck-0 of dave is not in the app's database")
         return pending, stuck.id
     finally:
-        await current().close()
+        await desk.close()
 
 
-def test_inbox_pages_through_pending_tickets_and_lists_undelivered_decisions(sqlite_url):
-    pending, stuck = asyncio.run(_open_five_and_strand_one(sqlite_url))
+def test_inbox_pages_through_pending_tickets_and_lists_undelivered_decisions(desk, sqlite_url):
+    pending, stuck = asyncio.run(_open_five_and_strand_one(desk))
 
     first = cli.expenses("inbox", "--limit", "2", url=sqlite_url)
     middle = cli.expenses("inbox", "--limit", "2", "--offset", "2", url=sqlite_url)
@@ -249,11 +249,10 @@ def test_inbox_refuses_a_page_that_is_not_one(sqlite_url, args):
     assert result.returncode == 2 and f"argument {args[0]}:" in result.stderr and result.stdout == ""
 
 
-def test_a_decision_whose_conversation_was_deleted_is_settled_by_an_approver(sqlite_url):
+def test_a_decision_whose_conversation_was_deleted_is_settled_by_an_approver(desk, sqlite_url):
     ticket_id = cli.request_ticket(sqlite_url)
 
     async def delete_conversation() -> None:
-        desk = current()
         ticket = await desk.ledger.tickets.get(ticket_id)
         await desk.sessions.delete_session(app_name=ticket.app_name, user_id=ticket.user_id,
                                            session_id=ticket.session_id)
@@ -272,7 +271,7 @@ def test_a_decision_whose_conversation_was_deleted_is_settled_by_an_approver(sql
 
     assert settled.returncode == 0, settled.stderr
     assert "paid $250.00" in settled.stdout and "without the conversation" in settled.stdout
-    assert len(asyncio.run(_payouts(sqlite_url, ticket_id))) == 1
+    assert len(asyncio.run(_payouts(desk, ticket_id))) == 1
     again = cli.expenses("settle", ticket_id, "--approver", "carol", url=sqlite_url)
     assert again.returncode == 1 and "already settled" in again.stderr
 

@@ -13,8 +13,6 @@ from datetime import timedelta
 
 import pytest
 from support.conversation import pending_request
-from support.desks import current
-from support.models import ledger_at
 from support.tickets import APP
 
 from long_running_agent.delivery.courier import Courier, Outcome
@@ -25,16 +23,16 @@ def failures(audit) -> list:
     return [entry for entry in audit if entry.action == "undelivered"]
 
 
-async def test_a_conversation_started_again_under_the_same_id_is_recorded_missing_and_settled(db_url):
-    chat, _call, ticket_id = await pending_request(db_url)
-    ledger, store = ledger_at(db_url), chat.runner.session_service
+async def test_a_conversation_started_again_under_the_same_id_is_recorded_missing_and_settled(desk, db_url):
+    chat, _call, ticket_id = await pending_request(desk, db_url)
+    ledger, store = desk.ledger, chat.runner.session_service
     # What an outsider does to a conversation under plain `adk api_server`: delete it, then create an
     # empty one with the same session id. It exists, but holds no call for the decision to answer.
     await store.delete_session(app_name=chat.runner.app_name, user_id="alice", session_id=chat.session_id)
     await store.create_session(app_name=chat.runner.app_name, user_id="alice", session_id=chat.session_id)
 
-    approved = await Courier(current()).decide(ticket_id, approver="bob", approve=True)
-    again = await Courier(current()).deliver(ticket_id, actor="carol")
+    approved = await Courier(desk).decide(ticket_id, approver="bob", approve=True)
+    again = await Courier(desk).deliver(ticket_id, actor="carol")
 
     assert (approved.outcome, again.outcome) == (Outcome.CONVERSATION_MISSING, Outcome.CONVERSATION_MISSING)
     assert ticket_id in approved.detail or approved.ticket.call_id in approved.detail
@@ -55,7 +53,8 @@ async def test_a_conversation_started_again_under_the_same_id_is_recorded_missin
 
 
 @pytest.mark.parametrize("store", ["corrupt-file", "refused-database", "unknown-driver"])
-async def test_a_session_store_that_cannot_be_read_is_recorded_and_the_ticket_settled(sqlite_url, tmp_path, store):
+async def test_a_session_store_that_cannot_be_read_is_recorded_and_the_ticket_settled(
+        desk, sqlite_url, tmp_path, store):
     locator = {
         # A file that is there but is no SQLite database.
         "corrupt-file": f"sqlite:{tmp_path / 'session.db'}",
@@ -65,14 +64,14 @@ async def test_a_session_store_that_cannot_be_read_is_recorded_and_the_ticket_se
         "unknown-driver": "database:nosuchdb+nodriver://somewhere/sessions",
     }[store]
     (tmp_path / "session.db").write_bytes(b"not a database " * 100)
-    ledger = ledger_at(sqlite_url)
+    ledger = desk.ledger
     ticket = await ledger.tickets.open(
         app_name=APP, user_id="dave", session_id="elsewhere-store", call_id="adk-1",
         call_name="ask_for_approval", purpose="team lunch", amount_cents=25_000, ttl=timedelta(days=3),
         session_store=locator,
     )
 
-    delivery = await Courier(current()).decide(ticket.id, approver="bob", approve=True)
+    delivery = await Courier(desk).decide(ticket.id, approver="bob", approve=True)
 
     assert delivery.outcome in (Outcome.FAILED, Outcome.UNREACHABLE) and delivery.detail
     recorded = await ledger.tickets.get(ticket.id)

@@ -18,8 +18,7 @@ import time
 
 import pytest
 from support.conversation import pending_request
-from support.desks import current
-from support.models import ledger_at
+from support.desks import TestDesk
 from support.processes import ROOT, run
 
 from long_running_agent.ledger import Conversation
@@ -47,18 +46,18 @@ STALLED_DELIVERY = textwrap.dedent("""
 """)
 
 
-async def lock_state(url: str, conversation: Conversation):
+async def lock_state(desk: TestDesk, url: str, conversation: Conversation):
     try:
-        return await ledger_at(url).locks.state(conversation)
+        return await desk.ledger_at(url).locks.state(conversation)
     finally:
-        await current().close()
+        await desk.close()
 
 
-def test_resume_right_after_a_killed_delivery_delivers_once(db_url, tmp_path):
+def test_resume_right_after_a_killed_delivery_delivers_once(desk, db_url, tmp_path):
     async def prepare():
-        chat, _call, ticket_id = await pending_request(db_url)
-        await ledger_at(db_url).tickets.decide(ticket_id, approver="bob", approve=True)
-        await current().close()
+        chat, _call, ticket_id = await pending_request(desk, db_url)
+        await desk.ledger.tickets.decide(ticket_id, approver="bob", approve=True)
+        await desk.close()
         return Conversation("long_running_agent", "alice", chat.session_id), ticket_id
 
     conversation, ticket_id = asyncio.run(prepare())
@@ -74,7 +73,7 @@ def test_resume_right_after_a_killed_delivery_delivers_once(db_url, tmp_path):
         if line.strip() == "model called":
             break
     assert printed and printed[-1].strip() == "model called", f"the delivery never reached the model: {printed}"
-    assert asyncio.run(lock_state(db_url, conversation)) is not None
+    assert asyncio.run(lock_state(desk, db_url, conversation)) is not None
 
     doomed.send_signal(signal.SIGKILL)
     doomed.wait()

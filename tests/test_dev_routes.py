@@ -64,9 +64,9 @@ async def alices_conversation(client) -> tuple[str, str]:
     return session_id, event_id
 
 
-async def test_behind_a_proxy_no_dev_route_shows_mallory_alices_conversation(configure, package_unchanged):
+async def test_behind_a_proxy_no_dev_route_shows_mallory_alices_conversation(desk, configure, package_unchanged):
     configure(trusted_user_header=HEADER)
-    async with in_process() as client:
+    async with in_process(desk) as client:
         session_id, event_id = await alices_conversation(client)
         mallory = as_user("mallory")
         attempts = [
@@ -94,7 +94,7 @@ async def test_behind_a_proxy_only_the_listed_dev_routes_are_served(configure):
     dev_routes = [(route.path, method) for route in create_server(desk).routes
                   if isinstance(route, APIRoute) and route.path.startswith("/dev/") for method in route.methods]
     assert len(dev_routes) > 30  # ADK 2.13 has 39:'s builder, debug, eval, graph, test and deploy routes
-    async with in_process() as client:
+    async with in_process(desk) as client:
         for path, method in dev_routes:
             url = re.sub(r"\{app_name\}", APP, path)
             url = re.sub(r"\{user_id\}", "alice", url)
@@ -115,7 +115,7 @@ async def test_every_other_route_with_a_user_id_is_held_to_the_callers_own(confi
                    if isinstance(route, APIRoute) and "{user_id}" in route.path and not route.path.startswith("/dev/")
                    for method in route.methods]
     assert len(user_routes) >= 14  # sessions, artifacts, memory
-    async with in_process() as client:
+    async with in_process(desk) as client:
         for path, method in user_routes:
             url = re.sub(r"\{app_name\}", APP, path)
             url = re.sub(r"\{user_id\}", "alice", url)
@@ -155,9 +155,9 @@ async def test_run_live_is_held_to_the_callers_own_user_id(configure):
         assert sent == ([] if served else [{"type": "websocket.close", "code": 1008}])
 
 
-async def test_two_identity_headers_are_refused(configure):
+async def test_two_identity_headers_are_refused(desk, configure):
     configure(trusted_user_header=HEADER)
-    async with in_process() as client:
+    async with in_process(desk) as client:
         both = [(HEADER, "alice"), (HEADER, "mallory")]
         made = await client.post(f"/apps/{APP}/users/alice/sessions", json={}, headers=both)
         assert_error(made, 400, "duplicate_identity")
@@ -168,9 +168,9 @@ async def test_two_identity_headers_are_refused(configure):
         assert made.status_code == 200, made.text
 
 
-async def test_no_request_writes_into_the_package_folder(package_unchanged):
+async def test_no_request_writes_into_the_package_folder(desk, package_unchanged):
     # No identity header: the loopback development set-up, where the dev UI is served.
-    async with in_process() as client:
+    async with in_process(desk) as client:
         writes = [
             client.post(f"/dev/apps/{APP}/eval-sets", json={"evalSet": {"eval_set_id": "mine", "eval_cases": []}}),
             client.post(f"/dev/apps/{APP}/eval_sets/mine"),

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.processes import ROOT
+from support.processes import ROOT, pending_ticket
 from support.project import expenses, fresh_project, made_venv, plain_adk, plain_env, ticket_in
 from support.releases import load_release_0_1
 from support.servers import APP, LUNCH, web_server
@@ -85,10 +85,8 @@ def test_docs_approval_of_a_conversation_kept_in_another_process(project):
 @pytest.mark.subprocess
 def test_docs_ticket_history(project):
     folder, home = project
-    requested = expenses(folder, home, "request", LUNCH, "--user", "alice")
-    ticket = re.search(r"Ticket (T-[0-9a-f]+) is pending", requested.stdout)
-    assert ticket, requested.stdout + requested.stderr
-    check("ticket-history", Session(folder, plain_env(home), ticket.group(1), {str(folder): HOME_SHOWN}))
+    ticket = pending_ticket(expenses(folder, home, "request", LUNCH, "--user", "alice"))
+    check("ticket-history", Session(folder, plain_env(home), ticket, {str(folder): HOME_SHOWN}))
 
 
 @pytest.mark.subprocess
@@ -116,11 +114,9 @@ def test_docs_model_choice(monkeypatch):
 @pytest.mark.subprocess
 def test_docs_two_approvers(project):
     folder, home = project
-    requested = expenses(folder, home, "request", "Please reimburse $6,000 for the conference sponsorship",
-                        "--user", "alice")
-    ticket = re.search(r"Ticket (T-[0-9a-f]+) is pending", requested.stdout)
-    assert ticket, requested.stdout + requested.stderr
-    check("two-approvers", Session(folder, plain_env(home), ticket.group(1), {str(folder): HOME_SHOWN}))
+    ticket = pending_ticket(expenses(folder, home, "request", "Please reimburse $6,000 for the conference sponsorship",
+                                     "--user", "alice"))
+    check("two-approvers", Session(folder, plain_env(home), ticket, {str(folder): HOME_SHOWN}))
 
 
 @pytest.mark.subprocess
@@ -170,12 +166,10 @@ def test_docs_slack_click_signed_locally_decides_a_ticket(tmp_path):
 @pytest.mark.subprocess
 def test_docs_audit_tamper_and_reset(project):
     folder, home = project
-    requested = expenses(folder, home, "request", LUNCH, "--user", "alice")
-    ticket = re.search(r"Ticket (T-[0-9a-f]+) is pending", requested.stdout)
-    assert ticket, requested.stdout + requested.stderr
-    approved = expenses(folder, home, "approve", ticket.group(1), "--approver", "bob")
+    ticket = pending_ticket(expenses(folder, home, "request", LUNCH, "--user", "alice"))
+    approved = expenses(folder, home, "approve", ticket, "--approver", "bob")
     assert approved.returncode == 0, approved.stdout + approved.stderr
-    session = Session(folder, plain_env(home), ticket.group(1), {str(folder): HOME_SHOWN})
+    session = Session(folder, plain_env(home), ticket, {str(folder): HOME_SHOWN})
     check("audit-tamper", session)
     check("audit-reset", session)
 

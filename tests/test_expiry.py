@@ -18,9 +18,8 @@ import pytest
 from sqlalchemy import update
 from support import cli
 from support.conversation import event_texts, request_large
-from support.desks import current
+from support.desks import TestDesk
 from support.http import as_approver, function_responses, request_over_run
-from support.models import ledger_at
 from support.servers import APP, web_server
 
 from long_running_agent.delivery.sweep import deliver_due
@@ -29,51 +28,51 @@ from long_running_agent.ledger.storage.schema import TicketRow
 from long_running_agent.names import Outcome
 
 
-async def make_overdue(url: str, ticket_id: str) -> None:
-    ledger = ledger_at(url)
+async def make_overdue(desk: TestDesk, url: str, ticket_id: str) -> None:
+    ledger = desk.ledger_at(url)
     async with await ledger.database.session() as db, db.begin():
         await db.execute(update(TicketRow).where(TicketRow.id == ticket_id)
                          .values(expires_at=ledger.now() - timedelta(minutes=1)))
 
 
-async def test_the_requesters_next_message_delivers_an_expiry_first(db_url):
-    _runner, chat, _events, _call, pending = await request_large(db_url)
-    await make_overdue(db_url, pending["ticket_id"])
+async def test_the_requesters_next_message_delivers_an_expiry_first(desk, db_url):
+    _runner, chat, _events, _call, pending = await request_large(desk, db_url)
+    await make_overdue(desk, db_url, pending["ticket_id"])
 
     reply = await chat.say("any news?")
 
-    ticket = await ledger_at(db_url).tickets.get(pending["ticket_id"])
+    ticket = await desk.ledger.tickets.get(pending["ticket_id"])
     assert ticket.status == TicketStatus.EXPIRED and ticket.delivered_at is not None
     assert "expired" in event_texts(reply)[-1]
-    actions = [e.action for e in await ledger_at(db_url).tickets.audit(ticket.id)]
+    actions = [e.action for e in await desk.ledger.tickets.audit(ticket.id)]
     assert actions == ["requested", "expired", "delivered"]
 
 
-async def test_the_sweep_delivers_expiries_and_stalled_decisions_but_not_fresh_ones(sqlite_url):
-    _r, _c, _e, _call, overdue = await request_large(sqlite_url)
-    _r, _c, _e, _call, fresh = await request_large(sqlite_url)
-    ledger = ledger_at(sqlite_url)
-    await make_overdue(sqlite_url, overdue["ticket_id"])
+async def test_the_sweep_delivers_expiries_and_stalled_decisions_but_not_fresh_ones(desk, sqlite_url):
+    _r, _c, _e, _call, overdue = await request_large(desk, sqlite_url)
+    _r, _c, _e, _call, fresh = await request_large(desk, sqlite_url)
+    ledger = desk.ledger
+    await make_overdue(desk, sqlite_url, overdue["ticket_id"])
     # Just decided: its approver's own delivery is presumably under way.
     await ledger.tickets.decide(fresh["ticket_id"], approver="bob", approve=True)
 
-    deliveries = await deliver_due(current(), actor="sweep")
+    deliveries = await deliver_due(desk, actor="sweep")
 
     assert [(d.ticket.id, d.outcome) for d in deliveries] == [(overdue["ticket_id"], Outcome.DELIVERED)]
     assert (await ledger.tickets.get(fresh["ticket_id"])).delivered_at is None
     # Later, a decision whose delivery never happened (its process died) is delivered too.
-    later = await deliver_due(current(), actor="sweep", grace=timedelta(0))
+    later = await deliver_due(desk, actor="sweep", grace=timedelta(0))
     assert [(d.ticket.id, d.outcome) for d in later] == [(fresh["ticket_id"], Outcome.DELIVERED)]
     assert len(await ledger.payouts.find(ticket_id=fresh["ticket_id"])) == 1
-    assert await deliver_due(current(), actor="sweep", grace=timedelta(0)) == []
+    assert await deliver_due(desk, actor="sweep", grace=timedelta(0)) == []
 
 
-def test_any_approver_command_delivers_an_expiry(sqlite_url):
+def test_any_approver_command_delivers_an_expiry(desk, sqlite_url):
     ticket_id = cli.request_ticket(sqlite_url)
 
     async def overdue() -> None:
-        await make_overdue(sqlite_url, ticket_id)
-        await current().close()
+        await make_overdue(desk, sqlite_url, ticket_id)
+        await desk.close()
 
     asyncio.run(overdue())
 
@@ -95,20 +94,20 @@ async def until_delivered(client: httpx.AsyncClient, ticket_id: str, timeout: fl
 
 
 @pytest.mark.subprocess
-async def test_make_web_delivers_an_expiry_by_itself_once_with_two_replicas(tmp_path):
+async def test_make_web_delivers_an_expiry_by_itself_once_with_two_replicas(desk, tmp_path):
     database_url = f"sqlite+aiosqlite:///{tmp_path}/expenses.db"
     quick = {"EXPIRY_SWEEP_SECONDS": "1"}
     with web_server(tmp_path, database_url=database_url, name="a", **quick) as a, \
             web_server(tmp_path, database_url=database_url, name="b", **quick) as b:
         async with httpx.AsyncClient(base_url=a.base_url, timeout=60) as client:
             session_id, call, ticket_id = await request_over_run(client)
-            await make_overdue(database_url, ticket_id)
-            await current().close()
+            await make_overdue(desk, database_url, ticket_id)
+            await desk.close()
             await until_delivered(client, ticket_id)
             # The sweeps went on past it: a later expiry is delivered in turn, the first one not again.
             _session_id, _call, later = await request_over_run(client)
-            await make_overdue(database_url, later)
-            await current().close()
+            await make_overdue(desk, database_url, later)
+            await desk.close()
             await until_delivered(client, later)
 
             shown = (await client.get(f"/api/approvals/{ticket_id}", headers=as_approver("bob"))).json()

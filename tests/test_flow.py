@@ -6,18 +6,17 @@ from datetime import timedelta
 
 import pytest
 from support.conversation import Conversation, calls, event_texts, pending_calls, request_large, responses
-from support.desks import current
-from support.models import RecordedOfflineModel, ledger_at, make_runner
+from support.models import RecordedOfflineModel, make_runner
 
 from long_running_agent.delivery.courier import Courier, Outcome
 from long_running_agent.delivery.notes import REFUSAL_PREFIX
 from long_running_agent.ledger import TicketExpired, TicketStatus
 
 
-async def test_large_amount_waits_for_approval_then_pays_once(db_url):
+async def test_large_amount_waits_for_approval_then_pays_once(desk, db_url):
     model = RecordedOfflineModel()
-    runner, chat, events, call, pending = await request_large(db_url, model)
-    ledger = ledger_at(db_url)
+    runner, chat, events, call, pending = await request_large(desk, db_url, model)
+    ledger = desk.ledger
 
     assert call.name == "ask_for_approval"
     assert call.args == {"purpose": "team lunch", "amount": 250.0}
@@ -45,10 +44,10 @@ async def test_large_amount_waits_for_approval_then_pays_once(db_url):
     assert history[-1].parts[0].function_response.response["status"] == "approved"
 
 
-async def test_duplicate_approval_pays_once_and_calls_no_model(db_url):
+async def test_duplicate_approval_pays_once_and_calls_no_model(desk, db_url):
     model = RecordedOfflineModel()
-    runner, chat, _events, call, pending = await request_large(db_url, model)
-    ledger = ledger_at(db_url)
+    runner, chat, _events, call, pending = await request_large(desk, db_url, model)
+    ledger = desk.ledger
     decision = await ledger.tickets.decide(pending["ticket_id"], approver="bob", approve=True)
     await chat.answer(call, decision.as_response())
     calls_after_first = len(model.requests)
@@ -62,9 +61,9 @@ async def test_duplicate_approval_pays_once_and_calls_no_model(db_url):
     assert [e.action for e in await ledger.tickets.audit(pending["ticket_id"])].count("delivered") == 1
 
 
-async def test_rejection_explains_and_pays_nothing(db_url):
-    runner, chat, _events, call, pending = await request_large(db_url)
-    ledger = ledger_at(db_url)
+async def test_rejection_explains_and_pays_nothing(desk, db_url):
+    runner, chat, _events, call, pending = await request_large(desk, db_url)
+    ledger = desk.ledger
     decision = await ledger.tickets.decide(pending["ticket_id"], approver="bob", approve=False, reason="no receipt")
 
     resumed = await chat.answer(call, decision.as_response())
@@ -74,37 +73,37 @@ async def test_rejection_explains_and_pays_nothing(db_url):
     assert await ledger.payouts.find(session_id=chat.session_id) == []
 
 
-async def test_small_amount_is_paid_without_approval(db_url):
-    chat = await Conversation(make_runner(db_url)).start()
+async def test_small_amount_is_paid_without_approval(desk, db_url):
+    chat = await Conversation(make_runner(desk, db_url)).start()
 
     events = await chat.say("Reimburse $42.50 for a taxi to the airport")
 
     assert pending_calls(events) == []
     [paid] = responses(events, "reimburse")
     assert paid["status"] == "paid" and paid["amount"] == 42.5 and "ticket_id" not in paid
-    assert len(await ledger_at(db_url).payouts.find(session_id=chat.session_id)) == 1
+    assert len(await desk.ledger.payouts.find(session_id=chat.session_id)) == 1
 
 
-async def test_approval_from_a_new_runner_resumes_the_stored_call(db_url):
-    _runner, chat, _events, call, pending = await request_large(db_url)
+async def test_approval_from_a_new_runner_resumes_the_stored_call(desk, db_url):
+    _runner, chat, _events, call, pending = await request_large(desk, db_url)
 
-    delivery = await Courier(current()).decide(pending["ticket_id"], approver="bob", approve=True
+    delivery = await Courier(desk).decide(pending["ticket_id"], approver="bob", approve=True
     )
 
     ticket = delivery.ticket
     assert delivery.outcome is Outcome.DELIVERED
     assert (ticket.call_id, ticket.call_name) == (call.id, call.name)
     assert responses(delivery.events, "reimburse")[0]["status"] == "paid"
-    assert len(await ledger_at(db_url).payouts.find(ticket_id=ticket.id)) == 1
+    assert len(await desk.ledger.payouts.find(ticket_id=ticket.id)) == 1
 
 
-async def test_expired_ticket_cannot_be_approved_and_the_agent_is_told(db_url, clock):
-    runner, chat, _events, _call, pending = await request_large(db_url)
+async def test_expired_ticket_cannot_be_approved_and_the_agent_is_told(desk, db_url, clock):
+    runner, chat, _events, _call, pending = await request_large(desk, db_url)
     clock.advance(hours=72, seconds=1)  # APPROVAL_TTL_HOURS is 72
-    ledger = ledger_at(db_url)
+    ledger = desk.ledger
 
     with pytest.raises(TicketExpired):
-        await Courier(current()).decide(pending["ticket_id"], approver="bob", approve=True)
+        await Courier(desk).decide(pending["ticket_id"], approver="bob", approve=True)
 
     assert (await ledger.tickets.get(pending["ticket_id"])).status == TicketStatus.EXPIRED
     session = await runner.session_service.get_session(
@@ -114,14 +113,14 @@ async def test_expired_ticket_cannot_be_approved_and_the_agent_is_told(db_url, c
     assert await ledger.payouts.find(session_id=chat.session_id) == []
 
 
-async def test_ticket_ids_are_unique_and_timestamps_are_wall_clock(sqlite_url):
+async def test_ticket_ids_are_unique_and_timestamps_are_wall_clock(desk, sqlite_url):
     import datetime
 
     ids = set()
     for _ in range(3):
-        _runner, _chat, _events, _call, pending = await request_large(sqlite_url)
+        _runner, _chat, _events, _call, pending = await request_large(desk, sqlite_url)
         ids.add(pending["ticket_id"])
-        created = (await ledger_at(sqlite_url).tickets.get(pending["ticket_id"])).created_at
+        created = (await desk.ledger.tickets.get(pending["ticket_id"])).created_at
         now = datetime.datetime.now(datetime.UTC)
         assert abs(now - created) < timedelta(minutes=1)
     assert len(ids) == 3

@@ -29,9 +29,8 @@ from google.adk.models.google_llm import Gemini
 from google.adk.runners import Runner
 from google.genai import errors, types
 from support.conversation import Conversation, calls, event_texts, function_response, pending_calls, responses
-from support.desks import current
 from support.fake_gemini import BAD_KEY, Failure, FakeGemini, Reply, gemini_call, gemini_text
-from support.models import ledger_at, session_service
+from support.models import session_service
 
 from long_running_agent.agent import build_app
 from long_running_agent.delivery.notes import REFUSAL_PREFIX
@@ -154,7 +153,7 @@ def database_url(sqlite_url: str) -> str:
 
 
 @pytest.fixture
-async def start(database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
+async def start(desk, database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Start]:
     """Start a fake Gemini with a script, and a conversation with the app wired to it."""
     fakes: list[FakeGemini] = []
     runners: list[Runner] = []
@@ -168,10 +167,10 @@ async def start(database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
         monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.base_url)
         # A new Gemini per test: google-genai's client is cached on the model
         # instance (per event loop) and reads the key and base URL when built.
-        runner = Runner(app=build_app(current(), model=Gemini(model=MODEL), **app_options),
-                        session_service=session_service(database_url))
+        runner = Runner(app=build_app(desk, model=Gemini(model=MODEL), **app_options),
+                        session_service=session_service(desk, database_url))
         runners.append(runner)
-        return Wired(fake, await Conversation(runner, REQUESTER).start(), ledger_at(database_url))
+        return Wired(fake, await Conversation(runner, REQUESTER).start(), desk.ledger_at(database_url))
 
     yield _start
     for runner in runners:
@@ -512,7 +511,7 @@ async def test_a_withdrawal_in_the_chat_keeps_every_later_request_paired(start: 
     assert fake.errors == [] and fake.unused == 0
 
 
-async def test_progress_on_a_pending_call_keeps_every_request_paired(start: Start) -> None:
+async def test_progress_on_a_pending_call_keeps_every_request_paired(desk, start: Start) -> None:
     from long_running_agent.delivery.courier import Courier
 
     sponsorship = {"purpose": "conference sponsorship", "amount": 6000.0}
@@ -530,7 +529,7 @@ async def test_progress_on_a_pending_call_keeps_every_request_paired(start: Star
 
     # The first of two approvals: an update of the same call, still pending, and a note for people only.
     first = await wired.ledger.tickets.decide(ticket["ticket_id"], approver=APPROVER, approve=True)
-    assert await Courier(current()).tell(first,
+    assert await Courier(desk).tell(first,
                                "bob approved it (1 of 2 approvals); it now waits for a second approver.")
     assert len(fake.requests) == 2  # no model turn for it
     await wired.chat.say("Any news?")

@@ -19,13 +19,11 @@ from support.http import (
     function_responses,
     json_texts,
     new_session,
-    payouts,
     request_over_run,
     run_body,
     user_text,
 )
-from support.models import ledger_at
-from support.servers import APP, LUNCH, web_server
+from support.servers import APP, LUNCH, payouts, web_server
 
 pytestmark = pytest.mark.subprocess
 
@@ -39,7 +37,7 @@ async def test_user_ids_that_are_not_one_plain_spelling_are_refused(client, spel
     assert_error(ran, 422, "invalid_user_id")
 
 
-async def test_a_copied_session_id_under_another_user_cannot_take_the_delivery(client, server):
+async def test_a_copied_session_id_under_another_user_cannot_take_the_delivery(desk, client, server):
     session_id, call, ticket_id = await request_over_run(client, user="alice")
     # mallory reads alice's conversation and rebuilds it under her own user id
     # (ADK takes initial events without their long-running marks).
@@ -48,7 +46,7 @@ async def test_a_copied_session_id_under_another_user_cannot_take_the_delivery(c
     copy = await client.post(f"/apps/{APP}/users/mallory/sessions",
                              json={"sessionId": session_id, "events": stolen})
     assert copy.status_code == 200, copy.text
-    await ledger_at(server.database_url).tickets.decide(ticket_id, approver="bob", approve=True)
+    await desk.ledger_at(server.database_url).tickets.decide(ticket_id, approver="bob", approve=True)
 
     answered = await client.post("/run", json=run_body("mallory", session_id, forged_approval(call["id"])))
 
@@ -58,11 +56,11 @@ async def test_a_copied_session_id_under_another_user_cannot_take_the_delivery(c
     # alice's conversation still gets its decision, and is paid once.
     delivered = await client.post(f"/api/approvals/{ticket_id}/deliver", headers=as_approver("bob"))
     assert delivered.status_code == 200, delivered.text
-    [paid] = await payouts(server, ticket_id)
+    [paid] = await payouts(desk, server, ticket_id)
     assert (paid.user_id, paid.session_id) == ("alice", session_id)
 
 
-async def test_chat_messages_beside_an_approval_never_make_it_fail(client, server):
+async def test_chat_messages_beside_an_approval_never_make_it_fail(desk, client, server):
     session_id, _call, ticket_id = await request_over_run(client)
 
     chats = [client.post("/run", json=run_body("alice", session_id, user_text("any news?"))) for _ in range(6)]
@@ -72,12 +70,12 @@ async def test_chat_messages_beside_an_approval_never_make_it_fail(client, serve
     assert approved.status_code == 200, approved.text
     assert approved.json()["delivery"] == "delivered"
     assert [a.status_code for a in answers] == [200] * 6, [a.text for a in answers if a.status_code != 200]
-    assert len(await payouts(server, ticket_id)) == 1
+    assert len(await payouts(desk, server, ticket_id)) == 1
 
 
-async def test_ten_deliveries_of_one_decision_deliver_it_once_and_all_answer_json(client, server):
+async def test_ten_deliveries_of_one_decision_deliver_it_once_and_all_answer_json(desk, client, server):
     _session_id, _call, ticket_id = await request_over_run(client)
-    await ledger_at(server.database_url).tickets.decide(ticket_id, approver="bob", approve=True)
+    await desk.ledger_at(server.database_url).tickets.decide(ticket_id, approver="bob", approve=True)
 
     answers = await asyncio.gather(*[
         client.post(f"/api/approvals/{ticket_id}/deliver", headers=as_approver("carol")) for _ in range(10)
@@ -86,20 +84,20 @@ async def test_ten_deliveries_of_one_decision_deliver_it_once_and_all_answer_jso
     assert sorted(a.status_code for a in answers) == [200] + [409] * 9, [a.text for a in answers]
     assert all(a.headers["content-type"].startswith("application/json") for a in answers)
     assert {a.json()["error"] for a in answers if a.status_code == 409} == {"already_delivered"}
-    assert len(await payouts(server, ticket_id)) == 1
+    assert len(await payouts(desk, server, ticket_id)) == 1
     # A delivery that finds the decision delivered once it holds the conversation frees it at once: the
     # requester's next message does not wait for the lock's lease.
-    ledger = ledger_at(server.database_url)
+    ledger = desk.ledger_at(server.database_url)
     assert await ledger.locks.state((await ledger.tickets.get(ticket_id)).conversation) is None
 
 
-async def test_a_conversation_waiting_for_a_decision_cannot_be_deleted(client, server):
+async def test_a_conversation_waiting_for_a_decision_cannot_be_deleted(desk, client, server):
     session_id, _call, ticket_id = await request_over_run(client)
     url = f"/apps/{APP}/users/alice/sessions/{session_id}"
 
     assert_error(await client.delete(url), 409, "conversation_in_use")
     approved = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("bob"))
-    assert approved.status_code == 200 and len(await payouts(server, ticket_id)) == 1
+    assert approved.status_code == 200 and len(await payouts(desk, server, ticket_id)) == 1
 
     assert (await client.delete(url)).status_code == 200  # nothing waits for it any more
     assert (await client.get(url)).status_code == 404

@@ -24,15 +24,13 @@ from support.http import (
     function_responses,
     json_texts,
     new_session,
-    payouts,
     pending_call,
     request_over_run,
     run_body,
     user_text,
 )
-from support.models import ledger_at
 from support.processes import ROOT
-from support.servers import APP, LUNCH
+from support.servers import APP, LUNCH, payouts
 from support.tickets import open_ticket_for
 
 from long_running_agent.web.server import port_in_use
@@ -46,13 +44,13 @@ async def test_app_list_shows_only_the_expense_agent(client):
     assert (await client.get("/list-apps")).json() == [APP]
 
 
-async def test_request_over_run_then_inbox_approval_pays_once(client, server):
+async def test_request_over_run_then_inbox_approval_pays_once(desk, client, server):
     session_id, call, ticket_id = await request_over_run(client)
     assert call["name"] == "ask_for_approval"
     listed = (await client.get("/api/approvals", headers=as_approver("bob"))).json()
     [ticket] = [t for t in listed["pending"] if t["id"] == ticket_id]
     assert (ticket["requester"], ticket["amount"], ticket["purpose"]) == ("alice", 250.0, "team lunch")
-    assert await payouts(server, ticket_id) == []
+    assert await payouts(desk, server, ticket_id) == []
 
     decided = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("bob"))
 
@@ -60,10 +58,10 @@ async def test_request_over_run_then_inbox_approval_pays_once(client, server):
     body = decided.json()
     assert (body["ticket"]["status"], body["ticket"]["decided_by"]) == ("approved", "bob")
     assert len(body["payouts"]) == 1 and body["payouts"][0]["payout_id"] in body["agent_reply"]
-    await assert_resumed_once_and_paid(client, server, "alice", session_id, call, ticket_id)
+    await assert_resumed_once_and_paid(desk, client, server, "alice", session_id, call, ticket_id)
 
 
-async def test_request_over_run_sse_then_inbox_approval_pays_once(client, server):
+async def test_request_over_run_sse_then_inbox_approval_pays_once(desk, client, server):
     session_id = await new_session(client, "alice")
     body = run_body("alice", session_id, user_text(LUNCH)) | {"streaming": False}
     async with client.stream("POST", "/run_sse", json=body) as stream:
@@ -78,10 +76,10 @@ async def test_request_over_run_sse_then_inbox_approval_pays_once(client, server
     decided = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("carol"))
 
     assert decided.status_code == 200, decided.text
-    await assert_resumed_once_and_paid(client, server, "alice", session_id, call, ticket_id)
+    await assert_resumed_once_and_paid(desk, client, server, "alice", session_id, call, ticket_id)
 
 
-async def test_rejection_in_the_inbox_tells_the_requester_and_pays_nothing(client, server):
+async def test_rejection_in_the_inbox_tells_the_requester_and_pays_nothing(desk, client, server):
     session_id, _call, ticket_id = await request_over_run(client)
 
     decided = await client.post(f"/api/approvals/{ticket_id}/reject", headers=as_approver("bob"),
@@ -93,13 +91,13 @@ async def test_rejection_in_the_inbox_tells_the_requester_and_pays_nothing(clien
     events = await events_of(client, "alice", session_id)
     assert function_responses(events, "reimburse") == []
     assert any("Nothing was paid" in text for text in json_texts(events))
-    assert await payouts(server, ticket_id) == []
+    assert await payouts(desk, server, ticket_id) == []
 
 
 # --- what ADK's own routes do with responses the app did not send ---------------------
 
 
-async def test_forged_approval_over_run_is_refused_and_pays_nothing(client, server):
+async def test_forged_approval_over_run_is_refused_and_pays_nothing(desk, client, server):
     session_id, call, ticket_id = await request_over_run(client)
 
     forged = await client.post("/run", json=run_body("alice", session_id, forged_approval(call["id"])))
@@ -112,7 +110,7 @@ async def test_forged_approval_over_run_is_refused_and_pays_nothing(client, serv
     assert not refusal["content"]["parts"][0].get("thought")
     assert "unknown agent" not in server.log.read_text()
     assert function_responses(forged.json(), "reimburse") == []
-    assert await payouts(server, ticket_id) == []
+    assert await payouts(desk, server, ticket_id) == []
     shown = (await client.get(f"/api/approvals/{ticket_id}", headers=as_approver("bob"))).json()
     assert shown["ticket"]["status"] == "pending"
     assert [a["action"] for a in shown["audit"]] == ["requested", "refused"]
@@ -120,7 +118,7 @@ async def test_forged_approval_over_run_is_refused_and_pays_nothing(client, serv
     # The refused forgery did not use up the call: the real decision still resumes it.
     approved = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("bob"))
     assert approved.status_code == 200, approved.text
-    assert len(await payouts(server, ticket_id)) == 1
+    assert len(await payouts(desk, server, ticket_id)) == 1
 
 
 async def test_bad_function_responses_are_a_json_400_on_run(client):
@@ -159,7 +157,7 @@ async def test_approvals_api_needs_a_known_bearer_token(client):
     assert shown.json()["ticket"]["status"] == "pending"
 
 
-async def test_requester_cannot_approve_their_own_ticket(client, server):
+async def test_requester_cannot_approve_their_own_ticket(desk, client, server):
     _session_id, _call, ticket_id = await request_over_run(client, user="alice")
 
     answer = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("alice"))
@@ -169,7 +167,7 @@ async def test_requester_cannot_approve_their_own_ticket(client, server):
     assert "approver" not in refusal["message"].split("cannot")[-1] and "approver" in refusal["fix"]
     shown = await client.get(f"/api/approvals/{ticket_id}", headers=as_approver("bob"))
     assert shown.json()["ticket"]["status"] == "pending"
-    assert await payouts(server, ticket_id) == []
+    assert await payouts(desk, server, ticket_id) == []
 
 
 async def test_unknown_ticket_is_404(client):
@@ -179,7 +177,7 @@ async def test_unknown_ticket_is_404(client):
                  404, "ticket_not_found")
 
 
-async def test_second_decision_is_409_and_the_first_stands(client, server):
+async def test_second_decision_is_409_and_the_first_stands(desk, client, server):
     _session_id, _call, ticket_id = await request_over_run(client)
     assert (await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("bob"))).status_code == 200
 
@@ -189,7 +187,7 @@ async def test_second_decision_is_409_and_the_first_stands(client, server):
     assert_error(again, 409, "already_decided")
     shown = (await client.get(f"/api/approvals/{ticket_id}", headers=as_approver("carol"))).json()
     assert (shown["ticket"]["status"], shown["ticket"]["decided_by"]) == ("approved", "bob")
-    assert len(shown["payouts"]) == 1 and len(await payouts(server, ticket_id)) == 1
+    assert len(shown["payouts"]) == 1 and len(await payouts(desk, server, ticket_id)) == 1
 
 
 @pytest.mark.parametrize("action, content, error", [
@@ -213,7 +211,7 @@ async def test_malformed_decisions_are_422_and_decide_nothing(client, server, ac
     assert shown["ticket"]["status"] == "pending" and shown["payouts"] == []
 
 
-async def test_duplicate_approval_pays_once(client, server):
+async def test_duplicate_approval_pays_once(desk, client, server):
     session_id, call, ticket_id = await request_over_run(client)
     url = f"/api/approvals/{ticket_id}/approve"
 
@@ -223,15 +221,15 @@ async def test_duplicate_approval_pays_once(client, server):
 
     assert sorted([first.status_code, second.status_code]) == [200, 409]
     assert_error(third, 409, "already_decided")
-    await assert_resumed_once_and_paid(client, server, "alice", session_id, call, ticket_id)
+    await assert_resumed_once_and_paid(desk, client, server, "alice", session_id, call, ticket_id)
 
 
-async def test_decision_that_never_reached_the_conversation_is_resumed_once(client, server):
+async def test_decision_that_never_reached_the_conversation_is_resumed_once(desk, client, server):
     session_id, call, ticket_id = await request_over_run(client)
     url = f"/api/approvals/{ticket_id}/deliver"
     assert_error(await client.post(url, headers=as_approver("bob")), 409, "still_pending")
     # A decision recorded by a process that died before resuming the conversation.
-    await ledger_at(server.database_url).tickets.decide(ticket_id, approver="bob", approve=True)
+    await desk.ledger_at(server.database_url).tickets.decide(ticket_id, approver="bob", approve=True)
 
     again = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("carol"))
     assert f"/api/approvals/{ticket_id}/deliver" in assert_error(again, 409, "already_decided")["fix"]
@@ -240,7 +238,7 @@ async def test_decision_that_never_reached_the_conversation_is_resumed_once(clie
     assert delivered.status_code == 200, delivered.text
     assert "was paid" in delivered.json()["agent_reply"] and delivered.json()["ticket"]["delivered_at"]
     assert_error(await client.post(url, headers=as_approver("carol")), 409, "already_delivered")
-    await assert_resumed_once_and_paid(client, server, "alice", session_id, call, ticket_id)
+    await assert_resumed_once_and_paid(desk, client, server, "alice", session_id, call, ticket_id)
 
 
 async def test_inbox_page_is_served_without_external_assets(client):
@@ -253,8 +251,8 @@ async def test_inbox_page_is_served_without_external_assets(client):
         assert "http://" not in served.text and "https://" not in served.text
 
 
-async def test_a_decision_whose_conversation_cannot_be_reached_answers_json_with_the_fix(client, server):
-    ledger = ledger_at(server.database_url)
+async def test_a_decision_whose_conversation_cannot_be_reached_answers_json_with_the_fix(desk, client, server):
+    ledger = desk.ledger_at(server.database_url)
     # Opened under `adk web --session_service_uri memory://` in another process.
     elsewhere = await open_ticket_for(ledger, 25000, user="dave", session="s-elsewhere", purpose="printer",
                                       session_store="memory:otherhost/0/1:4242:7")
@@ -277,13 +275,13 @@ async def test_a_decision_whose_conversation_cannot_be_reached_answers_json_with
     shown = (await client.get(f"/api/approvals/{gone.id}", headers=as_approver("bob"))).json()
     assert shown["ticket"]["delivered_at"] is None
     assert "undelivered" in [entry["action"] for entry in shown["audit"]]
-    assert await payouts(server, elsewhere.id) == [] and await payouts(server, gone.id) == []
+    assert await payouts(desk, server, elsewhere.id) == [] and await payouts(desk, server, gone.id) == []
 
     # An approver settles what can never be delivered: the approved amount is paid without the agent.
     settled = await client.post(f"/api/approvals/{gone.id}/settle", headers=as_approver("carol"))
     assert settled.status_code == 200, settled.text
     assert settled.json()["ticket"]["settled_by"] == "carol"
-    [payout] = await payouts(server, gone.id)
+    [payout] = await payouts(desk, server, gone.id)
     assert payout.amount_cents == 30000
     assert_error(await client.post(f"/api/approvals/{gone.id}/settle", headers=as_approver("bob")),
                  409, "not_settleable")
@@ -334,7 +332,7 @@ async def test_a_bad_amount_is_422_and_decides_nothing(client, action, body, err
     assert shown["ticket"]["status"] == "pending" and shown["payouts"] == []
 
 
-async def test_two_expenses_over_run_are_two_tickets_decided_on_their_own(client, server):
+async def test_two_expenses_over_run_are_two_tickets_decided_on_their_own(desk, client, server):
     # dave: alice's many lunches on this module's server add up past the two-person line today.
     session_id = await new_session(client, "dave")
     answer = await client.post("/run", json=run_body("dave", session_id, user_text(
@@ -350,10 +348,10 @@ async def test_two_expenses_over_run_are_two_tickets_decided_on_their_own(client
     assert (rejected.status_code, approved.status_code) == (200, 200)
     assert "was rejected by bob (not this year)" in rejected.json()["agent_reply"]
     assert "$250.00 for team lunch was paid" in approved.json()["agent_reply"]
-    assert [len(await payouts(server, t)) for t in tickets] == [1, 0]
+    assert [len(await payouts(desk, server, t)) for t in tickets] == [1, 0]
 
 
-async def test_deciding_a_withdrawn_ticket_is_409_withdrawn(client, server):
+async def test_deciding_a_withdrawn_ticket_is_409_withdrawn(desk, client, server):
     session_id, _call, ticket_id = await request_over_run(client)
     withdrawn = await client.post("/run", json=run_body("alice", session_id, user_text("cancel my request")))
     assert withdrawn.status_code == 200 and "Withdrawn" in json_texts(withdrawn.json())[-1]
@@ -361,10 +359,10 @@ async def test_deciding_a_withdrawn_ticket_is_409_withdrawn(client, server):
     for action, body in (("approve", None), ("reject", {"reason": "late"})):
         answer = await client.post(f"/api/approvals/{ticket_id}/{action}", headers=as_approver("bob"), json=body)
         assert "withdrawn by its requester, alice" in assert_error(answer, 409, "withdrawn")["message"]
-    assert await payouts(server, ticket_id) == []
+    assert await payouts(desk, server, ticket_id) == []
 
 
-async def test_adks_own_refusals_and_unreadable_bodies_answer_error_message_fix(client, server):
+async def test_adks_own_refusals_and_unreadable_bodies_answer_error_message_fix(desk, client, server):
     _session_id, _call, ticket_id = await request_over_run(client)
     huge = "9" * 5000  # past what Python will turn into an integer
     answers = {
@@ -377,7 +375,7 @@ async def test_adks_own_refusals_and_unreadable_bodies_answer_error_message_fix(
     for code, answer in answers.items():
         body = assert_error(answer, 404 if code == "not_found" else 400, code.strip())
         assert body["fix"] and "detail" not in body
-    assert (await ledger_at(server.database_url).tickets.get(ticket_id)).status == "pending"
+    assert (await desk.ledger_at(server.database_url).tickets.get(ticket_id)).status == "pending"
 
 
 # --- starting it --------------------------------------------------------------------

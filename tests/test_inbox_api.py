@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from support.http import as_approver, assert_error, payouts, request_over_run
-from support.models import ledger_at
+from support.http import as_approver, assert_error, request_over_run
+from support.servers import payouts
 from support.tickets import decide_and_mark_delivered, decided_not_delivered, open_ticket_for, open_tickets
 
 pytestmark = pytest.mark.subprocess
@@ -23,8 +23,8 @@ async def inbox(client: httpx.AsyncClient, **query: int) -> dict:
     return answer.json()
 
 
-async def test_pending_tickets_come_page_by_page_with_their_total(client, server):
-    ledger = ledger_at(server.database_url)
+async def test_pending_tickets_come_page_by_page_with_their_total(desk, client, server):
+    ledger = desk.ledger_at(server.database_url)
     opened = await open_tickets(ledger, 7, "paged")
     everything = [t.id for t in await ledger.tickets.with_status(limit=200)]
     assert len(everything) >= 7
@@ -66,8 +66,8 @@ async def test_paging_parameters_are_checked_only_for_approvers(client, query):
     assert_error(await client.get(f"/api/approvals?{query}"), 401, "missing_token")
 
 
-async def test_an_old_undelivered_decision_is_listed_with_why_beyond_the_recent_ten(client, server):
-    ledger = ledger_at(server.database_url)
+async def test_an_old_undelivered_decision_is_listed_with_why_beyond_the_recent_ten(desk, client, server):
+    ledger = desk.ledger_at(server.database_url)
     old, other = await open_tickets(ledger, 2, "stuck")
     await decided_not_delivered(ledger, old.id, "conversation stuck-0 of dave is not in the app's database")
     await decided_not_delivered(ledger, other.id, "ConnectError: the model could not be reached")
@@ -90,8 +90,8 @@ async def test_an_old_undelivered_decision_is_listed_with_why_beyond_the_recent_
     assert len(first["pending"]) == min(50, first["total_pending"])  # the pending page is not affected
 
 
-async def test_a_delivered_decision_leaves_the_undelivered_list(client, server):
-    ledger = ledger_at(server.database_url)
+async def test_a_delivered_decision_leaves_the_undelivered_list(desk, client, server):
+    ledger = desk.ledger_at(server.database_url)
     _session_id, _call, ticket_id = await request_over_run(client)
     await decided_not_delivered(ledger, ticket_id, "the server stopped while delivering it")
     assert ticket_id in [t["id"] for t in (await inbox(client, undelivered_limit=200))["undelivered"]]
@@ -102,11 +102,11 @@ async def test_a_delivered_decision_leaves_the_undelivered_list(client, server):
     listed = await inbox(client, undelivered_limit=200)
     assert ticket_id not in [t["id"] for t in listed["undelivered"]]
     assert [t["delivered_at"] is not None for t in listed["recent_decisions"] if t["id"] == ticket_id] == [True]
-    assert len(await payouts(server, ticket_id)) == 1
+    assert len(await payouts(desk, server, ticket_id)) == 1
 
 
-async def test_a_failed_delivery_is_listed_with_when_and_why_and_can_be_settled(client, server):
-    ledger = ledger_at(server.database_url)
+async def test_a_failed_delivery_is_listed_with_when_and_why_and_can_be_settled(desk, client, server):
+    ledger = desk.ledger_at(server.database_url)
     # A conversation kept in a session database nobody listens for (port 1 on loopback).
     ticket = await open_ticket_for(ledger, 25_000, user="dave", session="unreadable-store", purpose="team lunch",
                                    session_store="database:postgresql+asyncpg://nobody@127.0.0.1:1/sessions")

@@ -9,8 +9,7 @@ from datetime import timedelta
 import pytest
 from support import cli
 from support.conversation import Conversation, event_texts, responses
-from support.desks import current
-from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
+from support.models import ScriptedModel, call_part, make_runner, runner_with, text_part
 
 from long_running_agent.ledger import inputs
 
@@ -56,14 +55,14 @@ def test_the_approver_cli_applies_the_same_rules_on_both_backends(db_url):
     assert '"status": "pending"' in shown.stdout
 
 
-def test_the_cli_never_prints_control_characters_from_the_ledger(sqlite_url):
+def test_the_cli_never_prints_control_characters_from_the_ledger(desk, sqlite_url):
     async def open_raw() -> str:
         # Written straight into the ledger, as an older version or another tool could have.
-        ticket = await ledger_at(sqlite_url).tickets.open(
+        ticket = await desk.ledger.tickets.open(
             app_name="long_running_agent", user_id="alice", session_id="s", call_id="c", call_name="ask_for_approval",
             purpose="lunch\x1b]0;pwned\x07", amount_cents=25000, ttl=timedelta(hours=1),
         )
-        await current().close()
+        await desk.close()
         return ticket.id
 
     ticket_id = asyncio.run(open_raw())
@@ -72,18 +71,18 @@ def test_the_cli_never_prints_control_characters_from_the_ledger(sqlite_url):
         assert "\x1b" not in out and "\\x1b]0;pwned" in out, out
 
 
-async def test_a_requester_with_a_second_spelling_gets_a_note_and_no_ticket(sqlite_url):
-    chat = await Conversation(make_runner(sqlite_url), user_id="Alice").start()
+async def test_a_requester_with_a_second_spelling_gets_a_note_and_no_ticket(desk, sqlite_url):
+    chat = await Conversation(make_runner(desk, sqlite_url), user_id="Alice").start()
 
     events = await chat.say("Please reimburse $250 for the team lunch")
 
     assert responses(events, "ask_for_approval") == []
     assert "user id 'Alice'" in event_texts(events)[0]
-    assert await ledger_at(sqlite_url).tickets.with_status() == []
+    assert await desk.ledger.tickets.with_status() == []
 
 
-async def test_an_overlong_message_is_answered_and_not_stored(sqlite_url):
-    chat = await Conversation(make_runner(sqlite_url)).start()
+async def test_an_overlong_message_is_answered_and_not_stored(desk, sqlite_url):
+    chat = await Conversation(make_runner(desk, sqlite_url)).start()
 
     events = await chat.say("Reimburse $20 for coffee. " * 400)
 
@@ -94,15 +93,15 @@ async def test_an_overlong_message_is_answered_and_not_stored(sqlite_url):
 
 
 @pytest.mark.parametrize("tool", ["ask_for_approval", "reimburse"])
-async def test_purposes_with_control_characters_are_refused_by_the_tools(sqlite_url, tool):
+async def test_purposes_with_control_characters_are_refused_by_the_tools(desk, sqlite_url, tool):
     model = ScriptedModel(script=[call_part(tool, purpose="lunch\x1b[2J with clients", amount=250.0), text_part("ok")])
-    chat = await Conversation(runner_with(model, sqlite_url)).start()
+    chat = await Conversation(runner_with(desk, model, sqlite_url)).start()
 
     events = await chat.say("Reimburse $250 for lunch")
 
     [answer] = responses(events, tool)
     assert answer["status"] == "error" and "invisible character, U+001B" in answer["error"]
-    assert await ledger_at(sqlite_url).tickets.with_status() == [] and await ledger_at(sqlite_url).payouts.find() == []
+    assert await desk.ledger.tickets.with_status() == [] and await desk.ledger.payouts.find() == []
 
 
 # Each probe that passed an earlier purpose rule, and what the refusal must name.

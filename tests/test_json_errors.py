@@ -109,13 +109,13 @@ def assert_json_refusal(answer: httpx.Response, method: str, url: str) -> None:
     assert "Traceback" not in answer.text and "[SQL" not in answer.text, where
 
 
-async def test_every_error_adks_routes_answer_on_make_web_is_json_with_a_fix(monkeypatch):
+async def test_every_error_adks_routes_answer_on_make_web_is_json_with_a_fix(desk, monkeypatch):
     # As where ADK's eval extra is missing: its metrics route then answers a 400 (which must be JSON too) instead
     # of importing the evaluator, a large import (tests/test_eval.py runs that).
     monkeypatch.setitem(sys.modules, "google.adk.evaluation.metric_evaluator_registry", None)
     statuses: dict[int, set[str]] = {}
     met: dict[tuple[str, str], set[str]] = {}  # the errors each route answered
-    async with in_process() as client:
+    async with in_process(desk) as client:
         routes = [r for r in client._transport.app.routes if isinstance(r, APIRoute)]  # type: ignore[attr-defined]
         assert any(r.path == "/run" for r in routes) and len(routes) > 50  # ADK's app, not only ours
         for route in routes:
@@ -152,8 +152,8 @@ async def test_every_error_adks_routes_answer_on_make_web_is_json_with_a_fix(mon
     assert "bad_request" in met[("GET", "/dev/apps/{app_name}/metrics-info")]
 
 
-async def test_adks_plain_text_403s_are_json():
-    async with in_process() as client:
+async def test_adks_plain_text_403s_are_json(desk):
+    async with in_process(desk) as client:
         # ADK's DNS-rebinding check: a loopback server answers only requests addressed to a loopback name.
         rebound = await client.get("/list-apps", headers={"Host": "expenses.example"})
         assert_error(rebound, 403, "host_not_allowed")

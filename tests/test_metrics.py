@@ -12,7 +12,6 @@ import json
 
 import pytest
 from support.http import as_approver, new_session, request_over_run
-from support.models import ledger_at
 from support.processes import run
 from support.scrape import Scrape, scrape
 from support.servers import TOKENS
@@ -63,9 +62,9 @@ async def test_the_inbox_pages_rejection_counts_under_the_inbox_channel(client):
     assert moved(before, after, "expenses_payouts_total") == moved(before, after, "expenses_paid_today_dollars") == 0
 
 
-async def test_a_decision_that_cannot_reach_its_conversation_is_counted_then_settled_and_paid(client, server):
+async def test_a_decision_that_cannot_reach_its_conversation_is_counted_then_settled_and_paid(desk, client, server):
     # A ticket whose conversation is not in the server's store (deleted since, say).
-    ticket = await open_ticket_for(ledger_at(server.database_url), 30_000, user="dave", session="s-deleted",
+    ticket = await open_ticket_for(desk.ledger_at(server.database_url), 30_000, user="dave", session="s-deleted",
                                    purpose="monitor")
     before = await scrape(client)
     approved = await client.post(f"/api/approvals/{ticket.id}/approve", headers=as_approver("bob"))

@@ -12,16 +12,16 @@ TOKEN = "metrics-token-for-tests"
 APPROVERS = {token: name for name, token in TOKENS.items()}
 
 
-async def test_a_development_server_serves_metrics_to_anyone(configure):
+async def test_a_development_server_serves_metrics_to_anyone(desk, configure):
     configure()
-    async with in_process() as client:
+    async with in_process(desk) as client:
         assert (await scrape(client))("expenses_pending_tickets") == 0
 
 
 @pytest.mark.parametrize("token", [None, TOKEN])
-async def test_production_serves_metrics_only_behind_metrics_token(configure, token):
+async def test_production_serves_metrics_only_behind_metrics_token(desk, configure, token):
     configure(production=True, trusted_user_header="X-Forwarded-User", metrics_token=token)
-    async with in_process() as client:
+    async with in_process(desk) as client:
         plain = await client.get("/metrics")
         if token is None:
             assert plain.status_code == 404 and plain.json()["error"] == "not_served"
@@ -30,9 +30,9 @@ async def test_production_serves_metrics_only_behind_metrics_token(configure, to
         assert (await scrape(client, {"Authorization": f"Bearer {TOKEN}"}))("expenses_pending_tickets") == 0
 
 
-async def test_a_refused_decision_counts_as_no_decision(configure):
+async def test_a_refused_decision_counts_as_no_decision(desk, configure):
     configure(approvers=APPROVERS)
-    async with in_process() as client:
+    async with in_process(desk) as client:
         _session_id, _call, ticket_id = await request_over_run(client, user="alice")
         before = await scrape(client)
         own = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("alice"))
@@ -49,10 +49,10 @@ def made_up(round_: int, count: int) -> list[tuple[str, str, dict[str, str]]]:
             for n in range(count)]
 
 
-async def test_made_up_methods_paths_and_tokens_add_no_series(configure):
+async def test_made_up_methods_paths_and_tokens_add_no_series(desk, configure):
     """Every label takes its values from a fixed set: once each kind of request was seen, more add no series."""
     configure(approvers=APPROVERS)
-    async with in_process() as client:
+    async with in_process(desk) as client:
         for round_, count in ((1, 50), (2, 300)):
             for method, path, headers in made_up(round_, count):
                 await client.request(method, path, headers=headers)

@@ -18,12 +18,12 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from support import cli, sources
-from support.desks import current
-from support.models import ledger_at
+from support.desks import TestDesk
 from support.processes import run, serve
 from support.releases import load_release_0_1
 
 from long_running_agent.desk import Desk
+from long_running_agent.ledger import Ledger
 from long_running_agent.ledger.storage import migrate
 from long_running_agent.ledger.storage.schema import Base
 from long_running_agent.names import EXPENSES
@@ -41,8 +41,8 @@ def _names_a_ledger_table(difference: object) -> bool:
     return any(f"'{table}'" in text or f"name='{table}'" in text for table in LEDGER_TABLES)
 
 
-async def _schema_differences(url: str) -> list[object]:
-    async with ledger_at(url).engine.connect() as connection:
+async def _schema_differences(ledger: Ledger) -> list[object]:
+    async with ledger.engine.connect() as connection:
         return await connection.run_sync(_differences)
 
 
@@ -54,21 +54,21 @@ def _upgrade_with_alembic(connection: Connection) -> None:
     command.upgrade(cfg, "head")
 
 
-async def test_the_migrations_build_exactly_the_tables_the_code_declares(db_url):
-    async with ledger_at(db_url).engine.begin() as connection:
+async def test_the_migrations_build_exactly_the_tables_the_code_declares(desk, db_url):
+    async with desk.ledger.engine.begin() as connection:
         await connection.run_sync(_upgrade_with_alembic)
 
-    assert await _schema_differences(db_url) == [], "storage/schema.py and migrations/ disagree; add a migration"
+    assert await _schema_differences(desk.ledger) == [], "storage/schema.py and migrations/ disagree; add a migration"
 
 
-async def test_a_new_database_is_built_in_one_step_as_the_migrations_would_build_it(db_url, tmp_path):
+async def test_a_new_database_is_built_in_one_step_as_the_migrations_would_build_it(desk, db_url, tmp_path):
     if db_url.startswith("sqlite"):  # not the test's own file, which starts as a copy (support/ledger_template.py)
         db_url = f"sqlite+aiosqlite:///{tmp_path}/new.db"
-    ledger = ledger_at(db_url)
+    ledger = desk.ledger_at(db_url)
     assert await ledger.prepare() == (None, migrate.head())
 
-    assert await _schema_differences(db_url) == []
-    assert await _stamped(db_url) == migrate.head()
+    assert await _schema_differences(ledger) == []
+    assert await _stamped(ledger) == migrate.head()
     counter = sources.migration("0007")  # the pending tickets' counter: the same triggers, counting from 0
     assert migrate._SQLITE_COUNT == counter.SQLITE_TRIGGERS
     assert migrate._POSTGRESQL_COUNT == (counter.POSTGRESQL_FUNCTION, *counter.POSTGRESQL_TRIGGERS)
@@ -82,22 +82,23 @@ def _objects(path: Path) -> set[tuple[str, str, str | None]]:
             "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
 
 
-async def test_a_new_sqlite_file_has_every_table_index_and_trigger_the_migrations_make(tmp_path):
+async def test_a_new_sqlite_file_has_every_table_index_and_trigger_the_migrations_make(desk, tmp_path):
     migrated, built = f"sqlite+aiosqlite:///{tmp_path}/migrated.db", f"sqlite+aiosqlite:///{tmp_path}/built.db"
-    async with ledger_at(migrated).engine.begin() as connection:
+    async with desk.ledger_at(migrated).engine.begin() as connection:
         await connection.run_sync(_upgrade_with_alembic)
-    assert await ledger_at(built).prepare() == (None, migrate.head())
+    assert await desk.ledger_at(built).prepare() == (None, migrate.head())
 
     assert _objects(tmp_path / "migrated.db") == _objects(tmp_path / "built.db")
 
 
-def test_a_release_0_1_database_upgrades_and_its_pending_ticket_pays_once(db_url):
+def test_a_release_0_1_database_upgrades_and_its_pending_ticket_pays_once(desk, db_url):
     load_release_0_1(db_url)
 
     upgraded = cli.expenses("migrate", url=db_url)
     assert upgraded.returncode == 0, upgraded.stderr
     assert f"from schema revision 0001 to {migrate.head()}" in upgraded.stdout
-    assert asyncio.run(_closing(_schema_differences(db_url))) == [], "an upgraded database differs from a new one"
+    differences = asyncio.run(_closing(desk, _schema_differences(desk.ledger)))
+    assert differences == [], "an upgraded database differs from a new one"
 
     inbox = cli.expenses("inbox", url=db_url)
     [pending] = re.findall(r"^(T-[0-9a-f]{12}) +alice +\$480\.00", inbox.stdout, re.M)
@@ -114,24 +115,24 @@ def test_a_release_0_1_database_upgrades_and_its_pending_ticket_pays_once(db_url
     verified = cli.expenses("audit", "verify", url=db_url)
     assert verified.returncode == 0, verified.stderr
     # What 0.1 recorded before the upgrade is all still there.
-    [paid_by_0_1] = [t for t in _paid_tickets(db_url) if t != pending]
+    [paid_by_0_1] = [t for t in _paid_tickets(desk) if t != pending]
     paid_before = cli.expenses("show", paid_by_0_1, url=db_url).stdout
     assert "Paid: P-" in paid_before and "requested" in paid_before
 
 
-async def _closing(work):
+async def _closing(desk: TestDesk, work):
     try:
         return await work
     finally:
-        await current().close()
+        await desk.close()
 
 
-def _paid_tickets(url: str) -> list[str]:
+def _paid_tickets(desk: TestDesk) -> list[str]:
     async def find() -> list[str]:
         try:
-            return [p.ticket_id for p in await ledger_at(url).payouts.find() if p.ticket_id]
+            return [p.ticket_id for p in await desk.ledger.payouts.find() if p.ticket_id]
         finally:
-            await current().close()
+            await desk.close()
 
     return asyncio.run(find())
 
@@ -165,11 +166,11 @@ def upgrade():
 '''
 
 
-async def test_an_upgrade_that_fails_changes_nothing(db_url, tmp_path, monkeypatch):
+async def test_an_upgrade_that_fails_changes_nothing(desk, db_url, tmp_path, monkeypatch):
     scripts = tmp_path / "migrations"
     shutil.copytree(migrate.MIGRATIONS, scripts)
     (scripts / "versions" / "9999_halfway.py").write_text(FAILING.format(head=migrate.head()))
-    ledger = ledger_at(db_url)
+    ledger = desk.ledger
     await ledger.prepare()
     before = migrate.head()
     monkeypatch.setattr(migrate, "MIGRATIONS", Path(scripts))
@@ -211,14 +212,14 @@ def test_a_new_database_is_created_at_the_head_revision_and_says_so(sqlite_url):
     assert f"at schema revision {migrate.head()}" in created.stdout and "none" not in created.stdout
 
 
-async def _stamp(url: str, revision: str) -> None:
+async def _stamp(ledger: Ledger, revision: str) -> None:
     """Write `revision` into alembic_version, as another version (or a hand) would have."""
-    async with ledger_at(url).engine.begin() as connection:
+    async with ledger.engine.begin() as connection:
         await connection.execute(text("UPDATE alembic_version SET version_num = :revision"), {"revision": revision})
 
 
-async def _stamped(url: str) -> str | None:
-    async with ledger_at(url).engine.connect() as connection:
+async def _stamped(ledger: Ledger) -> str | None:
+    async with ledger.engine.connect() as connection:
         return await connection.run_sync(lambda c: MigrationContext.configure(c).get_current_revision())
 
 
@@ -232,9 +233,9 @@ def _one_line_naming(result: subprocess.CompletedProcess[str], *revisions: str) 
 # A newer version's revision; and 0003 over tables 0004 already changed (its column is there).
 @pytest.mark.subprocess
 @pytest.mark.parametrize("stamped_as", ["0099", "0003"])
-def test_a_database_this_version_cannot_migrate_is_refused_in_one_line_everywhere(db_url, stamped_as):
+def test_a_database_this_version_cannot_migrate_is_refused_in_one_line_everywhere(desk, db_url, stamped_as):
     assert cli.expenses("migrate", url=db_url).returncode == 0
-    asyncio.run(_closing(_stamp(db_url, stamped_as)))
+    asyncio.run(_closing(desk, _stamp(desk.ledger, stamped_as)))
 
     results = {  # the approver CLI and the demo in-process; make web as the process it is
         "migrate": cli.expenses("migrate", url=db_url),
@@ -246,27 +247,27 @@ def test_a_database_this_version_cannot_migrate_is_refused_in_one_line_everywher
 
     refused = {name: _one_line_naming(result, stamped_as, migrate.head()) for name, result in results.items()}
     assert refused == dict.fromkeys(results, True), {n: r.stdout + r.stderr for n, r in results.items()}
-    assert asyncio.run(_closing(_stamped(db_url))) == stamped_as  # nothing was changed
+    assert asyncio.run(_closing(desk, _stamped(desk.ledger))) == stamped_as  # nothing was changed
 
 
-def _migrated_then_changed_by_hand(sqlite_url: str, statement: str) -> None:
-    assert cli.expenses("migrate", url=sqlite_url).returncode == 0
+def _migrated_then_changed_by_hand(desk: TestDesk, statement: str) -> None:
+    assert cli.expenses("migrate", url=desk.settings.database_url).returncode == 0
 
     async def change() -> None:
-        async with ledger_at(sqlite_url).engine.begin() as connection:
+        async with desk.ledger.engine.begin() as connection:
             await connection.execute(text(statement))
-    asyncio.run(_closing(change()))
+    asyncio.run(_closing(desk, change()))
 
 
-def test_a_version_table_edited_by_hand_to_name_two_revisions_is_refused_in_one_line(sqlite_url):
-    _migrated_then_changed_by_hand(sqlite_url, "INSERT INTO alembic_version (version_num) VALUES ('0003')")
+def test_a_version_table_edited_by_hand_to_name_two_revisions_is_refused_in_one_line(desk, sqlite_url):
+    _migrated_then_changed_by_hand(desk, "INSERT INTO alembic_version (version_num) VALUES ('0003')")
 
     for command in ("migrate", "inbox"):
         assert _one_line_naming(cli.expenses(command, url=sqlite_url), "0003", migrate.head())
 
 
-def test_a_table_dropped_by_hand_is_refused_in_one_line_not_met_mid_request(sqlite_url):
-    _migrated_then_changed_by_hand(sqlite_url, "DROP TABLE request_totals")
+def test_a_table_dropped_by_hand_is_refused_in_one_line_not_met_mid_request(desk, sqlite_url):
+    _migrated_then_changed_by_hand(desk, "DROP TABLE request_totals")
 
     for command in (("migrate",), ("request", "Reimburse $250 for the team lunch")):
         assert _one_line_naming(cli.expenses(*command, url=sqlite_url), "request_totals", migrate.head())

@@ -32,10 +32,9 @@ from hypothesis.stateful import (
     invariant,
     multiple,
     rule,
-    run_state_machine_as_test,
 )
 from support.clock import FakeClock
-from support.invariants import APPROVED, EXAMPLES, FIRST_APPROVAL, Decision, Record, check_money_invariants, searching
+from support.invariants import APPROVED, EXAMPLES, FIRST_APPROVAL, Decision, Record, check_money_invariants, run_search
 from support.models import empty
 from support.postgres import new_postgres_database
 
@@ -286,14 +285,8 @@ class LedgerMachine(RuleBasedStateMachine):
 
 
 def search(url: str) -> None:
-    loop = asyncio.new_event_loop()
     money = Money(url)
-    try:
-        machine = type("Machine", (LedgerMachine,), {"loop": loop, "money": money})
-        run_state_machine_as_test(machine, settings=searching(EXAMPLES, 40))
-    finally:
-        loop.run_until_complete(money.close())
-        loop.close()
+    run_search(LedgerMachine, EXAMPLES, 40, asyncio.new_event_loop(), [money], money=money)
 
 
 def test_no_sequence_breaks_the_money_invariants_on_sqlite(tmp_path):

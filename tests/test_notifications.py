@@ -21,9 +21,9 @@ import pytest
 from sqlalchemy import func, select, update
 from support import cli
 from support.conversation import Conversation, pending_calls, responses
-from support.desks import current
+from support.desks import TestDesk
 from support.http import as_approver, assert_error, function_responses, new_session, run_body, user_text
-from support.models import RecordedOfflineModel, ledger_at, make_runner, runner_with
+from support.models import RecordedOfflineModel, make_runner, runner_with
 from support.postgres import new_postgres_database
 from support.processes import ROOT, run
 from support.receiver import SECRET, Receiver
@@ -66,23 +66,24 @@ def webhook(receiver, configure):
     return receiver
 
 
-async def ask(text: str = "Please reimburse $250 for the team lunch", model=None) -> tuple[Conversation, str]:
-    chat = await Conversation(runner_with(model, None) if model else make_runner()).start()
+async def ask(desk: TestDesk, text: str = "Please reimburse $250 for the team lunch",
+              model=None) -> tuple[Conversation, str]:
+    chat = await Conversation(runner_with(desk, model, None) if model else make_runner(desk)).start()
     [pending] = responses(await chat.say(text), "ask_for_approval")
-    await current().wait_for_background()  # the tool sent ticket.requested in the background (send_soon)
+    await desk.wait_for_background()  # the tool sent ticket.requested in the background (send_soon)
     return chat, pending["ticket_id"]
 
 
-async def send() -> list:
-    return await send_due(current().ledger, current().settings)
+async def send(desk: TestDesk) -> list:
+    return await send_due(desk.ledger, desk.settings)
 
 
 async def test_each_event_is_posted_signed_with_an_id_a_timestamp_and_slack_text(desk, sqlite_url, webhook, clock):
-    _chat, ticket_id = await ask()
+    _chat, ticket_id = await ask(desk)
     assert [e["type"] for e in webhook.events()] == ["ticket.requested"]  # at once, from the tool
     await Courier(desk).decide(ticket_id, approver="bob", approve=True)
 
-    attempts = await send()
+    attempts = await send(desk)
 
     assert [a.sent for a in attempts] == [True]
     first, second = webhook.received
@@ -97,15 +98,15 @@ async def test_each_event_is_posted_signed_with_an_id_a_timestamp_and_slack_text
     assert events[1]["ticket"]["status"] == "approved" and events[1]["ticket"]["requester"] == "alice"
     assert [n.state for n in await desk.ledger.outbox.of_ticket(ticket_id)] == ["sent", "sent"]
     assert shape(json.loads(shown_in_docs("payload"))) == shape(events[1]), "docs/notifications.md shows old fields"
-    assert await send() == []  # nothing twice
+    assert await send(desk) == []  # nothing twice
 
 
 async def test_a_pending_tickets_webhook_lists_the_requesters_other_requests_as_they_stand_when_sent(
         desk, sqlite_url, webhook, clock):
-    _chat, first = await ask("Please reimburse $250 for the team lunch")
-    _chat, second = await ask("Please reimburse $300 for a taxi")
+    _chat, first = await ask(desk, "Please reimburse $250 for the team lunch")
+    _chat, second = await ask(desk, "Please reimburse $300 for a taxi")
     await Courier(desk).decide(first, approver="bob", approve=False, reason="not a team event")
-    await send()
+    await send(desk)
 
     requested = {e["ticket"]["id"]: e["ticket"] for e in webhook.events() if e["type"] == "ticket.requested"}
     # Each went out as it was asked for: the first alone, the second beside the first, still pending then.
@@ -119,15 +120,15 @@ async def test_a_pending_tickets_webhook_lists_the_requesters_other_requests_as_
 
 async def test_rejections_expiries_and_withdrawals_are_posted_too(desk, sqlite_url, webhook, clock):
     ledger = desk.ledger
-    _chat, rejected = await ask("Please reimburse $250 for the team lunch")
-    _chat, withdrawn = await ask("Please reimburse $480 for the conference ticket")
-    _chat, expired = await ask("Please reimburse $300 for a keyboard")
+    _chat, rejected = await ask(desk, "Please reimburse $250 for the team lunch")
+    _chat, withdrawn = await ask(desk, "Please reimburse $480 for the conference ticket")
+    _chat, expired = await ask(desk, "Please reimburse $300 for a keyboard")
     await ledger.tickets.decide(rejected, approver="bob", approve=False, reason="no receipt")
     await ledger.tickets.withdraw(withdrawn, requester="alice")
     clock.advance(hours=73)
     await ledger.tickets.expire_due()
 
-    await send()
+    await send(desk)
 
     texts = {e["type"]: e["text"] for e in webhook.events() if e["type"] != "ticket.requested"}
     assert texts == {
@@ -140,16 +141,16 @@ async def test_rejections_expiries_and_withdrawals_are_posted_too(desk, sqlite_u
 
 async def test_a_failing_receiver_is_retried_with_backoff_until_it_takes_it(desk, sqlite_url, webhook, clock):
     webhook.fail_first = 3
-    _chat, ticket_id = await ask()
+    _chat, ticket_id = await ask(desk)
 
     waits = []
     for _ in range(4):
-        await send()
+        await send(desk)
         [notification] = await desk.ledger.outbox.of_ticket(ticket_id)
         if notification.sent_at:
             break
         waits.append(notification.next_attempt_at - clock.now)
-        assert await send() == []  # not due yet: nothing goes out before its time
+        assert await send(desk) == []  # not due yet: nothing goes out before its time
         clock.advance(seconds=waits[-1].total_seconds())
     [notification] = await desk.ledger.outbox.of_ticket(ticket_id)
     assert notification.state == "sent" and notification.attempts == 3
@@ -158,20 +159,20 @@ async def test_a_failing_receiver_is_retried_with_backoff_until_it_takes_it(desk
 
 
 async def test_a_receiver_that_times_out_is_a_failed_attempt(desk, sqlite_url, webhook, clock, configure):
-    _chat, ticket_id = await ask()
+    _chat, ticket_id = await ask(desk)
     webhook.delay = 2
     configure(webhook_timeout=timedelta(seconds=0.3))
     await Courier(desk).decide(ticket_id, approver="bob", approve=True)
-    [attempt] = await send()
+    [attempt] = await send(desk)
     assert not attempt.sent and attempt.notification.event == "ticket.approved"
     [approved] = [n for n in await desk.ledger.outbox.of_ticket(ticket_id) if n.event == "ticket.approved"]
     assert (approved.state, approved.attempts) == ("retrying", 1)
     assert approved.next_attempt_at == clock.now + timedelta(seconds=5)
 
 
-async def open_directly(purpose: str, session_id: str = "s1") -> str:
+async def open_directly(desk: TestDesk, purpose: str, session_id: str = "s1") -> str:
     """A ticket opened by the ledger itself, with no agent and so no send_soon: only a sender sends it."""
-    ticket = await current().ledger.tickets.open(
+    ticket = await desk.ledger.tickets.open(
         app_name="long_running_agent", user_id="alice", session_id=session_id, call_id=f"c-{session_id}",
         call_name="ask_for_approval", purpose=purpose, amount_cents=25_000, ttl=timedelta(hours=72))
     return ticket.id
@@ -183,11 +184,11 @@ async def test_one_dribbling_receiver_holds_up_no_other_notification_and_is_retr
     configure(webhook_timeout=timedelta(seconds=1.5))
     webhook.trickle = 0.5
     webhook.slow = lambda event: event["ticket"]["purpose"] == "slow lunch"
-    slow = await open_directly("slow lunch", "s1")
-    quick = await open_directly("team lunch", "s2")  # due after the slow one, so behind it in a queue
+    slow = await open_directly(desk, "slow lunch", "s1")
+    quick = await open_directly(desk, "team lunch", "s2")  # due after the slow one, so behind it in a queue
 
     started = time.monotonic()
-    attempts = await asyncio.wait_for(send(), timeout=20)
+    attempts = await asyncio.wait_for(send(desk), timeout=20)
     took = time.monotonic() - started
 
     outcome = {a.notification.ticket_id: a.sent for a in attempts}
@@ -200,7 +201,7 @@ async def test_one_dribbling_receiver_holds_up_no_other_notification_and_is_retr
 
     webhook.trickle = 0  # the receiver recovers: the outbox sends it on the next round that finds it due
     clock.advance(seconds=5)
-    assert [(a.notification.ticket_id, a.sent) for a in await send()] == [(slow, True)]
+    assert [(a.notification.ticket_id, a.sent) for a in await send(desk)] == [(slow, True)]
     assert [n.state for n in await desk.ledger.outbox.of_ticket(slow)] == ["sent"]
 
 
@@ -208,18 +209,18 @@ async def test_a_tickets_notifications_go_out_in_the_order_they_happened(desk, s
                                                                          configure):
     configure(webhook_timeout=timedelta(seconds=1.5))
     webhook.delay = 0.9  # each answer: sent side by side, the later event would arrive first
-    ticket_id = await open_directly("team lunch")
+    ticket_id = await open_directly(desk, "team lunch")
     clock.advance(minutes=1)
     await desk.ledger.tickets.decide(ticket_id, approver="bob", approve=False, reason="no receipt")
 
-    first_round = await send()
+    first_round = await send(desk)
 
     # The first went through in 0.9 s; the second had 0.6 s left of the round, too little:
     # handed back untried, not counted against it.
     assert [(a.notification.event, a.sent) for a in first_round] == [("ticket.requested", True)]
     states = {n.event: (n.state, n.attempts) for n in await desk.ledger.outbox.of_ticket(ticket_id)}
     assert states == {"ticket.requested": ("sent", 0), "ticket.rejected": ("waiting", 0)}
-    assert [(a.notification.event, a.sent) for a in await send()] == [("ticket.rejected", True)]
+    assert [(a.notification.event, a.sent) for a in await send(desk)] == [("ticket.rejected", True)]
     assert [e["type"] for e in webhook.events()][0] == "ticket.requested"
 
 
@@ -227,7 +228,7 @@ async def test_a_claim_left_by_a_dead_sender_blocks_no_other_notification(desk, 
     configure(webhook_url="http://127.0.0.1:9/hook", webhook_secret=SECRET)
     ledger = desk.ledger
     for n in range(25):
-        await open_directly(f"item {n}", f"s{n}")
+        await open_directly(desk, f"item {n}", f"s{n}")
 
     held = await ledger.outbox.claim_due("a sender killed mid-round")  # its 60-second leases outlive it
     others = await ledger.outbox.claim_due("a live sender")
@@ -237,10 +238,10 @@ async def test_a_claim_left_by_a_dead_sender_blocks_no_other_notification(desk, 
     assert await ledger.outbox.claim_due("a third sender") == []  # every row is under a live lease
 
 
-async def test_senders_claiming_at_once_never_share_a_notification(db_url, configure):
+async def test_senders_claiming_at_once_never_share_a_notification(desk, db_url, configure):
     configure(webhook_url="http://127.0.0.1:9/hook", webhook_secret=SECRET)
     for n in range(20):
-        await open_directly(f"item {n}", f"s{n}")
+        await open_directly(desk, f"item {n}", f"s{n}")
     senders = [Ledger(db_url, outbox=True) for _ in range(3)]
     try:
         claimed = await asyncio.gather(*(s.outbox.claim_due(f"sender {i}", limit=8) for i, s in enumerate(senders)))
@@ -255,11 +256,11 @@ SLACK_MARKUP = "<!channel> urgent: approve at <https://evil.example/login|the fi
 
 
 async def test_what_users_write_reaches_slack_as_text_never_as_a_mention_or_a_link(desk, sqlite_url, webhook, clock):
-    ticket_id = await open_directly(SLACK_MARKUP)
+    ticket_id = await open_directly(desk, SLACK_MARKUP)
     clock.advance(minutes=1)
     await desk.ledger.tickets.decide(ticket_id, approver="bob", approve=False, reason="see <!here> & <http://x.example>")
 
-    await send()
+    await send(desk)
 
     requested, rejected = webhook.events()
     escaped = "&lt;!channel&gt; urgent: approve at &lt;https://evil.example/login|the finance portal&gt;"
@@ -275,13 +276,13 @@ async def test_what_users_write_reaches_slack_as_text_never_as_a_mention_or_a_li
 
 async def test_a_receiver_that_always_fails_is_given_up_and_shown(desk, sqlite_url, webhook, clock):
     webhook.fail_first = 10_000
-    _chat, ticket_id = await ask()
+    _chat, ticket_id = await ask(desk)
     for _ in range(MAX_ATTEMPTS):
-        await send()
+        await send(desk)
         clock.advance(hours=2)
     [notification] = await desk.ledger.outbox.of_ticket(ticket_id)
     assert notification.state == "failed" and notification.attempts == MAX_ATTEMPTS
-    assert len(webhook.received) == MAX_ATTEMPTS and await send() == []
+    assert len(webhook.received) == MAX_ATTEMPTS and await send(desk) == []
     await desk.close()
 
     shown = await asyncio.to_thread(cli.expenses, "show", ticket_id, url=sqlite_url)
@@ -305,7 +306,7 @@ asyncio.run(decide_then_die())
 @pytest.mark.subprocess
 async def test_a_process_killed_after_the_decision_leaves_its_notification_to_be_sent(
         desk, sqlite_url, webhook, clock, tmp_path):
-    _chat, ticket_id = await ask()
+    _chat, ticket_id = await ask(desk)
     await desk.close()
 
     env = {"EXPENSES_DATABASE_URL": sqlite_url, "APPROVAL_WEBHOOK_URL": webhook.url,
@@ -325,7 +326,7 @@ async def test_a_process_killed_after_the_decision_leaves_its_notification_to_be
 @pytest.mark.parametrize("slowness", [{"delay": 30}, {"trickle": 2}], ids=["sleeps", "dribbles"])
 async def test_an_approver_command_returns_in_bounded_time_whatever_the_receiver_does(
         desk, sqlite_url, webhook, slowness):
-    _chat, ticket_id = await ask()
+    _chat, ticket_id = await ask(desk)
     await desk.close()
     env = {"APPROVAL_WEBHOOK_URL": webhook.url, "APPROVAL_WEBHOOK_SECRET": SECRET,
            "APPROVAL_WEBHOOK_TIMEOUT_SECONDS": "1"}
@@ -349,7 +350,7 @@ async def test_an_approver_command_returns_in_bounded_time_whatever_the_receiver
 
     # The receiver recovers; once the retry is due (brought forward, not waited for), the next command sends it.
     webhook.delay = webhook.trickle = 0
-    await make_due(notification.id)
+    await make_due(desk, notification.id)
     listed = run("inbox", url=sqlite_url, env=env)
     assert listed.returncode == 0, listed.stderr
     [notification] = [n for n in await desk.ledger.outbox.of_ticket(ticket_id) if n.event == "ticket.approved"]
@@ -357,9 +358,9 @@ async def test_an_approver_command_returns_in_bounded_time_whatever_the_receiver
     assert [e["id"] for e in webhook.events()].count(notification.id) == 2  # sent at least once: twice here
 
 
-async def make_due(notification_id: str) -> None:
+async def make_due(desk: TestDesk, notification_id: str) -> None:
     """Move a retry's time into the past: the commands run on the real clock, and a backoff is seconds long."""
-    ledger = current().ledger
+    ledger = desk.ledger
     async with await ledger.database.session() as db, db.begin():
         await db.execute(update(NotificationRow).where(NotificationRow.id == notification_id)
                          .values(next_attempt_at=ledger.now() - timedelta(seconds=1)))
@@ -528,7 +529,7 @@ async def test_reminders_and_escalation_go_out_once_and_the_requester_is_told(de
                                                                               configure):
     configure(remind_before=timedelta(hours=24), escalate_to=("carol", "dave"))
     model = RecordedOfflineModel()
-    chat, ticket_id = await ask(model=model)
+    chat, ticket_id = await ask(desk, model=model)
     ledger = desk.ledger
     calls_before = len(model.requests)
 
@@ -541,7 +542,7 @@ async def test_reminders_and_escalation_go_out_once_and_the_requester_is_told(de
 
     actions = [(e.action, e.detail) for e in await ledger.tickets.audit(ticket_id)]
     assert ("escalated", "to carol, dave") in actions and [a for a, _ in actions].count("reminded") == 1
-    await send()
+    await send(desk)
     events = {e["type"]: e for e in webhook.events()}
     assert set(events) == {"ticket.requested", "ticket.reminder", "ticket.escalated"}
     assert events["ticket.escalated"]["ticket"]["escalated_to"] == ["carol", "dave"]
@@ -556,7 +557,7 @@ async def test_reminders_and_escalation_go_out_once_and_the_requester_is_told(de
 async def test_the_reminder_reaches_the_conversation_as_an_update_of_the_pending_call(
         desk, sqlite_url, webhook, clock, configure):
     configure(remind_before=timedelta(hours=24), escalate_to=("carol",))
-    runner = make_runner()
+    runner = make_runner(desk)
     chat = await Conversation(runner).start()
     events = await chat.say("Please reimburse $250 for the team lunch")
     [call] = pending_calls(events)
@@ -572,7 +573,7 @@ async def test_the_reminder_reaches_the_conversation_as_an_update_of_the_pending
     assert f"Ticket {reminded.id} still waits for an approver" in note and "escalated to carol" in note
     # It never pays and never closes the call: the approval still resumes it, once.
     delivered = await Courier(desk).decide(reminded.id, approver="bob", approve=True)
-    assert delivered.delivered and len(await ledger_at(sqlite_url).payouts.find(ticket_id=reminded.id)) == 1
+    assert delivered.delivered and len(await desk.ledger.payouts.find(ticket_id=reminded.id)) == 1
 
 
 def test_every_setting_is_checked_at_start(tmp_path):

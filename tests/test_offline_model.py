@@ -8,8 +8,8 @@ import pytest
 from google.adk.models import LlmRequest
 from google.genai import types
 from support.conversation import Conversation, event_texts, pending_calls, responses
-from support.desks import current
-from support.models import RecordedOfflineModel, ledger_at, make_runner, runner_with
+from support.desks import TestDesk
+from support.models import RecordedOfflineModel, make_runner, runner_with
 
 from long_running_agent.agent import build_agent
 from long_running_agent.model.amounts import find_amount, find_money
@@ -20,15 +20,15 @@ DECLARATIONS = types.Tool(function_declarations=[
 ])
 
 
-def instruction() -> str:
+def instruction(desk: TestDesk) -> str:
     """The agent's instruction (agent.py) on the test desk's settings: the offline model reads its limits there."""
-    return str(build_agent(current(), OFFLINE_MODEL_NAME).instruction)
+    return str(build_agent(desk, OFFLINE_MODEL_NAME).instruction)
 
 
-def request(*contents: types.Content) -> LlmRequest:
+def request(desk: TestDesk, *contents: types.Content) -> LlmRequest:
     return LlmRequest(
         contents=list(contents),
-        config=types.GenerateContentConfig(system_instruction=instruction(), tools=[DECLARATIONS]),
+        config=types.GenerateContentConfig(system_instruction=instruction(desk), tools=[DECLARATIONS]),
     )
 
 
@@ -56,8 +56,8 @@ def approval_response(status: str, **extra) -> list[types.Content]:
     ("Reimburse $100 for printer toner", "reimburse", {"purpose": "printer toner", "amount": 100.0}),
     ("Reimburse $100.01 for printer toner", "ask_for_approval", {"purpose": "printer toner", "amount": 100.01}),
 ])
-def test_requests_with_amount_and_purpose_call_the_right_tool(text, tool, args):
-    [part] = next_turn(request(user(text)))
+def test_requests_with_amount_and_purpose_call_the_right_tool(desk, text, tool, args):
+    [part] = next_turn(request(desk, user(text)))
     assert part.function_call is not None, part.text
     assert (part.function_call.name, part.function_call.args) == (tool, args)
 
@@ -74,9 +74,9 @@ ONLY_APPROVAL = types.Tool(function_declarations=[types.FunctionDeclaration(name
      {"purpose": "team lunch", "amount": 250.0}),
     (ONLY_APPROVAL, "Reimburse $42.50 for a taxi", None, "the reimburse tool is not available"),
 ])
-def test_each_request_goes_to_a_tool_the_agent_has(tools, text, tool, args):
+def test_each_request_goes_to_a_tool_the_agent_has(desk, tools, text, tool, args):
     only = LlmRequest(contents=[user(text)], config=types.GenerateContentConfig(
-        system_instruction=instruction(), tools=[tools]))
+        system_instruction=instruction(desk), tools=[tools]))
     [part] = next_turn(only)
     if tool:
         assert part.function_call is not None, part.text
@@ -85,13 +85,13 @@ def test_each_request_goes_to_a_tool_the_agent_has(tools, text, tool, args):
         assert part.function_call is None and args in part.text
 
 
-def test_the_threshold_is_the_one_the_agents_instruction_states(configure):
+def test_the_threshold_is_the_one_the_agents_instruction_states(desk, configure):
     # The instruction states the threshold the app enforces (agent.py, from the settings); the model reads it there.
     configure(approval_threshold=Decimal("200"))
-    assert "Up to $200: call reimburse" in instruction()
-    [part] = next_turn(request(user("Reimburse $150 for a train ticket")))
+    assert "Up to $200: call reimburse" in instruction(desk)
+    [part] = next_turn(request(desk, user("Reimburse $150 for a train ticket")))
     assert part.function_call.name == "reimburse"
-    [part] = next_turn(request(user("Reimburse $250 for a train ticket")))
+    [part] = next_turn(request(desk, user("Reimburse $250 for a train ticket")))
     assert part.function_call.name == "ask_for_approval"
     # Not the settings: a request whose instruction states no threshold gets the default one, $100.
     bare = LlmRequest(contents=[user("Reimburse $150 for a train ticket")],
@@ -99,11 +99,11 @@ def test_the_threshold_is_the_one_the_agents_instruction_states(configure):
     assert next_turn(bare)[0].function_call.name == "ask_for_approval"
 
 
-def test_the_maximum_is_the_one_the_agents_instruction_states(configure):
+def test_the_maximum_is_the_one_the_agents_instruction_states(desk, configure):
     # A figure no tool call can carry exactly is refused by the model itself, against the instruction's maximum.
     configure(max_amount=Decimal("2000000"))
-    assert "at most $2,000,000" in instruction()
-    [part] = next_turn(request(user("Reimburse $100,000,000,000,000 for the office")))
+    assert "at most $2,000,000" in instruction(desk)
+    [part] = next_turn(request(desk, user("Reimburse $100,000,000,000,000 for the office")))
     assert part.function_call is None and "above the $2,000,000 limit" in part.text
 
 
@@ -114,8 +114,8 @@ def test_the_maximum_is_the_one_the_agents_instruction_states(configure):
     ("What's the weather like?", "I handle expense reimbursements"),
     ("", "I handle expense reimbursements"),
 ])
-def test_incomplete_or_unrelated_requests_get_a_question_or_help(text, expected):
-    [part] = next_turn(request(user(text)))
+def test_incomplete_or_unrelated_requests_get_a_question_or_help(desk, text, expected):
+    [part] = next_turn(request(desk, user(text)))
     assert part.function_call is None and expected in part.text
 
 
@@ -123,24 +123,24 @@ def test_incomplete_or_unrelated_requests_get_a_question_or_help(text, expected)
     "Reimburse $250 for ", "Reimburse $250 for the", "Reimburse $250 for it.", "Reimburse me $250",
     "Reimburse $250 for my, please", "Reimburse $250 on that, thanks",
 ])
-def test_a_purpose_of_only_filler_words_is_asked_for_not_used(text):
-    [part] = next_turn(request(user(text)))
+def test_a_purpose_of_only_filler_words_is_asked_for_not_used(desk, text):
+    [part] = next_turn(request(desk, user(text)))
     assert part.function_call is None and "What was the $250.00 for?" in part.text
 
 
-def test_a_question_while_a_ticket_waits_gets_its_status():
+def test_a_question_while_a_ticket_waits_gets_its_status(desk):
     contents = approval_response("pending")[:3] + [
         types.Content(role="model", parts=[types.Part(text="Ticket T-1 is waiting.")]), user("Any news?")]
-    [part] = next_turn(request(*contents))
+    [part] = next_turn(request(desk, *contents))
     assert part.function_call is None and "T-1 for $250.00 (team lunch) is still waiting" in part.text
     decided = approval_response("rejected", by="bob")[:3] + [user("Any news?")]
-    assert "Ticket T-1 for $250.00 (team lunch) was rejected by bob" in next_turn(request(*decided))[0].text
+    assert "Ticket T-1 for $250.00 (team lunch) was rejected by bob" in next_turn(request(desk, *decided))[0].text
 
 
-def test_purpose_given_earlier_is_remembered():
+def test_purpose_given_earlier_is_remembered(desk):
     contents = [user("Please reimburse the team lunch"),
                 types.Content(role="model", parts=[types.Part(text="How much was it?")]), user("$250")]
-    [part] = next_turn(request(*contents))
+    [part] = next_turn(request(desk, *contents))
     assert part.function_call.args == {"purpose": "team lunch", "amount": 250.0}
 
 
@@ -151,19 +151,19 @@ def test_purpose_given_earlier_is_remembered():
     ("expired", {}, "expired before anyone decided"),
     ("error", {"error": "bad amount"}, "bad amount"),
 ])
-def test_approval_outcomes_are_explained(status, extra, expected):
-    [part] = next_turn(request(*approval_response(status, **extra)))
+def test_approval_outcomes_are_explained(desk, status, extra, expected):
+    [part] = next_turn(request(desk, *approval_response(status, **extra)))
     assert part.function_call is None and expected in part.text
 
 
-def test_approved_ticket_leads_to_reimburse_with_the_original_request():
-    [part] = next_turn(request(*approval_response("approved", by="bob", purpose="something else")))
+def test_approved_ticket_leads_to_reimburse_with_the_original_request(desk):
+    [part] = next_turn(request(desk, *approval_response("approved", by="bob", purpose="something else")))
     assert part.function_call.name == "reimburse"
     assert part.function_call.args == {"purpose": "team lunch", "amount": 250.0}
 
 
-def test_an_approval_of_less_than_asked_is_paid_at_the_approved_amount():
-    [part] = next_turn(request(*approval_response("approved", by="bob", amount=200.0, asked=250.0, reason="cap")))
+def test_an_approval_of_less_than_asked_is_paid_at_the_approved_amount(desk):
+    [part] = next_turn(request(desk, *approval_response("approved", by="bob", amount=200.0, asked=250.0, reason="cap")))
     assert part.function_call.args == {"purpose": "team lunch", "amount": 200.0}
 
 
@@ -172,13 +172,13 @@ def test_an_approval_of_less_than_asked_is_paid_at_the_approved_amount():
     ({"status": "already_paid", "payout_id": "P-1"}, "already paid"),
     ({"status": "error", "error": "No approved ticket"}, "could not pay it: No approved ticket"),
 ])
-def test_payout_results_are_confirmed_or_relayed(payload, expected):
+def test_payout_results_are_confirmed_or_relayed(desk, payload, expected):
     contents = [user("x"), types.Content(role="user", parts=[types.Part(
         function_response=types.FunctionResponse(name="reimburse", response=payload))])]
-    assert expected in next_turn(request(*contents))[0].text
+    assert expected in next_turn(request(desk, *contents))[0].text
 
 
-def small_refusal(status: dict, tools: types.Tool = DECLARATIONS) -> LlmRequest:
+def small_refusal(desk: TestDesk, status: dict, tools: types.Tool = DECLARATIONS) -> LlmRequest:
     """A reimburse call for $100 and the tool's answer `status`, as ADK would send them."""
     call = types.FunctionCall(name="reimburse", args={"purpose": "same laptop", "amount": 100.0})
     contents = [
@@ -188,7 +188,7 @@ def small_refusal(status: dict, tools: types.Tool = DECLARATIONS) -> LlmRequest:
             function_response=types.FunctionResponse(name="reimburse", response=status))]),
     ]
     return LlmRequest(contents=contents, config=types.GenerateContentConfig(
-        system_instruction=instruction(), tools=[tools]))
+        system_instruction=instruction(desk), tools=[tools]))
 
 
 NEEDS_APPROVAL = {"status": "needs_approval", "reason": "same_purpose", "purpose": "same laptop", "amount": 100.0,
@@ -202,17 +202,18 @@ NEEDS_APPROVAL = {"status": "needs_approval", "reason": "same_purpose", "purpose
     (NEEDS_APPROVAL, types.Tool(function_declarations=[types.FunctionDeclaration(name="reimburse")]),
      None, None, "already reimbursed $100.00 for same laptop"),
 ])
-def test_a_small_payout_sent_to_an_approver_is_asked_for_with_the_same_request(status, tools, tool, args, expected):
-    [part] = next_turn(small_refusal(status, tools))
+def test_a_small_payout_sent_to_an_approver_is_asked_for_with_the_same_request(
+        desk, status, tools, tool, args, expected):
+    [part] = next_turn(small_refusal(desk, status, tools))
     if tool:
         assert (part.function_call.name, part.function_call.args) == (tool, args)
     else:
         assert part.function_call is None and expected in part.text
 
 
-def test_a_pending_small_ticket_is_explained_with_its_why():
+def test_a_pending_small_ticket_is_explained_with_its_why(desk):
     why = "You have been reimbursed $200.00 today (UTC) without approval; the daily limit for that is $250.00."
-    [part] = next_turn(request(*approval_response("pending", why=why)))
+    [part] = next_turn(request(desk, *approval_response("pending", why=why)))
     assert part.function_call is None
     assert part.text.startswith(why) and "ticket T-1" in part.text and "waiting for approval" in part.text
 
@@ -256,8 +257,8 @@ def test_amount_forms(text, amount):
     ("I spent 2 nights and $300 on the conference hotel", "ask_for_approval",
      {"purpose": "conference hotel", "amount": 300.0}),
 ])
-def test_an_amount_written_in_dollars_is_used_exactly(text, tool, args):
-    [part] = next_turn(request(user(text)))
+def test_an_amount_written_in_dollars_is_used_exactly(desk, text, tool, args):
+    [part] = next_turn(request(desk, user(text)))
     assert part.function_call is not None, part.text
     assert (part.function_call.name, part.function_call.args) == (tool, args)
 
@@ -303,8 +304,8 @@ def test_an_amount_written_in_dollars_is_used_exactly(text, tool, args):
     ("Reimburse $250 for lunch and 40 for a taxi", "more than one amount ($250, 40)"),
     ("Reimburse $250 for the 2024 offsite", "more than one amount ($250, 2024)"),
 ])
-def test_an_unclear_amount_gets_a_question_and_no_call(text, question):
-    [part] = next_turn(request(user(text)))
+def test_an_unclear_amount_gets_a_question_and_no_call(desk, text, question):
+    [part] = next_turn(request(desk, user(text)))
     assert part.function_call is None
     assert question in part.text
 
@@ -322,29 +323,29 @@ def test_dates_counts_and_labels_are_not_amounts():
     assert find_money(text) == []
 
 
-def test_a_purpose_from_a_message_sent_back_for_its_amounts_is_not_reused():
+def test_a_purpose_from_a_message_sent_back_for_its_amounts_is_not_reused(desk):
     contents = [user("Reimburse $250 for lunch and 40 for a taxi"),
                 types.Content(role="model", parts=[types.Part(text="Please send one expense at a time.")]),
                 user("$250")]
-    [part] = next_turn(request(*contents))
+    [part] = next_turn(request(desk, *contents))
     assert part.function_call is None and "What was the $250.00 for?" in part.text
 
 
-async def test_an_amount_with_fractions_of_a_cent_pays_nothing_and_opens_no_ticket(sqlite_url):
-    chat = await Conversation(make_runner(sqlite_url)).start()
+async def test_an_amount_with_fractions_of_a_cent_pays_nothing_and_opens_no_ticket(desk, sqlite_url):
+    chat = await Conversation(make_runner(desk, sqlite_url)).start()
 
     events = await chat.say("Reimburse $100.009 for printer toner")
 
     assert [c for e in events for c in e.get_function_calls()] == []
     assert responses(events, "reimburse") == responses(events, "ask_for_approval") == []
     assert "$100.009" in event_texts(events)[-1]
-    ledger = ledger_at(sqlite_url)
+    ledger = desk.ledger
     assert await ledger.payouts.find() == [] and await ledger.tickets.count() == 0
 
 
-async def test_reports_usage_metadata_and_reads_the_real_adk_request(sqlite_url):
+async def test_reports_usage_metadata_and_reads_the_real_adk_request(desk, sqlite_url):
     model = RecordedOfflineModel()
-    chat = await Conversation(runner_with(model, sqlite_url)).start()
+    chat = await Conversation(runner_with(desk, model, sqlite_url)).start()
     events = await chat.say("Please reimburse $250 for the team lunch")
     assert pending_calls(events) and "waiting for an approver" in event_texts(events)[-1]
     names = {d.name for t in model.requests[0].config.tools for d in t.function_declarations}
@@ -372,8 +373,8 @@ TEAM_LUNCH, CONFERENCE, TAXI = ("team lunch", 250.0), ("conference ticket", 480.
     ("Reimburse $250 for the team lunch, $480 for the conference ticket and $45 for a taxi, thanks",
      [("ask_for_approval", *TEAM_LUNCH), ("ask_for_approval", *CONFERENCE), ("reimburse", *TAXI)]),
 ])
-def test_a_message_with_several_expenses_makes_one_call_for_each(text, expected):
-    parts = next_turn(request(user(text)))
+def test_a_message_with_several_expenses_makes_one_call_for_each(desk, text, expected):
+    parts = next_turn(request(desk, user(text)))
     assert [(p.function_call.name, p.function_call.args["purpose"], p.function_call.args["amount"])
             for p in parts] == expected
 
@@ -384,8 +385,8 @@ def test_a_message_with_several_expenses_makes_one_call_for_each(text, expected)
     ("$250 and $480 for the conference", "I see several amounts ($250, $480)"),
     ("Reimburse $250 for lunch and $40.005 for a taxi", "more than one amount ($250, $40.005)"),
 ])
-def test_several_expenses_that_cannot_be_told_apart_get_a_question(text, question):
-    [part] = next_turn(request(user(text)))
+def test_several_expenses_that_cannot_be_told_apart_get_a_question(desk, text, question):
+    [part] = next_turn(request(desk, user(text)))
     assert part.function_call is None and question in part.text
 
 
@@ -418,8 +419,8 @@ def with_cancel(*contents: types.Content) -> LlmRequest:
     return LlmRequest(contents=list(contents), config=types.GenerateContentConfig(tools=[WITH_CANCEL]))
 
 
-def test_each_waiting_ticket_is_told_with_its_own_amount_and_purpose():
-    parts = next_turn(request(*two_pending()[:3]))
+def test_each_waiting_ticket_is_told_with_its_own_amount_and_purpose(desk):
+    parts = next_turn(request(desk, *two_pending()[:3]))
     assert [p.function_call for p in parts] == [None, None]
     assert "$250.00 (team lunch)" in parts[0].text and "T-000000000001" in parts[0].text
     assert "$480.00 (conference ticket)" in parts[1].text and "T-000000000002" in parts[1].text
@@ -456,7 +457,7 @@ def test_a_withdrawn_ticket_is_confirmed_and_no_longer_waits():
     assert "T-000000000001" in news.text and "T-000000000002" not in news.text
 
 
-def test_a_decision_beside_the_other_calls_of_its_turn_is_the_only_news():
+def test_a_decision_beside_the_other_calls_of_its_turn_is_the_only_news(desk):
     # ADK sends the approval of the first ticket beside the second's latest answer (still pending).
     contents = two_pending()[:2] + [types.Content(role="user", parts=[
         types.Part(function_response=types.FunctionResponse(
@@ -464,12 +465,12 @@ def test_a_decision_beside_the_other_calls_of_its_turn_is_the_only_news():
         types.Part(function_response=types.FunctionResponse(
             name="ask_for_approval", response={"status": "pending", "ticket_id": "T-000000000002"})),
     ])]
-    [part] = next_turn(request(*contents))
+    [part] = next_turn(request(desk, *contents))
     assert (part.function_call.name, part.function_call.args) == ("reimburse", dict(zip(
         ("purpose", "amount"), TEAM_LUNCH, strict=True)))
     # Once paid (turn_order.py shows the payout id), it is not paid again when the second is decided.
     contents[-1].parts[0].function_response.response["payout_id"] = "P-1"
     contents[-1].parts[1].function_response.response = {"status": "rejected", "ticket_id": "T-000000000002",
                                                         "by": "bob", "reason": "no receipt"}
-    [part] = next_turn(request(*contents))
+    [part] = next_turn(request(desk, *contents))
     assert part.function_call is None and "T-000000000002 for $480.00 (conference ticket) was rejected" in part.text

@@ -7,10 +7,10 @@ import time
 
 import httpx
 import pytest
-from support.desks import current
-from support.http import as_approver, assert_error, payouts, request_over_run, run_body, user_text
+from support.desks import TestDesk
+from support.http import as_approver, assert_error, request_over_run, run_body, user_text
 from support.postgres import new_postgres_database, postgres_cluster
-from support.servers import APP, web_server
+from support.servers import APP, payouts, web_server
 
 pytestmark = [pytest.mark.postgres, pytest.mark.subprocess]
 
@@ -24,14 +24,14 @@ async def wait_for_health(client: httpx.AsyncClient, status: int, timeout: float
         await asyncio.sleep(0.5)
 
 
-def test_an_outage_is_reported_honestly_and_the_decision_goes_through_after_it(tmp_path):
+def test_an_outage_is_reported_honestly_and_the_decision_goes_through_after_it(desk, tmp_path):
     with postgres_cluster() as postgres:
         database_url = new_postgres_database(postgres.admin_url)
         with web_server(tmp_path, database_url=database_url) as server:
-            asyncio.run(outage(server, postgres))
+            asyncio.run(outage(desk, server, postgres))
 
 
-async def outage(server, postgres) -> None:
+async def outage(desk: TestDesk, server, postgres) -> None:
     async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as client:
         session_id, _call, ticket_id = await request_over_run(client)
 
@@ -59,5 +59,5 @@ async def outage(server, postgres) -> None:
 
         assert approve.status_code == 200, approve.text
         assert approve.json()["delivery"] == "delivered"
-        assert len(await payouts(server, ticket_id)) == 1
-        await current().close()
+        assert len(await payouts(desk, server, ticket_id)) == 1
+        await desk.close()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import update
+from support.policies import policy_file
 from support.tickets import open_ticket_for
 
 from long_running_agent.desk import policy_of
@@ -25,17 +26,7 @@ from long_running_agent.ledger.storage.schema import DecisionRow
 from long_running_agent.refusals.rules import NotAsShown, NotInGroup
 from long_running_agent.settings import SettingsError, load_settings, parse_approvers
 
-POLICY = """
-[[tier]]
-above = 100
-need = { finance = 1 }
-[[tier]]
-above = 5000
-need = { finance = 2 }
-[[tier]]
-above = 20000
-need = { finance = 1, cfo = 1 }
-"""
+POLICY = policy_file((100, {"finance": 1}), (5000, {"finance": 2}), (20000, {"finance": 1, "cfo": 1}))
 SELF_CFO = "[group.cfo]\nallow_self_approval = true\n"
 APPROVERS = ("bob:tok-bbbbbbbb:finance,carol:tok-cccccccc:finance,dave:tok-dddddddd:cfo,"
              "erin:tok-eeeeeeee:finance+cfo,olga:tok-oooooooo:ops,alice:tok-aaaaaaaa:cfo")

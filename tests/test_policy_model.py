@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
 from sqlalchemy import select
 from support import invariants
 from support.clock import FakeClock
@@ -233,14 +233,8 @@ def search(url: str) -> None:
     first = Ledger(url)
     loop.run_until_complete(first.prepare())
     second = Ledger(url)
-    try:
-        machine = type("Machine", (PolicyMachine,), {"url": url, "loop": loop,
-                                                     "engines": [first.engine, second.engine]})
-        run_state_machine_as_test(machine, settings=invariants.searching(EXAMPLES, 50))
-    finally:
-        for ledger in (first, second):
-            loop.run_until_complete(ledger.close())
-        loop.close()
+    invariants.run_search(PolicyMachine, EXAMPLES, 50, loop, [first, second], url=url,
+                          engines=[first.engine, second.engine])
 
 
 def test_random_policies_decide_every_ticket_as_the_docs_model_does_on_sqlite(tmp_path):

@@ -12,7 +12,8 @@ import json
 from decimal import Decimal
 
 import pytest
-from support.desks import current
+from support.desks import TestDesk
+from support.policies import policy_file
 from support.receiver import SECRET
 from support.servers import in_process
 from support.tickets import open_ticket_for
@@ -27,18 +28,7 @@ from long_running_agent.settings import parse_approvers
 from long_running_agent.slack.messages import Buttons, event_text, updated_message
 from long_running_agent.transcript import Transcript
 
-POLICY = """
-[[tier]]
-above = 100
-need = { finance = 1 }
-
-[[tier]]
-above = 10000
-need = { finance = 1, cfo = 1 }
-
-[group.cfo]
-allow_self_approval = true
-"""
+POLICY = policy_file((100, {"finance": 1}), (10000, {"finance": 1, "cfo": 1}), self_approval=("cfo",))
 TOKENS = {"bob": "bob-token-1", "dave": "dave-token-1", "carol": "carol-token-1", "alice": "alice-token-1"}
 APPROVERS = "bob:bob-token-1:finance,dave:dave-token-1:finance,carol:carol-token-1:cfo,alice:alice-token-1"
 HEADER = "X-Forwarded-User"
@@ -57,23 +47,23 @@ def by(name: str, **headers: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {TOKENS[name]}"} | headers
 
 
-async def cli(*argv: str) -> int:
+async def cli(desk: TestDesk, *argv: str) -> int:
     """An `expenses` command, run on the test's desk in this process."""
     args = parser().parse_args(argv)
-    return await commands.COMMANDS[args.command](current(), args, Transcript(verbose=False))
+    return await commands.COMMANDS[args.command](desk, args, Transcript(verbose=False))
 
 
 # --- what is missing -------------------------------------------------------------------------
 
 
-async def test_the_api_says_what_each_ticket_still_needs_and_who_counted_for_which_group(groups):
-    async with in_process() as client:  # first: the server's store shares the ledger's engine
-        ticket = await open_ticket_for(current().ledger, 1_200_000)
+async def test_the_api_says_what_each_ticket_still_needs_and_who_counted_for_which_group(desk, groups):
+    async with in_process(desk) as client:  # first: the server's store shares the ledger's engine
+        ticket = await open_ticket_for(desk.ledger, 1_200_000)
         before = (await client.get(f"/api/approvals/{ticket.id}", headers=by("carol"))).json()["ticket"]
         first = await client.post(f"/api/approvals/{ticket.id}/approve", headers=by("bob"), json={})
 
     assert (before["tier"], before["need"], before["policy_version"]) == (2, {"finance": 1, "cfo": 1},
-                                                                          current().policy.rules.version)
+                                                                          desk.policy.rules.version)
     assert before["missing"] == "0 of 2: needs 1 more from finance and 1 more from cfo"
     assert before["counted_for"] == [] and before["shown_sha256"] == evidence.digest(ticket)
     assert first.status_code == 200 and first.json()["delivery"] == Outcome.WAITING.value
@@ -82,23 +72,23 @@ async def test_the_api_says_what_each_ticket_still_needs_and_who_counted_for_whi
     assert (after["approved_by"], after["counted_for"]) == (["bob"], [{"approver": "bob", "group": "finance"}])
 
 
-async def test_the_cli_inbox_and_report_say_what_is_missing_by_group(groups, capsys):
-    ticket = await open_ticket_for(current().ledger, 1_200_000)
-    await cli("inbox")
+async def test_the_cli_inbox_and_report_say_what_is_missing_by_group(desk, groups, capsys):
+    ticket = await open_ticket_for(desk.ledger, 1_200_000)
+    await cli(desk, "inbox")
     assert "[needs 1 from finance and 1 from cfo]" in capsys.readouterr().out
 
-    await cli("approve", ticket.id, "--approver", "dave")
+    await cli(desk, "approve", ticket.id, "--approver", "dave")
     said = capsys.readouterr().out
     assert f"Ticket {ticket.id}: 1 of 2: needs 1 more from cfo; approved by dave for finance." in said
-    await cli("inbox")
+    await cli(desk, "inbox")
     assert "[1 of 2: needs 1 more from cfo; approved by dave for finance]" in capsys.readouterr().out
-    await cli("show", ticket.id)
+    await cli(desk, "show", ticket.id)
     assert "\nApprovals: 1 of 2: needs 1 more from cfo; approved by dave for finance\n" in capsys.readouterr().out
 
 
 async def test_an_approval_whose_approver_left_the_group_shows_as_no_longer_counting_on_every_surface(
-        groups, configure, capsys):
-    before = Ledger(current().settings.database_url, policy=current().policy)  # the process before the restart
+        desk, groups, configure, capsys):
+    before = Ledger(desk.settings.database_url, policy=desk.policy)  # the process before the restart
     ticket = await open_ticket_for(before, 1_200_000)  # 1 from finance and 1 from cfo
     await before.tickets.decide(ticket.id, approver="bob", approve=True)
     await before.close()
@@ -106,15 +96,15 @@ async def test_an_approval_whose_approver_left_the_group_shows_as_no_longer_coun
     gone = ("0 of 2: needs 1 more from finance and 1 more from cfo (bob approved, but no longer counts: not in a "
             "group it needs now)")
 
-    async with in_process() as client:
+    async with in_process(desk) as client:
         shown = (await client.get(f"/api/approvals/{ticket.id}", headers=by("carol"))).json()["ticket"]
         assert (shown["missing"], shown["counted_for"], shown["no_longer_counting"]) == (gone, [], ["bob"])
         blocks = updated_message(shown, None, Buttons(forms=True))["blocks"]
         fields = [f["text"] for b in blocks for f in b.get("fields", [])]
         assert f"*Approvals*\n{gone}" in fields
-        await cli("show", ticket.id)
+        await cli(desk, "show", ticket.id)
         assert f"\nApprovals: {gone}\n" in capsys.readouterr().out
-        await cli("inbox")
+        await cli(desk, "inbox")
         assert f"[{gone}]" in capsys.readouterr().out
 
         taken = await client.post(f"/api/approvals/{ticket.id}/approve", headers=by("dave"), json={})  # finance
@@ -123,15 +113,15 @@ async def test_an_approval_whose_approver_left_the_group_shows_as_no_longer_coun
                                                       "counts: not in a group it needs now)")
 
 
-async def test_a_requesters_own_approval_leaves_the_other_group_missing_on_every_surface(tmp_path, sqlite_url,
+async def test_a_requesters_own_approval_leaves_the_other_group_missing_on_every_surface(desk, tmp_path, sqlite_url,
                                                                                        configure, capsys):
     """docs/policy.md's example: erin, in finance and cfo, approves her own $25,000; cfo allows it, finance not."""
     path = tmp_path / "policy.toml"
     path.write_text(POLICY)
     configure(approval_policy=path, approvers=parse_approvers(APPROVERS + ",erin:erin-token-1:finance+cfo"))
-    async with in_process() as client:  # first: the server's store shares the ledger's engine
-        ticket = await open_ticket_for(current().ledger, 2_500_000, user="erin")
-        await cli("approve", ticket.id, "--approver", "erin")
+    async with in_process(desk) as client:  # first: the server's store shares the ledger's engine
+        ticket = await open_ticket_for(desk.ledger, 2_500_000, user="erin")
+        await cli(desk, "approve", ticket.id, "--approver", "erin")
         capsys.readouterr()
         refused = await client.post(f"/api/approvals/{ticket.id}/approve", headers=by("carol"), json={})  # cfo
         assert refused.status_code == 403 and refused.json()["error"] == "not_in_group", refused.text
@@ -139,12 +129,12 @@ async def test_a_requesters_own_approval_leaves_the_other_group_missing_on_every
         shown = (await client.get(f"/api/approvals/{ticket.id}", headers=by("carol"))).json()["ticket"]
     assert (shown["missing"], shown["counted_for"]) == ("1 of 2: needs 1 more from finance",
                                                         [{"approver": "erin", "group": "cfo"}])
-    assert await cli("show", ticket.id) == 0
+    assert await cli(desk, "show", ticket.id) == 0
     assert "\nApprovals: 1 of 2: needs 1 more from finance; approved by erin for cfo\n" in capsys.readouterr().out
 
 
-async def test_under_the_default_policy_the_progress_stays_in_plain_words(sqlite_url):
-    ledger = current().ledger
+async def test_under_the_default_policy_the_progress_stays_in_plain_words(desk, sqlite_url):
+    ledger = desk.ledger
     ticket = await open_ticket_for(ledger, 600_000)  # above DUAL_APPROVAL_ABOVE: two approvers
     small = await open_ticket_for(ledger, 20_000, user="erin")
 
@@ -153,13 +143,13 @@ async def test_under_the_default_policy_the_progress_stays_in_plain_words(sqlite
     assert render.waiting(once) == "1 of 2: needs 1 more approver; approved by bob"
 
 
-async def test_the_webhook_says_what_is_missing_and_each_later_approval_is_its_own_event(tmp_path, sqlite_url,
+async def test_the_webhook_says_what_is_missing_and_each_later_approval_is_its_own_event(desk, tmp_path, sqlite_url,
                                                                                         configure):
     path = tmp_path / "policy.toml"
     path.write_text("[[tier]]\nabove = 100\nneed = { finance = 2, cfo = 1 }\n")
     configure(approval_policy=path, approvers=parse_approvers(APPROVERS),
               webhook_url="http://127.0.0.1:9/hook", webhook_secret=SECRET)
-    ledger = current().ledger
+    ledger = desk.ledger
     ticket = await open_ticket_for(ledger, 50_000)
     for approver in ("bob", "dave"):
         await ledger.tickets.decide(ticket.id, approver=approver, approve=True)
@@ -181,13 +171,13 @@ async def test_the_webhook_says_what_is_missing_and_each_later_approval_is_its_o
 # --- evidence from each surface ----------------------------------------------------------------
 
 
-async def test_each_surface_records_its_channel_and_whom_it_authenticated(groups):
-    async with in_process() as client:
-        ledger = current().ledger
+async def test_each_surface_records_its_channel_and_whom_it_authenticated(desk, groups):
+    async with in_process(desk) as client:
+        ledger = desk.ledger
         ticket = await open_ticket_for(ledger, 1_200_000)
         await client.post(f"/api/approvals/{ticket.id}/approve", json={"shown": evidence.digest(ticket)},
                           headers=by("bob", **{"X-Approval-Channel": "inbox", HEADER: "bob@example.com"}))
-        await cli("reject", ticket.id, "--approver", "carol", "--reason", "not this quarter")
+        await cli(desk, "reject", ticket.id, "--approver", "carol", "--reason", "not this quarter")
         shown = await client.get(f"/api/approvals/{ticket.id}/evidence", headers=by("dave"))
         unsigned = await client.get(f"/api/approvals/{ticket.id}/evidence")
         unknown = await client.get("/api/approvals/T-000000000000/evidence", headers=by("dave"))
@@ -204,9 +194,9 @@ async def test_each_surface_records_its_channel_and_whom_it_authenticated(groups
     assert (unknown.status_code, unknown.json()["error"]) == (404, "ticket_not_found")
 
 
-async def test_a_decision_on_another_ticket_than_the_one_shown_is_refused_with_409(groups):
-    async with in_process() as client:
-        ledger = current().ledger
+async def test_a_decision_on_another_ticket_than_the_one_shown_is_refused_with_409(desk, groups):
+    async with in_process(desk) as client:
+        ledger = desk.ledger
         ticket = await open_ticket_for(ledger, 1_200_000)
         other = await open_ticket_for(ledger, 1_300_000, session="s-2")
         crossed = await client.post(f"/api/approvals/{ticket.id}/approve", headers=by("bob"),
@@ -221,29 +211,29 @@ async def test_a_decision_on_another_ticket_than_the_one_shown_is_refused_with_4
     assert api_header.status_code == 200
 
 
-async def test_the_cli_prints_a_tickets_evidence_as_json(groups, capsys):
-    ledger = current().ledger
+async def test_the_cli_prints_a_tickets_evidence_as_json(desk, groups, capsys):
+    ledger = desk.ledger
     ticket = await open_ticket_for(ledger, 1_200_000)
-    await Courier(current()).decide(ticket.id, approver="bob", approve=True, channel="cli",
+    await Courier(desk).decide(ticket.id, approver="bob", approve=True, channel="cli",
                              principal={"os_user": "ops", "approver": "bob"})
     capsys.readouterr()
 
-    assert await cli("evidence", ticket.id) == 0
+    assert await cli(desk, "evidence", ticket.id) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == await ledger.evidence(ticket.id)
     assert printed["policy"]["need"] == {"finance": 1, "cfo": 1} and printed["decisions"][0]["channel"] == "cli"
     with pytest.raises(TicketNotFound):
-        await cli("evidence", "T-000000000000")
+        await cli(desk, "evidence", "T-000000000000")
 
 
 # --- expenses policy ---------------------------------------------------------------------------
 
 
-async def test_policy_shows_the_tiers_groups_and_members_by_name_only(groups, capsys):
-    assert await cli("policy") == 0
+async def test_policy_shows_the_tiers_groups_and_members_by_name_only(desk, groups, capsys):
+    assert await cli(desk, "policy") == 0
     out = capsys.readouterr().out
 
-    assert f"Approval policy: {groups} (version {current().policy.rules.version})" in out
+    assert f"Approval policy: {groups} (version {desk.policy.rules.version})" in out
     assert "tier 1  above $100.00        needs 1 from finance" in out
     assert "tier 2  above $10,000.00     needs 1 from finance and 1 from cfo" in out
     assert "approvers  alice, bob, carol, dave" in out and "finance    bob, dave" in out
@@ -251,12 +241,12 @@ async def test_policy_shows_the_tiers_groups_and_members_by_name_only(groups, ca
     assert not any(token in out for token in TOKENS.values())
 
 
-async def test_policy_for_an_amount_adds_the_requesters_day_and_names_who_may_approve(groups, capsys):
-    await open_ticket_for(current().ledger, 300_000)  # alice asked for $3,000 today
+async def test_policy_for_an_amount_adds_the_requesters_day_and_names_who_may_approve(desk, groups, capsys):
+    await open_ticket_for(desk.ledger, 300_000)  # alice asked for $3,000 today
 
-    await cli("policy", "--amount", "8000")
+    await cli(desk, "policy", "--amount", "8000")
     alone = capsys.readouterr().out
-    await cli("policy", "--amount", "8000", "--requester", "Alice")
+    await cli(desk, "policy", "--amount", "8000", "--requester", "Alice")
     theirs = capsys.readouterr().out
 
     assert "$8,000.00 alone" in alone and "Tier 1 (above $100.00): it needs 1 from finance." in alone
@@ -266,30 +256,28 @@ async def test_policy_for_an_amount_adds_the_requesters_day_and_names_who_may_ap
     assert "Who may approve: finance: bob, dave; cfo: carol." in theirs
 
 
-async def test_policy_without_approvers_or_a_file_is_the_two_settings_and_anyone_but_the_requester(sqlite_url,
+async def test_policy_without_approvers_or_a_file_is_the_two_settings_and_anyone_but_the_requester(desk, sqlite_url,
                                                                                                  configure, capsys):
     configure(approval_threshold=Decimal(200))
-    await cli("policy", "--amount", "6000", "--requester", "alice")
+    await cli(desk, "policy", "--amount", "6000", "--requester", "alice")
     out = capsys.readouterr().out
 
     assert "Approval policy: APPROVAL_THRESHOLD and DUAL_APPROVAL_ABOVE" in out
     assert "tier 2  above $5,000.00      needs 2 approvers" in out
     assert "APPROVERS is unset" in out and "Who may approve: anyone but alice." in out
     with pytest.raises(InputError, match="--requester goes with --amount"):
-        await cli("policy", "--requester", "alice")
+        await cli(desk, "policy", "--requester", "alice")
 
 
 # --- the banners: python main.py's "Policy:" line, make web's ------------------------------------
 
 
-def test_the_banners_name_the_policy_file_and_each_of_its_tiers(groups):
-    desk = current()
+def test_the_banners_name_the_policy_file_and_each_of_its_tiers(desk, groups):
     assert desk.policy.in_words() == (
         f"{groups} (2 tiers: above $100 1 from finance; above $10,000 1 from finance and 1 from cfo)")
 
 
-def test_without_a_policy_file_the_banners_name_the_threshold_and_the_daily_rules(sqlite_url, configure):
+def test_without_a_policy_file_the_banners_name_the_threshold_and_the_daily_rules(desk, sqlite_url, configure):
     configure(approval_threshold=Decimal(200))
-    desk = current()
     assert desk.policy.in_words() == (
         "up to $200 paid at once (once per purpose, $250 a day); more needs an approver")

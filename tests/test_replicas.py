@@ -12,7 +12,7 @@ import asyncio
 
 import httpx
 import pytest
-from support.desks import current
+from support.desks import TestDesk
 from support.http import as_approver, assert_resumed_once_and_paid, request_over_run
 from support.postgres import new_postgres_database
 from support.servers import web_servers
@@ -23,18 +23,18 @@ CONVERSATIONS = 6
 
 
 def test_two_replicas_started_together_on_an_empty_database_serve_and_pay_each_ticket_once(
-        tmp_path, postgres_admin_url):
+        desk, tmp_path, postgres_admin_url):
     database_url = new_postgres_database(postgres_admin_url)
 
     with web_servers(tmp_path, 2, database_url=database_url) as replicas:
-        asyncio.run(_alternate_and_race(replicas))
+        asyncio.run(_alternate_and_race(desk, replicas))
 
     for replica in replicas:
         log = replica.log.read_text()
         assert "Traceback" not in log and " 500 " not in log, log[-3000:]
 
 
-async def _alternate_and_race(replicas) -> None:
+async def _alternate_and_race(desk: TestDesk, replicas) -> None:
     clients = [httpx.AsyncClient(base_url=r.base_url, timeout=120) for r in replicas]
     try:
         # The very first requests, on both replicas at once: sessions, ledger rows, locks.
@@ -53,9 +53,9 @@ async def _alternate_and_race(replicas) -> None:
 
         for i, (session_id, call, ticket_id) in enumerate(started):
             # Read back through the other replica than the one that started it.
-            await assert_resumed_once_and_paid(clients[(i + 1) % 2], replicas[(i + 1) % 2], "alice",
+            await assert_resumed_once_and_paid(desk, clients[(i + 1) % 2], replicas[(i + 1) % 2], "alice",
                                                session_id, call, ticket_id)
     finally:
         for client in clients:
             await client.aclose()
-        await current().close()
+        await desk.close()

@@ -14,7 +14,7 @@ import pytest
 from google.adk.sessions import DatabaseSessionService
 from google.genai import types
 from support.conversation import pending_calls, responses
-from support.desks import current
+from support.desks import TestDesk
 from support.round_trips import ledger_visits, session_store_calls
 
 from benchmarks.baseline import Bank, seed_runner
@@ -29,14 +29,14 @@ def _message(text: str) -> types.Content:
     return types.Content(role="user", parts=[types.Part(text=text)])
 
 
-async def _our_flow(user_id: str) -> str:
+async def _our_flow(desk: TestDesk, user_id: str) -> str:
     """Request and approve $250 in a new conversation of the shipped app; returns the paid ticket's id."""
-    runner = current().runner()
+    runner = desk.runner()
     session = await runner.session_service.create_session(app_name=runner.app_name, user_id=user_id)
     events = [e async for e in runner.run_async(user_id=user_id, session_id=session.id,
                                                 new_message=_message(REQUEST))]
     [pending] = responses(events, "ask_for_approval")
-    delivery = await Courier(current()).decide(pending["ticket_id"], approver="bob", approve=True)
+    delivery = await Courier(desk).decide(pending["ticket_id"], approver="bob", approve=True)
     assert delivery.outcome is Outcome.DELIVERED
     [paid] = responses(delivery.events, "reimburse")
     assert paid["status"] == "paid" and paid["ticket_id"] == pending["ticket_id"]
@@ -59,10 +59,10 @@ async def _seed_flow(runner, user_id: str) -> None:
 
 async def test_an_approved_flow_makes_at_most_six_ledger_round_trips(db_url, desk):
     ledger = desk.ledger
-    await _our_flow("warm-up")  # the schema is made on first use
+    await _our_flow(desk, "warm-up")  # the schema is made on first use
 
     with ledger_visits(ledger.engine) as visits:
-        ticket_id = await _our_flow("alice")
+        ticket_id = await _our_flow(desk, "alice")
 
     assert len(visits.ledger) <= MAX_LEDGER_ROUND_TRIPS, visits.ledger
     # Every guarantee was still written: decided, paid once, delivered once, each in the trail.
@@ -72,7 +72,7 @@ async def test_an_approved_flow_makes_at_most_six_ledger_round_trips(db_url, des
 
 
 async def test_an_approved_flow_calls_the_session_store_no_more_than_the_seed_pattern(db_url, desk):
-    await _our_flow("warm-up")
+    await _our_flow(desk, "warm-up")
     seed = seed_runner(Bank(), DatabaseSessionService(db_url=db_url), desk.settings)
     try:
         await _seed_flow(seed, "warm-up")
@@ -82,7 +82,7 @@ async def test_an_approved_flow_calls_the_session_store_no_more_than_the_seed_pa
         await seed.session_service.db_engine.dispose()
 
     with session_store_calls(desk.sessions) as our_calls:
-        await _our_flow("alice")
+        await _our_flow(desk, "alice")
 
     assert len(our_calls) <= len(seed_calls), (our_calls, seed_calls)
     assert our_calls.count("get_session") <= seed_calls.count("get_session")
@@ -92,12 +92,12 @@ async def test_an_approved_flow_calls_the_session_store_no_more_than_the_seed_pa
 async def test_an_approved_flow_pings_no_connection_used_a_moment_ago(postgres_url, configure, desk, monkeypatch):
     configure(database_url=postgres_url)
     ledger = desk.ledger
-    await _our_flow("warm-up")
+    await _our_flow(desk, "warm-up")
     pinged = []
     ping = ledger.engine.dialect.do_ping
     monkeypatch.setattr(ledger.engine.dialect, "do_ping", lambda connection: pinged.append(1) or ping(connection))
 
-    await _our_flow("alice")
+    await _our_flow(desk, "alice")
 
     # Each connection came back to the pool milliseconds before its next use.
     assert len(pinged) <= 1, len(pinged)
@@ -108,7 +108,7 @@ async def test_a_pooled_connection_the_server_dropped_is_replaced_before_use(pos
                                                                              monkeypatch):
     configure(database_url=postgres_url)
     ledger = desk.ledger
-    await _our_flow("warm-up")
+    await _our_flow(desk, "warm-up")
     # Every pooled connection is now idle "long enough"; the server drops them all (a restart would).
     monkeypatch.setattr(engine, "PING_AFTER_IDLE_S", 0.0)
     admin = await asyncpg.connect(postgres_url.replace("postgresql+asyncpg", "postgresql"))
@@ -120,6 +120,6 @@ async def test_a_pooled_connection_the_server_dropped_is_replaced_before_use(pos
         await admin.close()
     assert dropped >= 1
 
-    ticket_id = await _our_flow("alice")
+    ticket_id = await _our_flow(desk, "alice")
 
     assert len(await ledger.payouts.find(ticket_id=ticket_id)) == 1

@@ -14,8 +14,8 @@ from itertools import permutations
 import pytest
 from support import cli
 from support.conversation import Conversation, calls, event_texts, pending_calls, responses
-from support.desks import current
-from support.models import RecordedOfflineModel, ledger_at, runner_with
+from support.desks import TestDesk
+from support.models import RecordedOfflineModel, runner_with
 
 from long_running_agent.delivery.courier import Courier
 from long_running_agent.ledger import AlreadyDecided, TicketStatus
@@ -25,15 +25,15 @@ from long_running_agent.web.views import agent_reply
 THREE = "Reimburse $250 for the team lunch, $480 for the conference ticket and $45 for a taxi"
 
 
-async def ask_three(db_url: str, model: RecordedOfflineModel | None = None):
-    chat = await Conversation(runner_with(model or RecordedOfflineModel(), db_url)).start()
+async def ask_three(desk: TestDesk, db_url: str, model: RecordedOfflineModel | None = None):
+    chat = await Conversation(runner_with(desk, model or RecordedOfflineModel(), db_url)).start()
     events = await chat.say(THREE)
     return chat, events
 
 
-async def test_one_message_opens_a_ticket_per_large_expense_and_pays_the_small_one_at_once(db_url):
-    chat, events = await ask_three(db_url)
-    ledger = ledger_at(db_url)
+async def test_one_message_opens_a_ticket_per_large_expense_and_pays_the_small_one_at_once(desk, db_url):
+    chat, events = await ask_three(desk, db_url)
+    ledger = desk.ledger
 
     [(lunch, conference)] = [e.get_function_calls()[:2] for e in events if len(e.get_function_calls()) == 3]
     assert [(c.name, c.args["purpose"]) for c in pending_calls(events)] == [
@@ -49,14 +49,14 @@ async def test_one_message_opens_a_ticket_per_large_expense_and_pays_the_small_o
     assert all(t.id in told for t in tickets.values()) and "$45.00 for taxi was paid" in told
 
 
-async def test_each_ticket_is_decided_on_its_own_in_any_order_and_paid_once(db_url):
+async def test_each_ticket_is_decided_on_its_own_in_any_order_and_paid_once(desk, db_url):
     model = RecordedOfflineModel()
-    chat, _events = await ask_three(db_url, model)
-    ledger = ledger_at(db_url)
+    chat, _events = await ask_three(desk, db_url, model)
+    ledger = desk.ledger
     tickets = {t.purpose: t for t in await ledger.tickets.with_status(TicketStatus.PENDING)}
 
     # The second ticket first, in this process; the first from the CLI, another process.
-    conference = await Courier(current()).decide(tickets["conference ticket"].id, approver="bob", approve=True)
+    conference = await Courier(desk).decide(tickets["conference ticket"].id, approver="bob", approve=True)
     assert conference.delivered
     [paid] = responses(conference.events, "reimburse")
     assert paid["status"] == "paid" and paid["amount"] == 480.0
@@ -78,9 +78,9 @@ async def test_each_ticket_is_decided_on_its_own_in_any_order_and_paid_once(db_u
         assert (await ledger.tickets.get(ticket.id)).delivered_at is not None
 
 
-async def test_the_guard_and_exactly_once_hold_for_each_ticket(sqlite_url):
-    chat, events = await ask_three(sqlite_url)
-    ledger = ledger_at(sqlite_url)
+async def test_the_guard_and_exactly_once_hold_for_each_ticket(desk, sqlite_url):
+    chat, events = await ask_three(desk, sqlite_url)
+    ledger = desk.ledger
     lunch, conference = pending_calls(events)
     lunch_ticket, conference_ticket = (r["ticket_id"] for r in responses(events, "ask_for_approval"))
 
@@ -110,16 +110,16 @@ FLOWS = [(name, order) for name, text in SEVERAL.items()
 
 
 @pytest.mark.parametrize(("message", "order"), FLOWS, ids=[f"{m}-{''.join(map(str, o))}" for m, o in FLOWS])
-async def test_each_approval_pays_its_own_ticket_once_and_the_reply_names_that_payout(sqlite_url, message, order):
-    chat = await Conversation(runner_with(RecordedOfflineModel(), sqlite_url)).start()
+async def test_each_approval_pays_its_own_ticket_once_and_the_reply_names_that_payout(desk, sqlite_url, message, order):
+    chat = await Conversation(runner_with(desk, RecordedOfflineModel(), sqlite_url)).start()
     events = await chat.say(SEVERAL[message])
-    ledger = ledger_at(sqlite_url)
+    ledger = desk.ledger
     asked = [r["ticket_id"] for r in responses(events, "ask_for_approval")]
     assert len(asked) == len(order) and len(set(asked)) == len(asked)
 
     reimbursed = 0
     for ticket_id in (asked[i] for i in order):
-        delivery = await Courier(current()).decide(ticket_id, approver="bob", approve=True)
+        delivery = await Courier(desk).decide(ticket_id, approver="bob", approve=True)
 
         assert delivery.delivered, delivery.detail
         [payout] = await ledger.payouts.find(ticket_id=ticket_id)
@@ -139,21 +139,21 @@ async def test_each_approval_pays_its_own_ticket_once_and_the_reply_names_that_p
         assert len(await ledger.payouts.find(ticket_id=ticket_id)) == 1 and ticket.delivered_at is not None
 
 
-async def test_an_approval_pays_its_own_ticket_while_an_equal_one_waits_for_its_delivery(sqlite_url):
-    chat = await Conversation(runner_with(RecordedOfflineModel(), sqlite_url)).start()
+async def test_an_approval_pays_its_own_ticket_while_an_equal_one_waits_for_its_delivery(desk, sqlite_url):
+    chat = await Conversation(runner_with(desk, RecordedOfflineModel(), sqlite_url)).start()
     events = await chat.say(SEVERAL["one purpose, one amount"])
-    ledger = ledger_at(sqlite_url)
+    ledger = desk.ledger
     first, second = (r["ticket_id"] for r in responses(events, "ask_for_approval"))
     # The first is approved by a process that stopped before delivering it: same purpose, same amount.
     await ledger.tickets.decide(first, approver="carol", approve=True)
 
-    delivery = await Courier(current()).decide(second, approver="bob", approve=True)
+    delivery = await Courier(desk).decide(second, approver="bob", approve=True)
 
     [paid] = responses(delivery.events, "reimburse")
     [payout] = await ledger.payouts.find(ticket_id=second)
     assert (paid["status"], paid["ticket_id"], paid["payout_id"]) == ("paid", second, payout.id)
     assert await ledger.payouts.find(ticket_id=first) == []
-    owed = await Courier(current()).deliver(first, actor="carol")
+    owed = await Courier(desk).deliver(first, actor="carol")
     [paid] = responses(owed.events, "reimburse")
     [payout] = await ledger.payouts.find(ticket_id=first)
     assert (paid["status"], paid["ticket_id"], paid["payout_id"]) == ("paid", first, payout.id)
@@ -161,13 +161,13 @@ async def test_an_approval_pays_its_own_ticket_while_an_equal_one_waits_for_its_
 
 
 @pytest.mark.parametrize("message", ["two purposes", "one purpose, one amount"])
-async def test_the_reply_tells_of_this_approvals_amount_and_reason_not_another_tickets(sqlite_url, message):
-    chat = await Conversation(runner_with(RecordedOfflineModel(), sqlite_url)).start()
+async def test_the_reply_tells_of_this_approvals_amount_and_reason_not_another_tickets(desk, sqlite_url, message):
+    chat = await Conversation(runner_with(desk, RecordedOfflineModel(), sqlite_url)).start()
     first, second = [r["ticket_id"] for r in responses(await chat.say(SEVERAL[message]), "ask_for_approval")]
 
-    lowered = await Courier(current()).decide(second, approver="bob", approve=True, amount="200",
+    lowered = await Courier(desk).decide(second, approver="bob", approve=True, amount="200",
                                        reason="capped by bob")
-    full = await Courier(current()).decide(first, approver="carol", approve=True)
+    full = await Courier(desk).decide(first, approver="carol", approve=True)
 
     assert "capped by bob" in (agent_reply(lowered.events) or "")
     # carol approved all she was asked: nothing of bob's lower amount or reason belongs in her reply.

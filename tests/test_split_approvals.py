@@ -16,9 +16,9 @@ import pytest
 from support import cli
 from support.clock import FakeClock
 from support.conversation import Conversation, responses
-from support.desks import configure, current
+from support.desks import TestDesk
 from support.http import as_approver
-from support.models import RecordedOfflineModel, ledger_at, runner_with
+from support.models import RecordedOfflineModel, runner_with
 from support.servers import TOKENS, in_process
 from support.tickets import open_ticket_for
 
@@ -30,14 +30,15 @@ from long_running_agent.slack.messages import Buttons, notification_blocks
 TWICE = "Reimburse $4,500 for the server and $4,500 for the server"
 
 
-async def ask(db_url: str, text: str, chat: Conversation | None = None) -> tuple[Conversation, list[dict]]:
-    chat = chat or await Conversation(runner_with(RecordedOfflineModel(), db_url)).start()
+async def ask(desk: TestDesk, db_url: str, text: str,
+              chat: Conversation | None = None) -> tuple[Conversation, list[dict]]:
+    chat = chat or await Conversation(runner_with(desk, RecordedOfflineModel(), db_url)).start()
     return chat, responses(await chat.say(text), "ask_for_approval")
 
 
-async def test_one_message_split_in_two_needs_a_second_approver_for_the_part_that_crosses_the_line(db_url):
-    _chat, answers = await ask(db_url, TWICE)
-    ledger = ledger_at(db_url)
+async def test_one_message_split_in_two_needs_a_second_approver_for_the_part_that_crosses_the_line(desk, db_url):
+    _chat, answers = await ask(desk, db_url, TWICE)
+    ledger = desk.ledger
     # The two calls run at once; whichever is added second crosses the line.
     one, two = sorted([await ledger.tickets.get(a["ticket_id"]) for a in answers], key=lambda t: t.approvals_needed)
     why = {a["ticket_id"]: a.get("why") for a in answers}
@@ -47,20 +48,20 @@ async def test_one_message_split_in_two_needs_a_second_approver_for_the_part_tha
     # The requester is told why, naming the request it was added to.
     assert one.id in why[two.id] and "$9,000.00" in why[two.id]
 
-    assert (await Courier(current()).decide(one.id, approver="bob", approve=True)).delivered
-    waiting = await Courier(current()).decide(two.id, approver="bob", approve=True)
+    assert (await Courier(desk).decide(one.id, approver="bob", approve=True)).delivered
+    waiting = await Courier(desk).decide(two.id, approver="bob", approve=True)
     assert waiting.outcome is Outcome.WAITING
     assert [p.amount_cents for p in await ledger.payouts.find(ticket_id=one.id)] == [450_000]
     assert await ledger.payouts.find(ticket_id=two.id) == []  # bob alone got $4,500 paid, not $9,000
-    assert (await Courier(current()).decide(two.id, approver="carol", approve=True)).delivered
+    assert (await Courier(desk).decide(two.id, approver="carol", approve=True)).delivered
     assert [p.amount_cents for p in await ledger.payouts.find(ticket_id=two.id)] == [450_000]
 
 
-async def test_every_request_of_the_day_adds_up_whatever_its_purpose(sqlite_url):
-    chat, [first] = await ask(sqlite_url, "Reimburse $4,500 for the server")
-    _chat, [second] = await ask(sqlite_url, "Reimburse $4,500 for a server.", chat)
-    _chat, [other] = await ask(sqlite_url, "Reimburse $4,500 for the office chairs", chat)
-    ledger = ledger_at(sqlite_url)
+async def test_every_request_of_the_day_adds_up_whatever_its_purpose(desk, sqlite_url):
+    chat, [first] = await ask(desk, sqlite_url, "Reimburse $4,500 for the server")
+    _chat, [second] = await ask(desk, sqlite_url, "Reimburse $4,500 for a server.", chat)
+    _chat, [other] = await ask(desk, sqlite_url, "Reimburse $4,500 for the office chairs", chat)
+    ledger = desk.ledger
 
     assert [(await ledger.tickets.get(r["ticket_id"])).approvals_needed for r in (first, second, other)] == [1, 2, 2]
 
@@ -72,8 +73,8 @@ REWORDED = [("team dinner", "dinner for the team"), ("offsite dinner 1/2", "offs
 
 
 @pytest.mark.parametrize("first, second", REWORDED)
-async def test_rewording_a_split_does_not_dodge_the_two_person_rule(sqlite_url, first, second):
-    ledger = ledger_at(sqlite_url)
+async def test_rewording_a_split_does_not_dodge_the_two_person_rule(desk, sqlite_url, first, second):
+    ledger = desk.ledger
     # Two chats of alice's, each one message: what the tools ask the ledger.
     chats = [ToolCall(Where("long_running_agent", "alice", f"chat-{n}"), call_id="adk-1", message_id=f"m-{n}")
              for n in (1, 2)]
@@ -86,23 +87,23 @@ async def test_rewording_a_split_does_not_dodge_the_two_person_rule(sqlite_url, 
     assert one.ticket.id in why and "whatever each is for" in why and "split" not in why
 
 
-async def test_what_was_paid_without_approval_that_day_counts_too(sqlite_url):
-    chat, _taxi = await ask(sqlite_url, "Reimburse $90 for a taxi")
-    _chat, [large] = await ask(sqlite_url, "Reimburse $4,950 for the conference fees", chat)
+async def test_what_was_paid_without_approval_that_day_counts_too(desk, sqlite_url):
+    chat, _taxi = await ask(desk, sqlite_url, "Reimburse $90 for a taxi")
+    _chat, [large] = await ask(desk, sqlite_url, "Reimburse $4,950 for the conference fees", chat)
 
-    assert (await ledger_at(sqlite_url).tickets.get(large["ticket_id"])).approvals_needed == 2
+    assert (await desk.ledger.tickets.get(large["ticket_id"])).approvals_needed == 2
     assert "$90.00 paid to you without approval today" in large["why"]
 
 
-async def test_one_message_with_different_purposes_adds_up_too(sqlite_url):
-    _chat, tickets = await ask(sqlite_url, "Reimburse $3,000 for a laptop and $3,000 for a monitor")
-    ledger = ledger_at(sqlite_url)
+async def test_one_message_with_different_purposes_adds_up_too(desk, sqlite_url):
+    _chat, tickets = await ask(desk, sqlite_url, "Reimburse $3,000 for a laptop and $3,000 for a monitor")
+    ledger = desk.ledger
 
     assert sorted([(await ledger.tickets.get(r["ticket_id"])).approvals_needed for r in tickets]) == [1, 2]
 
 
-async def test_a_rejected_request_no_longer_counts_and_a_new_day_starts_afresh(sqlite_url, clock: FakeClock):
-    ledger = ledger_at(sqlite_url)
+async def test_a_rejected_request_no_longer_counts_and_a_new_day_starts_afresh(desk, sqlite_url, clock: FakeClock):
+    ledger = desk.ledger
     rejected = await open_ticket_for(ledger, 450_000, purpose="server")
     await ledger.tickets.decide(rejected.id, approver="bob", approve=False, reason="wrong quote")
     again = await open_ticket_for(ledger, 450_000, purpose="server", session="s-2")
@@ -114,8 +115,8 @@ async def test_a_rejected_request_no_longer_counts_and_a_new_day_starts_afresh(s
     assert [t.id for t in await ledger.tickets.combined_with(crossing)] == [again.id]
 
 
-async def test_the_calls_of_one_message_add_up_either_side_of_midnight(db_url, clock: FakeClock):
-    ledger = ledger_at(db_url)
+async def test_the_calls_of_one_message_add_up_either_side_of_midnight(desk, db_url, clock: FakeClock):
+    ledger = desk.ledger
     clock.now = clock.now.replace(hour=23, minute=59, second=59)
     before = await open_ticket_for(ledger, 450_000, purpose="server", message="turn-1")
     clock.advance(seconds=2)  # the next UTC day: the requester's day starts afresh, the message does not
@@ -138,17 +139,18 @@ async def test_requests_racing_in_two_processes_cross_the_line_once(db_url):
         assert sorted(t.approvals_needed for t in opened) == [1, 2]
 
 
-async def split_in_two(db_url: str) -> tuple[str, str]:
+async def split_in_two(desk: TestDesk, db_url: str) -> tuple[str, str]:
     """alice's $9,000 asked in two chats, worded differently: the tickets (first, second)."""
-    _chat, [first] = await ask(db_url, "Reimburse $4,500 for team dinner")
-    _chat, [second] = await ask(db_url, "Reimburse $4,500 for dinner for the team")
+    _chat, [first] = await ask(desk, db_url, "Reimburse $4,500 for team dinner")
+    _chat, [second] = await ask(desk, db_url, "Reimburse $4,500 for dinner for the team")
     return first["ticket_id"], second["ticket_id"]
 
 
-async def test_the_api_and_the_slack_message_show_the_requesters_other_requests_today(sqlite_url, clock: FakeClock):
-    configure(approvers={TOKENS["bob"]: "bob"})
-    async with in_process() as client:
-        first, second = await split_in_two(sqlite_url)
+async def test_the_api_and_the_slack_message_show_the_requesters_other_requests_today(
+        desk, sqlite_url, clock: FakeClock):
+    desk.configure(approvers={TOKENS["bob"]: "bob"})
+    async with in_process(desk) as client:
+        first, second = await split_in_two(desk, sqlite_url)
         listed = (await client.get("/api/approvals", headers=as_approver("bob"))).json()
         shown = (await client.get(f"/api/approvals/{second}", headers=as_approver("bob"))).json()
 
@@ -183,11 +185,11 @@ def test_the_cli_shows_the_requesters_other_requests_today_under_each_ticket(sql
     assert TicketStatus.PENDING in shown
 
 
-async def test_a_look_alike_purpose_is_the_same_purpose_or_refused(sqlite_url):
-    chat, [plain] = await ask(sqlite_url, "Reimburse $4,500 for the server")
-    _chat, [wide] = await ask(sqlite_url, "Reimburse $4,500 for the \uff53\uff45\uff52\uff56\uff45\uff52", chat)
-    _chat, [mixed] = await ask(sqlite_url, "Reimburse $4,500 for the s\u0435rver", chat)  # a Cyrillic "е"
-    ledger = ledger_at(sqlite_url)
+async def test_a_look_alike_purpose_is_the_same_purpose_or_refused(desk, sqlite_url):
+    chat, [plain] = await ask(desk, sqlite_url, "Reimburse $4,500 for the server")
+    _chat, [wide] = await ask(desk, sqlite_url, "Reimburse $4,500 for the \uff53\uff45\uff52\uff56\uff45\uff52", chat)
+    _chat, [mixed] = await ask(desk, sqlite_url, "Reimburse $4,500 for the s\u0435rver", chat)  # a Cyrillic "е"
+    ledger = desk.ledger
 
     # Full-width letters are the same letters: the second request crosses the line.
     assert [(await ledger.tickets.get(r["ticket_id"])).approvals_needed for r in (plain, wide)] == [1, 2]

@@ -13,8 +13,7 @@ from decimal import Decimal
 
 import pytest
 from support.conversation import Conversation, calls, event_texts, pending_calls, responses
-from support.desks import current
-from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
+from support.models import ScriptedModel, call_part, make_runner, runner_with, text_part
 from support.processes import ROOT
 
 from long_running_agent.delivery.courier import Courier, Outcome
@@ -30,9 +29,9 @@ async def unticketed_total(ledger: Ledger) -> int:
     return sum(p.amount_cents for p in await ledger.payouts.find() if p.ticket_id is None)
 
 
-async def test_ten_laptops_in_one_conversation_pay_once_and_open_nine_tickets(db_url):
-    chat = await Conversation(make_runner(db_url)).start()
-    ledger = ledger_at(db_url)
+async def test_ten_laptops_in_one_conversation_pay_once_and_open_nine_tickets(desk, db_url):
+    chat = await Conversation(make_runner(desk, db_url)).start()
+    ledger = desk.ledger
 
     replies = [await chat.say("Reimburse $100 for the same laptop") for _ in range(10)]
 
@@ -47,9 +46,9 @@ async def test_ten_laptops_in_one_conversation_pay_once_and_open_nine_tickets(db
     assert [len(pending_calls(events)) for events in replies] == [0] + [1] * 9
 
 
-async def test_small_expenses_are_paid_at_once_only_up_to_the_daily_limit(db_url):
-    chat = await Conversation(make_runner(db_url)).start()
-    ledger = ledger_at(db_url)
+async def test_small_expenses_are_paid_at_once_only_up_to_the_daily_limit(desk, db_url):
+    chat = await Conversation(make_runner(desk, db_url)).start()
+    ledger = desk.ledger
     items = ["laptop", "monitor", "keyboard", "mouse", "dock", "headset", "webcam", "charger", "cable"]
 
     statuses = []
@@ -65,8 +64,8 @@ async def test_small_expenses_are_paid_at_once_only_up_to_the_daily_limit(db_url
     assert await ledger.tickets.count(TicketStatus.PENDING) == 7
 
 
-async def test_the_requester_is_told_why_and_a_ticket_is_opened(db_url):
-    chat = await Conversation(make_runner(db_url)).start()
+async def test_the_requester_is_told_why_and_a_ticket_is_opened(desk, db_url):
+    chat = await Conversation(make_runner(desk, db_url)).start()
     for item in ("monitor", "keyboard"):
         await chat.say(f"Reimburse $100 for a {item}")
 
@@ -78,31 +77,31 @@ async def test_the_requester_is_told_why_and_a_ticket_is_opened(db_url):
     [asked] = pending_calls(events)
     assert (asked.name, asked.args) == ("ask_for_approval", {"purpose": "laptop", "amount": 100.0})
     [pending] = responses(events, "ask_for_approval")
-    ticket = await ledger_at(db_url).tickets.get(pending["ticket_id"])
+    ticket = await desk.ledger.tickets.get(pending["ticket_id"])
     assert (ticket.status, ticket.amount_cents, ticket.call_id) == (TicketStatus.PENDING, 10_000, asked.id)
     reply = event_texts(events)[-1]
     assert "reimbursed $200.00 today" in reply and "$250.00" in reply and ticket.id in reply
-    [requested] = await ledger_at(db_url).tickets.audit(ticket.id)
+    [requested] = await desk.ledger.tickets.audit(ticket.id)
     assert "needs approval" in requested.detail
     # The docs show this very exchange.
     assert refusal["message"] in DOCS_SECTION
     assert f"agent    | {reply.replace(ticket.id, 'T-…')}\n" in DOCS_SECTION
 
 
-async def test_a_near_duplicate_purpose_needs_an_approver(db_url):
+async def test_a_near_duplicate_purpose_needs_an_approver(desk, db_url):
     model = ScriptedModel(script=[
         call_part("reimburse", purpose="Taxi to the airport", amount=40.0), text_part("ok"),
         call_part("reimburse", purpose="the  TAXI to the airport.", amount=30.0), text_part("ok"),
         call_part("reimburse", purpose="taxi home", amount=30.0), text_part("ok"),
     ])
-    chat = await Conversation(runner_with(model, db_url)).start()
+    chat = await Conversation(runner_with(desk, model, db_url)).start()
 
     first, again, other = [responses(await chat.say(f"expense {n}"), "reimburse")[0] for n in range(3)]
 
     assert first["status"] == "paid" and other["status"] == "paid"
     assert again["status"] == "needs_approval" and again["reason"] == SAME_PURPOSE
     assert "already reimbursed $40.00 for Taxi to the airport today" in again["message"]
-    assert await unticketed_total(ledger_at(db_url)) == 7_000
+    assert await unticketed_total(desk.ledger) == 7_000
 
 
 @pytest.mark.parametrize("left, right", [
@@ -117,7 +116,7 @@ def test_different_purposes_stay_different(left, right):
     assert purpose_key(left) != purpose_key(right)
 
 
-async def test_concurrent_small_payouts_cannot_both_fit_under_the_limit(db_url):
+async def test_concurrent_small_payouts_cannot_both_fit_under_the_limit(desk, db_url):
     # One ledger (one engine, one pool) per payout, as separate processes would have.
     ledgers = [Ledger(db_url) for _ in range(8)]
     try:
@@ -147,19 +146,19 @@ async def test_concurrent_small_payouts_cannot_both_fit_under_the_limit(db_url):
 
     assert sorted(different) == [DAILY_LIMIT] * 6 + ["paid"] * 2
     assert sorted(same) == ["paid"] + [SAME_PURPOSE] * 7
-    ledger = ledger_at(db_url)
+    ledger = desk.ledger
     assert await ledger.payouts.paid_without_approval("alice") == await unticketed_total(ledger) == 21_000
 
 
-async def test_an_approved_small_ticket_pays_exactly_once(db_url):
-    chat = await Conversation(make_runner(db_url)).start()
-    ledger = ledger_at(db_url)
+async def test_an_approved_small_ticket_pays_exactly_once(desk, db_url):
+    chat = await Conversation(make_runner(desk, db_url)).start()
+    ledger = desk.ledger
     await chat.say("Reimburse $100 for the same laptop")
     events = await chat.say("Reimburse $100 for the same laptop")
     [asked] = pending_calls(events)
     ticket_id = responses(events, "ask_for_approval")[0]["ticket_id"]
 
-    delivery = await Courier(current()).decide(ticket_id, approver="bob", approve=True)
+    delivery = await Courier(desk).decide(ticket_id, approver="bob", approve=True)
 
     assert delivery.outcome is Outcome.DELIVERED
     [paid] = responses(delivery.events, "reimburse")
@@ -203,23 +202,23 @@ async def test_the_allowance_starts_again_on_the_next_utc_day(sqlite_url):
         await ledger.close()
 
 
-async def test_a_limit_of_zero_sends_every_small_payout_to_an_approver(sqlite_url, configure):
+async def test_a_limit_of_zero_sends_every_small_payout_to_an_approver(desk, sqlite_url, configure):
     configure(daily_auto_approval_limit=Decimal("0"))
-    chat = await Conversation(make_runner(sqlite_url)).start()
+    chat = await Conversation(make_runner(desk, sqlite_url)).start()
 
     events = await chat.say("Reimburse $20 for a coffee")
 
     assert responses(events, "reimburse")[0]["reason"] == DAILY_LIMIT
-    assert pending_calls(events) and await ledger_at(sqlite_url).payouts.find() == []
+    assert pending_calls(events) and await desk.ledger.payouts.find() == []
     assert "without approval is $0.00" in event_texts(events)[-1]
 
 
-async def test_approval_is_still_refused_for_a_small_amount_the_rules_allow(sqlite_url):
+async def test_approval_is_still_refused_for_a_small_amount_the_rules_allow(desk, sqlite_url):
     model = ScriptedModel(script=[call_part("ask_for_approval", purpose="coffee", amount=20.0), text_part("ok")])
-    chat = await Conversation(runner_with(model, sqlite_url)).start()
+    chat = await Conversation(runner_with(desk, model, sqlite_url)).start()
 
     events = await chat.say("Reimburse $20 for a coffee")
 
     [refused] = responses(events, "ask_for_approval")
     assert refused["status"] == "error" and "call reimburse directly" in refused["error"].lower()
-    assert await ledger_at(sqlite_url).tickets.count(TicketStatus.PENDING) == 0
+    assert await desk.ledger.tickets.count(TicketStatus.PENDING) == 0

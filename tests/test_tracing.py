@@ -12,6 +12,7 @@ import re
 import google.adk
 from opentelemetry import trace
 from support.conversation import Conversation, pending_calls, responses
+from support.desks import TestDesk
 from support.http import new_session, run_body, user_text
 from support.processes import ROOT
 from support.servers import LUNCH, in_process
@@ -26,7 +27,7 @@ from long_running_agent.observability.tracing import CUT
 DOCS = ROOT / "docs"
 
 
-async def approved_flow(desk) -> tuple[str, str]:
+async def approved_flow(desk: TestDesk) -> tuple[str, str]:
     """A $250 request, bob's approval and the payout, in one span; returns (ticket id, session id)."""
     await desk.prepare()  # before the span, as at a server's start: the tables are created
     chat = await Conversation(desk.runner()).start()
@@ -128,10 +129,10 @@ async def test_the_trace_in_docs_operations_is_drawn_from_a_real_run(desk):
                                                      "tests/test_tracing.py"
 
 
-async def test_with_the_apps_exporter_the_dev_uis_trace_view_shows_a_run_from_adk_2_10():
+async def test_with_the_apps_exporter_the_dev_uis_trace_view_shows_a_run_from_adk_2_10(desk):
     """docs/operations.md: `make web` sets the tracer provider first; ADK 2.10+ adds its trace view to it."""
     exporter = recorded()  # the app's exporter on the process's provider, as with OTEL_EXPORTER_OTLP_ENDPOINT set
-    async with in_process() as client:
+    async with in_process(desk) as client:
         session_id = await new_session(client, "alice")
         asked = await client.post("/run", json=run_body("alice", session_id, user_text(LUNCH)))
         view = await client.get(f"/dev/apps/{APP_NAME}/debug/trace/session/{session_id}")

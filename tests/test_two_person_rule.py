@@ -14,8 +14,8 @@ import asyncio
 import pytest
 from support import cli
 from support.conversation import Conversation, event_texts, pending_calls, responses
-from support.desks import current
-from support.models import RecordedOfflineModel, ledger_at, runner_with
+from support.desks import TestDesk
+from support.models import RecordedOfflineModel, runner_with
 from support.tickets import open_ticket_for
 
 from long_running_agent.cli.render import report
@@ -36,8 +36,8 @@ from long_running_agent.transcript import Transcript
 SPONSORSHIP = "Reimburse $6,000 for the conference sponsorship"
 
 
-async def ask_for_sponsorship(db_url: str, model: RecordedOfflineModel | None = None):
-    runner = runner_with(model or RecordedOfflineModel(), db_url)
+async def ask_for_sponsorship(desk: TestDesk, db_url: str, model: RecordedOfflineModel | None = None):
+    runner = runner_with(desk, model or RecordedOfflineModel(), db_url)
     chat = await Conversation(runner).start()
     events = await chat.say(SPONSORSHIP)
     [call] = pending_calls(events)
@@ -45,14 +45,14 @@ async def ask_for_sponsorship(db_url: str, model: RecordedOfflineModel | None = 
     return runner, chat, call, pending["ticket_id"]
 
 
-async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_url):
+async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(desk, db_url):
     model = RecordedOfflineModel()
-    runner, chat, call, ticket_id = await ask_for_sponsorship(db_url, model)
-    ledger = ledger_at(db_url)
+    runner, chat, call, ticket_id = await ask_for_sponsorship(desk, db_url, model)
+    ledger = desk.ledger
     assert (await ledger.tickets.get(ticket_id)).approvals_needed == 2
     calls_before = len(model.requests)
 
-    first = await Courier(current()).decide(ticket_id, approver="bob", approve=True)
+    first = await Courier(desk).decide(ticket_id, approver="bob", approve=True)
 
     assert first.outcome is Outcome.WAITING and first.ticket.status is TicketStatus.PENDING
     assert (first.ticket.approvals_so_far, first.ticket.approvers) == ("1 of 2", ["bob"])
@@ -74,8 +74,8 @@ async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_ur
                                "and waits for another approver; I will pay once approved.")
 
     with pytest.raises(AlreadyApprovedByYou):
-        await Courier(current()).decide(ticket_id, approver="bob", approve=True)
-    second = await Courier(current()).decide(ticket_id, approver="carol", approve=True)
+        await Courier(desk).decide(ticket_id, approver="bob", approve=True)
+    second = await Courier(desk).decide(ticket_id, approver="carol", approve=True)
 
     assert second.delivered and second.ticket.status is TicketStatus.APPROVED
     assert second.ticket.approvers == ["bob", "carol"]
@@ -90,29 +90,29 @@ async def test_two_approvers_are_needed_and_the_first_is_shown_as_progress(db_ur
     assert "$6,000.00 for conference sponsorship was paid" in event_texts(second.events)[-1]
 
 
-async def test_a_rejection_by_either_approver_ends_the_ticket(sqlite_url, capsys):
-    _runner, _chat, _call, ticket_id = await ask_for_sponsorship(sqlite_url)
-    await Courier(current()).decide(ticket_id, approver="bob", approve=True)
+async def test_a_rejection_by_either_approver_ends_the_ticket(desk, sqlite_url, capsys):
+    _runner, _chat, _call, ticket_id = await ask_for_sponsorship(desk, sqlite_url)
+    await Courier(desk).decide(ticket_id, approver="bob", approve=True)
 
-    rejected = await Courier(current()).decide(ticket_id, approver="carol", approve=False, reason="not budgeted")
+    rejected = await Courier(desk).decide(ticket_id, approver="carol", approve=False, reason="not budgeted")
     assert report(rejected, Transcript(verbose=False)) == 0
     assert f"Ticket {ticket_id} is rejected by carol;" in capsys.readouterr().out
 
     assert rejected.delivered and rejected.ticket.status is TicketStatus.REJECTED
     assert "rejected by carol (not budgeted)" in event_texts(rejected.events)[-1]
     with pytest.raises(AlreadyDecided):
-        await Courier(current()).decide(ticket_id, approver="dave", approve=True)
-    assert await ledger_at(sqlite_url).payouts.find(ticket_id=ticket_id) == []
+        await Courier(desk).decide(ticket_id, approver="dave", approve=True)
+    assert await desk.ledger.payouts.find(ticket_id=ticket_id) == []
 
 
-async def test_the_requester_is_neither_approver(sqlite_url):
-    _runner, _chat, _call, ticket_id = await ask_for_sponsorship(sqlite_url)
+async def test_the_requester_is_neither_approver(desk, sqlite_url):
+    _runner, _chat, _call, ticket_id = await ask_for_sponsorship(desk, sqlite_url)
     with pytest.raises(NotAllowed):
-        await Courier(current()).decide(ticket_id, approver="alice", approve=True)
-    await Courier(current()).decide(ticket_id, approver="bob", approve=True)
+        await Courier(desk).decide(ticket_id, approver="alice", approve=True)
+    await Courier(desk).decide(ticket_id, approver="bob", approve=True)
     with pytest.raises(NotAllowed):
-        await Courier(current()).decide(ticket_id, approver="Alice", approve=True)
-    assert (await ledger_at(sqlite_url).tickets.get(ticket_id)).status is TicketStatus.PENDING
+        await Courier(desk).decide(ticket_id, approver="Alice", approve=True)
+    assert (await desk.ledger.tickets.get(ticket_id)).status is TicketStatus.PENDING
 
 
 async def _race(db_url: str, ticket_id: str, approvers: tuple[str, str]) -> list[object]:
@@ -126,31 +126,31 @@ async def _race(db_url: str, ticket_id: str, approvers: tuple[str, str]) -> list
             await ledger.close()
 
 
-async def test_two_approvers_racing_on_the_last_approval_decide_it_once(db_url):
-    _runner, _chat, _call, ticket_id = await ask_for_sponsorship(db_url)
-    await ledger_at(db_url).tickets.decide(ticket_id, approver="bob", approve=True)
+async def test_two_approvers_racing_on_the_last_approval_decide_it_once(desk, db_url):
+    _runner, _chat, _call, ticket_id = await ask_for_sponsorship(desk, db_url)
+    await desk.ledger.tickets.decide(ticket_id, approver="bob", approve=True)
 
     results = await _race(db_url, ticket_id, ("carol", "dave"))
 
     assert sorted(type(r).__name__ for r in results) == ["AlreadyDecided", "Ticket"]
-    ticket = await ledger_at(db_url).tickets.get(ticket_id)
+    ticket = await desk.ledger.tickets.get(ticket_id)
     assert ticket.status is TicketStatus.APPROVED and ticket.approvers[0] == "bob"
-    assert [e.action for e in await ledger_at(db_url).tickets.audit(ticket_id)].count("approved") == 1
-    delivered = await deliver_now(ticket_id)
-    assert delivered and len(await ledger_at(db_url).payouts.find(ticket_id=ticket_id)) == 1
+    assert [e.action for e in await desk.ledger.tickets.audit(ticket_id)].count("approved") == 1
+    delivered = await deliver_now(desk, ticket_id)
+    assert delivered and len(await desk.ledger.payouts.find(ticket_id=ticket_id)) == 1
 
 
-async def deliver_now(ticket_id: str) -> bool:
-    return (await Courier(current()).deliver(ticket_id, actor="test")).delivered
+async def deliver_now(desk: TestDesk, ticket_id: str) -> bool:
+    return (await Courier(desk).deliver(ticket_id, actor="test")).delivered
 
 
 @pytest.mark.parametrize("approvers, approved", [(("bob", "carol"), True), (("bob", "bob"), False)])
-async def test_both_approvals_at_once_or_one_approver_twice_end_in_one_decision(db_url, approvers, approved):
-    _runner, _chat, _call, ticket_id = await ask_for_sponsorship(db_url)
+async def test_both_approvals_at_once_or_one_approver_twice_end_in_one_decision(desk, db_url, approvers, approved):
+    _runner, _chat, _call, ticket_id = await ask_for_sponsorship(desk, db_url)
 
     results = await _race(db_url, ticket_id, approvers)
 
-    ticket = await ledger_at(db_url).tickets.get(ticket_id)
+    ticket = await desk.ledger.tickets.get(ticket_id)
     if approved:
         # Two different approvers clicking together: one gave the first approval, the other the second.
         assert ticket.status is TicketStatus.APPROVED and sorted(ticket.approvers) == ["bob", "carol"]
@@ -158,7 +158,7 @@ async def test_both_approvals_at_once_or_one_approver_twice_end_in_one_decision(
     else:
         assert ticket.status is TicketStatus.PENDING and ticket.approvers == ["bob"]
         assert sorted(type(r).__name__ for r in results) == ["AlreadyApprovedByYou", "Ticket"]
-    actions = [e.action for e in await ledger_at(db_url).tickets.audit(ticket_id)]
+    actions = [e.action for e in await desk.ledger.tickets.audit(ticket_id)]
     assert actions.count("approval") == 1 and actions.count("approved") == (1 if approved else 0)
 
 
@@ -175,8 +175,8 @@ async def _race_amounts(db_url: str, ticket_id: str, approvals: list[tuple[str, 
             await ledger.close()
 
 
-async def test_racing_approvers_never_pay_more_than_the_smaller_amount_approved(db_url):
-    ledger = ledger_at(db_url)
+async def test_racing_approvers_never_pay_more_than_the_smaller_amount_approved(desk, db_url):
+    ledger = desk.ledger
     for _round in range(6):
         ticket = await open_ticket_for(ledger, 600_000)
         results = await _race_amounts(db_url, ticket.id, [("bob", "4000"), ("carol", "5500")])
@@ -193,8 +193,8 @@ async def test_racing_approvers_never_pay_more_than_the_smaller_amount_approved(
         assert ticket.payable_cents == 400_000
 
 
-async def test_an_approval_without_an_amount_keeps_the_smaller_amount_the_other_approved(sqlite_url):
-    ledger = ledger_at(sqlite_url)
+async def test_an_approval_without_an_amount_keeps_the_smaller_amount_the_other_approved(desk, sqlite_url):
+    ledger = desk.ledger
     ticket = await open_ticket_for(ledger, 600_000)
     await ledger.tickets.decide(ticket.id, approver="bob", approve=True, amount="4000", reason="within budget")
 
@@ -259,8 +259,8 @@ async def test_an_approver_outside_approvers_decides_and_settles_nothing(sqlite_
         await ledger.close()
 
 
-async def test_the_requester_cannot_be_one_of_two_approvers_even_from_the_dev_chat(sqlite_url):
-    ledger = ledger_at(sqlite_url)
+async def test_the_requester_cannot_be_one_of_two_approvers_even_from_the_dev_chat(desk, sqlite_url):
+    ledger = desk.ledger
     ticket = await open_ticket_for(ledger, 900_000)
     with pytest.raises(NotAllowed):
         await ledger.tickets.decide(ticket.id, approver="alice", approve=True, from_chat=True)

@@ -24,7 +24,6 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from support.http import assert_error, run_body, user_text
-from support.models import ledger_at
 from support.servers import APP, LUNCH, in_process
 
 SQL_MARKERS = ("[SQL:", "INSERT INTO", "SELECT ", "sqlalchemy", "[parameters:", "asyncpg", "sqlite3")
@@ -47,9 +46,9 @@ def chat(session_id: str, text: str, user: str = "alice") -> dict:
     return run_body(user, session_id, user_text(text))
 
 
-async def test_nul_characters_and_long_ids_are_a_4xx_with_a_fix_on_every_route(db_url, configure):
+async def test_nul_characters_and_long_ids_are_a_4xx_with_a_fix_on_every_route(desk, db_url, configure):
     configure(approvers={"bob-token": "bob"})
-    async with in_process() as client:
+    async with in_process(desk) as client:
         made = await client.post(f"/apps/{APP}/users/alice/sessions", json={})
         session_id = made.json()["id"]
         long_id = "s" * 129
@@ -121,8 +120,8 @@ def unwritable_journal(database: Path) -> Iterator[None]:
 
 
 @pytest.mark.subprocess
-async def test_an_unwritable_sqlite_journal_fails_health_and_no_answer_carries_sql(sqlite_url):
-    async with in_process() as client:
+async def test_an_unwritable_sqlite_journal_fails_health_and_no_answer_carries_sql(desk, sqlite_url):
+    async with in_process(desk) as client:
         made = await client.post(f"/apps/{APP}/users/alice/sessions", json={})
         session_id = made.json()["id"]
         assert (await client.get("/health")).status_code == 200
@@ -147,10 +146,10 @@ async def test_an_unwritable_sqlite_journal_fails_health_and_no_answer_carries_s
         assert ran.status_code == 200, ran.text
 
 
-async def test_a_failed_delivery_is_shown_without_the_sql_of_its_error(db_url, configure):
+async def test_a_failed_delivery_is_shown_without_the_sql_of_its_error(desk, db_url, configure):
     configure(approvers={"bob-token": "bob"})
-    async with in_process() as client:
-        ledger = ledger_at()
+    async with in_process(desk) as client:
+        ledger = desk.ledger
         ticket = await ledger.tickets.open(app_name=APP, user_id="alice", session_id="s", call_id="c",
                                           call_name="ask_for_approval", purpose="team lunch", amount_cents=25000,
                                           ttl=timedelta(hours=1))

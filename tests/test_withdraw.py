@@ -13,8 +13,7 @@ import subprocess
 import pytest
 from support import cli
 from support.conversation import Conversation, calls, event_texts, pending_calls, responses
-from support.desks import current
-from support.models import ScriptedModel, call_part, ledger_at, make_runner, runner_with, text_part
+from support.models import ScriptedModel, call_part, make_runner, runner_with, text_part
 from support.processes import request_ticket, run, start
 
 from long_running_agent.delivery.courier import Courier
@@ -23,8 +22,8 @@ from long_running_agent.ledger import AlreadyDecided, Ledger, NotRequester, Tick
 TWO = "Reimburse $250 for the team lunch and $480 for the conference ticket"
 
 
-async def test_the_requester_withdraws_in_the_chat_and_the_pending_call_is_answered(db_url):
-    runner = make_runner(db_url)
+async def test_the_requester_withdraws_in_the_chat_and_the_pending_call_is_answered(desk, db_url):
+    runner = make_runner(desk, db_url)
     chat = await Conversation(runner).start()
     asked = await chat.say(TWO)
     lunch, conference = pending_calls(asked)
@@ -42,7 +41,7 @@ async def test_the_requester_withdraws_in_the_chat_and_the_pending_call_is_answe
     answers = [(r.id, r.name, r.response["status"]) for e in session.events if e.author == "user"
                for r in e.get_function_responses()]
     assert answers == [(conference.id, "ask_for_approval", "withdrawn")]
-    ledger = ledger_at(db_url)
+    ledger = desk.ledger
     ticket = await ledger.tickets.get(conference_ticket)
     assert (ticket.status, ticket.decided_by, ticket.delivered_at is not None) == (TicketStatus.WITHDRAWN, "alice",
                                                                                    True)
@@ -54,25 +53,25 @@ async def test_the_requester_withdraws_in_the_chat_and_the_pending_call_is_answe
 
     # An approver cannot decide it any more, and nothing is paid.
     with pytest.raises(AlreadyDecided, match="withdrawn by its requester, alice"):
-        await Courier(current()).decide(conference_ticket, approver="bob", approve=True)
+        await Courier(desk).decide(conference_ticket, approver="bob", approve=True)
     assert await ledger.payouts.find(ticket_id=conference_ticket) == []
 
 
-async def test_only_the_requester_can_withdraw(sqlite_url):
-    alice = await Conversation(make_runner(sqlite_url)).start()
+async def test_only_the_requester_can_withdraw(desk, sqlite_url):
+    alice = await Conversation(make_runner(desk, sqlite_url)).start()
     [ticket] = responses(await alice.say("Reimburse $250 for the team lunch"), "ask_for_approval")
     ticket_id = ticket["ticket_id"]
     # bob's own conversation, with a model that tries to withdraw alice's ticket.
     model = ScriptedModel(script=[call_part("withdraw_request", ticket_id=ticket_id), text_part("Could not.")])
-    bob = await Conversation(runner_with(model, sqlite_url), user_id="bob").start()
+    bob = await Conversation(runner_with(desk, model, sqlite_url), user_id="bob").start()
 
     tried = await bob.say(f"cancel {ticket_id}")
 
     [refused] = responses(tried, "withdraw_request")
     assert refused["status"] == "error" and f"bob did not request ticket {ticket_id}" in refused["error"]
-    assert (await ledger_at(sqlite_url).tickets.get(ticket_id)).status is TicketStatus.PENDING
+    assert (await desk.ledger.tickets.get(ticket_id)).status is TicketStatus.PENDING
     with pytest.raises(NotRequester):
-        await ledger_at(sqlite_url).tickets.withdraw(ticket_id, requester="carol")
+        await desk.ledger.tickets.withdraw(ticket_id, requester="carol")
 
 
 def test_the_cli_withdraws_for_the_requester_and_tells_the_conversation(sqlite_url):
@@ -93,8 +92,8 @@ def test_the_cli_withdraws_for_the_requester_and_tells_the_conversation(sqlite_u
     assert "withdrawn   by alice: withdrawn by the requester" in shown and "Paid:" not in shown
 
 
-async def test_a_withdrawal_racing_an_approval_ends_in_exactly_one(db_url):
-    chat = await Conversation(make_runner(db_url)).start()
+async def test_a_withdrawal_racing_an_approval_ends_in_exactly_one(desk, db_url):
+    chat = await Conversation(make_runner(desk, db_url)).start()
     outcomes = []
     for _ in range(5):
         [ticket] = responses(await chat.say("Reimburse $250 for the team lunch"), "ask_for_approval")
@@ -110,9 +109,9 @@ async def test_a_withdrawal_racing_an_approval_ends_in_exactly_one(db_url):
                 await ledger.close()
         [won] = [r for r in results if not isinstance(r, BaseException)]
         assert [type(r) for r in results if isinstance(r, BaseException)] == [AlreadyDecided]
-        stored = await ledger_at(db_url).tickets.get(ticket["ticket_id"])
+        stored = await desk.ledger.tickets.get(ticket["ticket_id"])
         assert stored.status == won.status
-        actions = [e.action for e in await ledger_at(db_url).tickets.audit(stored.id)]
+        actions = [e.action for e in await desk.ledger.tickets.audit(stored.id)]
         evidence = ["evidence"] if won.status is TicketStatus.APPROVED else []  # an approver's, in the chain too
         assert actions == ["requested", str(won.status), *evidence]
         outcomes.append(won.status)

@@ -123,10 +123,8 @@ def conversation_of(context: InvocationContext) -> Conversation:
     return Conversation(context.session.app_name, context.session.user_id, context.session.id)
 
 
-SessionVersionRead = Callable[[AsyncConnection], Awaitable[float | None]]
-
-
-def session_version(context: InvocationContext, ledger: Ledger) -> SessionVersionRead | None:
+def session_version(context: InvocationContext, ledger: Ledger,
+                    ) -> Callable[[AsyncConnection], Awaitable[float | None]] | None:
     """A read of the stored session's version, for the transaction that takes the lock; None: always reload.
 
     It is what ADK's stale-session check compares: `update_time` in the ledger's database, `last_update_time` in memory.

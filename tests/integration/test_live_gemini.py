@@ -18,7 +18,7 @@ from google.adk.models.google_llm import Gemini
 from google.genai import types
 from support.conversation import Conversation, calls, pending_calls, responses
 from support.live import LIVE_KEY, LIVE_MODEL, NEEDS_KEY
-from support.models import ledger_at, runner_with
+from support.models import runner_with
 
 pytestmark = pytest.mark.skipif(not LIVE_KEY, reason=NEEDS_KEY)
 
@@ -33,12 +33,12 @@ def live_gemini(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     return sqlite_url
 
 
-async def test_live_gemini_waits_for_approval_then_pays_once(live_gemini: str) -> None:
+async def test_live_gemini_waits_for_approval_then_pays_once(desk, live_gemini: str) -> None:
     # A new Gemini instance builds its client from the key set above. Retries
     # ride out a 429 or 503; a 400 (a malformed request) still fails at once.
     model = Gemini(model=LIVE_MODEL, retry_options=types.HttpRetryOptions(attempts=4, initial_delay=2))
-    runner = runner_with(model, live_gemini)
-    ledger = ledger_at(live_gemini)
+    runner = runner_with(desk, model, live_gemini)
+    ledger = desk.ledger_at(live_gemini)
     try:
         chat = await Conversation(runner, "alice").start()
         events = await chat.say("Please reimburse $250 for the team lunch")

@@ -8,7 +8,8 @@ from google.adk.events import Event
 from google.adk.runners import Runner
 from google.genai import types
 
-from support.models import make_runner
+from support.desks import TestDesk
+from support.models import make_runner, runner_with
 
 
 def function_response(call_id: str | None, name: str | None, response: dict[str, Any]) -> types.Content:
@@ -65,12 +66,10 @@ class Conversation:
 
 
 async def request_large(
-    db_url: str, model: Any = None
+    desk: TestDesk, db_url: str, model: Any = None
 ) -> tuple[Runner, Conversation, list[Event], types.FunctionCall, dict[str, Any]]:
-    """Ask for $250 (above the threshold) in a new conversation: the call waits for an approver."""
-    from .models import runner_with
-
-    runner = runner_with(model, db_url) if model else make_runner(db_url)
+    """Ask for $250 (above the threshold) in a new conversation on `desk`: the call waits for an approver."""
+    runner = runner_with(desk, model, db_url) if model else make_runner(desk, db_url)
     chat = await Conversation(runner).start()
     events = await chat.say("Please reimburse $250 for the team lunch")
     [call] = pending_calls(events)
@@ -78,6 +77,8 @@ async def request_large(
     return runner, chat, events, call, pending
 
 
-async def pending_request(url: str, model: Any = None) -> tuple[Conversation, types.FunctionCall, str]:
-    _runner, chat, _events, pending_call, ticket = await request_large(url, model)
+async def pending_request(
+    desk: TestDesk, url: str, model: Any = None
+) -> tuple[Conversation, types.FunctionCall, str]:
+    _runner, chat, _events, pending_call, ticket = await request_large(desk, url, model)
     return chat, pending_call, ticket["ticket_id"]

@@ -1,16 +1,19 @@
-"""A test's desk: one per test, made by the fixtures, changed by `configure` and `clock`.
+"""A test's desk: made by the `desk` fixture for each test that takes it, changed by `configure` and `clock`.
 
-Each test gets a desk of its own (fixtures.py's `desk`): the offline model, a
-SQLite file in its tmp_path (a copy of ledger_template.py's, once opened), the real clock. `configure(...)` changes a
-setting of that same desk and `clock` its clock; it then builds its ledger
-and app again from them. Helpers with no fixture at hand (`ledger_at`,
-`make_runner`) take the test's desk from `current()`.
+A test that uses the app takes the `desk` fixture (or one that changes it:
+`configure`, `clock`, `sqlite_url`, `db_url`) and gets a desk of its own: the
+offline model, a SQLite file in its tmp_path (a copy of ledger_template.py's,
+once opened), the real clock. `desk.configure(...)` changes a setting of that
+desk and `clock` its clock; it then builds its ledger and app again from them.
+Helpers take the desk they work on as an argument; a test that takes none
+builds none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from google.adk.apps import App
@@ -29,16 +32,24 @@ class TestDesk(Desk):
 
     __test__ = False  # not a test class, whatever its name
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, template: Path | None = None) -> None:
         super().__init__(settings, app=self._build_app)
         self.app_override: App | None = None
+        self.template = template  # the SQLite file its own database starts as (ledger_template.py)
+        # Engines the test opened beside the desk's (a runner "in another process"): disposed when the test ends.
+        self.opened: list[AsyncEngine] = []
 
     def _build_app(self, desk: Desk, *, model: str | BaseLlm | None = None) -> App:
         return self.app_override or build_app(desk, model=model)
 
     def engine_at(self, database_url: str) -> AsyncEngine:
-        ledger_template.copy_to(database_url, self.settings)  # before anything opens the test's own file
+        self.start_from_template(database_url)  # before anything opens the test's own file
         return super().engine_at(database_url)
+
+    def start_from_template(self, database_url: str) -> None:
+        """Start the desk's own SQLite file as a copy of the template, if it is `database_url` and still to be made."""
+        if self.template is not None:
+            ledger_template.copy_to(self.template, database_url, self.settings)
 
     def change(self, *, settings: Settings | None = None, clock: Callable[[], datetime] | None = None,
                app: App | None = None) -> TestDesk:
@@ -51,31 +62,10 @@ class TestDesk(Desk):
         self._app = None
         return self
 
-
-_current: list[TestDesk] = []
-
-
-def current() -> TestDesk:
-    """The desk of the test that runs now."""
-    assert _current, "no desk yet: the tests' fixtures make one for each test (support/fixtures.py)"
-    return _current[-1]
-
-
-def start(settings: Settings) -> TestDesk:
-    _current[:] = [TestDesk(settings)]
-    return _current[0]
-
-
-def configure(**fields: Any) -> TestDesk:
-    """Change settings of the test's desk: configure(approval_threshold=Decimal("200"))."""
-    unknown = set(fields) - set(Settings.model_fields)
-    assert not unknown, f"no such setting: {unknown}"  # model_copy would add them silently
-    desk = current()
-    if "approvers" in fields:  # {token: name}, as APPROVERS's parser gives them (each in the group everyone is in)
-        fields["approvers"] = parse_approvers(fields["approvers"])
-    return desk.change(settings=desk.settings.model_copy(update=fields))
-
-
-async def finish() -> None:
-    while _current:
-        await _current.pop().close()
+    def configure(self, **fields: Any) -> TestDesk:
+        """Change settings of this desk: configure(approval_threshold=Decimal("200"))."""
+        unknown = set(fields) - set(Settings.model_fields)
+        assert not unknown, f"no such setting: {unknown}"  # model_copy would add them silently
+        if "approvers" in fields:  # {token: name}, as APPROVERS's parser gives them (each in the group everyone is in)
+            fields["approvers"] = parse_approvers(fields["approvers"])
+        return self.change(settings=self.settings.model_copy(update=fields))

@@ -28,7 +28,8 @@ from support.loopback import Loopback, QuietHandler
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 BOT_TOKEN = "xoxb-0000-test-token"
 # Slack users and the approvers they are (alice is also the requester in these tests).
-USERS = {"UBOB0001": "bob", "UCAROL001": "carol", "UALICE001": "alice"}
+BOB, CAROL, ALICE = "UBOB0001", "UCAROL001", "UALICE001"
+USERS = {BOB: "bob", CAROL: "carol", ALICE: "alice"}
 STRANGER = "UMALLORY1"
 
 

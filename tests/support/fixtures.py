@@ -1,10 +1,11 @@
 """The fixtures every test module shares, defined once (a pytest plugin that tests/conftest.py loads).
 
-Each test runs on a desk made here (support/desks.py), with its
-own SQLite file; `configure(...)` changes a setting for one test and `clock`
-moves time without sleeping. `db_url` runs a test twice, on a SQLite file and on a real
-PostgreSQL server (one throwaway server per test process from
-support/postgres.py, a new database per test). `server` is `make web` in a
+A test that uses the app takes a desk made here (support/desks.py), with its
+own SQLite file; `configure(...)` changes a setting of that desk and `clock`
+moves its time without sleeping; a test that takes none of them builds no
+desk. `db_url` runs a test twice, on a SQLite file and on a real PostgreSQL
+server (one throwaway server per test process from support/postgres.py, a
+new database per test). `server` is `make web` in a
 subprocess, one per test module, and `client` talks to it over HTTP.
 Subprocesses (the CLI, the servers) get their settings through their
 environment, as users give them.
@@ -20,11 +21,10 @@ import pytest
 
 from long_running_agent.settings import ModelSettings, load_settings
 
-from . import desks
 from .clock import FakeClock
 from .desks import TestDesk
 from .ledger_template import build as build_ledger_template
-from .models import OFFLINE, close_opened
+from .models import OFFLINE
 from .postgres import new_postgres_database, postgres_server
 from .servers import WebServer, web_server
 
@@ -38,18 +38,21 @@ def ledger_template(tmp_path_factory) -> Path:
     return build_ledger_template(tmp_path_factory.mktemp("ledger-template"), BASE)
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 async def desk(tmp_path, ledger_template) -> AsyncIterator[TestDesk]:
-    """Every test: a desk of its own on the offline model, the real clock and a SQLite file of its own."""
-    yield desks.start(BASE.model_copy(update={"database_url": f"sqlite+aiosqlite:///{tmp_path}/expenses.db"}))
-    await desks.finish()
-    await close_opened()
+    """A desk of the test's own on the offline model, the real clock and a SQLite file of its own."""
+    own = TestDesk(BASE.model_copy(update={"database_url": f"sqlite+aiosqlite:///{tmp_path}/expenses.db"}),
+                   template=ledger_template)
+    yield own
+    await own.close()
+    for engine in own.opened:
+        await engine.dispose()
 
 
 @pytest.fixture
-def configure() -> Callable[..., TestDesk]:
+def configure(desk) -> Callable[..., TestDesk]:
     """Change the test desk's settings: configure(approval_threshold=Decimal("200"))."""
-    return desks.configure
+    return desk.configure
 
 
 @pytest.fixture
@@ -73,19 +76,19 @@ def postgres_url(postgres_admin_url) -> str:
 
 
 @pytest.fixture
-def sqlite_url(tmp_path, configure) -> str:
+def sqlite_url(tmp_path, desk) -> str:
     url = f"sqlite+aiosqlite:///{tmp_path}/expenses.db"
-    configure(database_url=url)
+    desk.configure(database_url=url)
     return url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request, tmp_path, configure) -> str:
+def db_url(request, tmp_path, desk) -> str:
     if request.param == "sqlite":
         url = f"sqlite+aiosqlite:///{tmp_path}/expenses.db"
     else:
         url = request.getfixturevalue("postgres_url")
-    configure(database_url=url)
+    desk.configure(database_url=url)
     return url
 
 

@@ -6,9 +6,7 @@ from typing import Any
 
 import httpx
 
-from support.models import ledger_at
-
-from .servers import APP, LUNCH, TOKENS, WebServer
+from .servers import APP, LUNCH, TOKENS, payouts
 
 
 def as_approver(name: str) -> dict[str, str]:
@@ -88,10 +86,6 @@ async def request_over_run(client: httpx.AsyncClient, user: str = "alice") -> tu
     return session_id, call, pending["response"]["ticket_id"]
 
 
-async def payouts(server: WebServer, ticket_id: str) -> list[Any]:
-    return await ledger_at(server.database_url).payouts.find(ticket_id=ticket_id)
-
-
 def assert_error(response: httpx.Response, status: int, error: str) -> dict[str, Any]:
     """Every refusal is JSON saying what is wrong and what to do."""
     assert response.status_code == status, response.text
@@ -101,7 +95,7 @@ def assert_error(response: httpx.Response, status: int, error: str) -> dict[str,
     return body
 
 
-async def assert_resumed_once_and_paid(client, server, user, session_id, call, ticket_id) -> None:
+async def assert_resumed_once_and_paid(desk, client, server, user, session_id, call, ticket_id) -> None:
     events = await events_of(client, user, session_id)
     # The decision came back as the same call's response (same id and name), once.
     decisions = [r for author, r in function_responses(events, "ask_for_approval") if author == "user"]
@@ -109,7 +103,7 @@ async def assert_resumed_once_and_paid(client, server, user, session_id, call, t
     [(_author, paid)] = function_responses(events, "reimburse")
     assert paid["response"]["status"] == "paid" and paid["response"]["ticket_id"] == ticket_id
     assert any("was paid" in text for text in json_texts(events))
-    ledger_payouts = await payouts(server, ticket_id)
+    ledger_payouts = await payouts(desk, server, ticket_id)
     assert [p.id for p in ledger_payouts] == [paid["response"]["payout_id"]]
     assert ledger_payouts[0].amount_cents == 25000
     shown = (await client.get(f"/api/approvals/{ticket_id}", headers=as_approver("carol"))).json()

@@ -27,15 +27,17 @@ record alone, never against the rest of what the ledger wrote (its running total
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from itertools import permutations
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 from sqlalchemy import func, select
 
 from long_running_agent.ledger import Ledger, TicketStatus
@@ -206,10 +208,18 @@ async def check_money_invariants(ledger: Ledger, record: Record) -> None:
 EXAMPLES = int(os.environ.get("INVARIANT_EXAMPLES", "100"))
 
 
-def searching(examples: int, steps: int) -> settings:
-    """Hypothesis's settings for a state machine's search of up to `steps` steps a sequence. INVARIANT_SHRINK=0
-    reports a failing sequence as found, unshrunk: for the mutation run (.ci/mutants.py)."""
+def run_search(machine: type[RuleBasedStateMachine], examples: int, steps: int, loop: asyncio.AbstractEventLoop,
+               closing: Iterable[Any], **kept: Any) -> None:
+    """Hypothesis's search of `machine`: `examples` sequences of up to `steps` steps, each on a machine that keeps
+    `loop` and `kept` (its databases) across them; then each of `closing` is closed on the loop, and the loop.
+    INVARIANT_SHRINK=0 reports a failing sequence as found, unshrunk: for the mutation run (.ci/mutants.py)."""
     phases = list(Phase) if os.environ.get("INVARIANT_SHRINK") != "0" else [Phase.explicit, Phase.reuse,
                                                                             Phase.generate]
-    return settings(max_examples=examples, stateful_step_count=steps, deadline=None, phases=phases,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    searching = settings(max_examples=examples, stateful_step_count=steps, deadline=None, phases=phases,
+                         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    try:
+        run_state_machine_as_test(type("Machine", (machine,), {"loop": loop} | kept), settings=searching)
+    finally:
+        for used in closing:
+            loop.run_until_complete(used.close())
+        loop.close()

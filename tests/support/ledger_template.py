@@ -17,8 +17,6 @@ from long_running_agent.desk import Desk
 from long_running_agent.ledger.storage.engine import sqlite_file
 from long_running_agent.settings import Settings
 
-_built: list[Path] = []  # this process's template, once built
-
 
 def build(directory: Path, settings: Settings) -> Path:
     """Build the template in `directory` (one for the whole test run): the ledger and ADK's session tables, at head."""
@@ -33,13 +31,12 @@ def build(directory: Path, settings: Settings) -> Path:
 
     asyncio.run(prepare())
     path.with_name(path.name + ".lock").unlink(missing_ok=True)  # the start-up lock's file, not the database's
-    _built[:] = [path]
     return path
 
 
-def copy_to(database_url: str, settings: Settings) -> None:
-    """Start the desk's own SQLite file (`settings`) from the template, if it is `database_url` and still to be made."""
+def copy_to(template: Path, database_url: str, settings: Settings) -> None:
+    """Start the desk's own SQLite file (`settings`) from `template`, if it is `database_url` and still to be made."""
     path = sqlite_file(database_url)
-    if _built and path is not None and database_url == settings.database_url and settings.auto_migrate \
+    if path is not None and database_url == settings.database_url and settings.auto_migrate \
             and Path(path).parent.is_dir() and not Path(path).exists():
-        shutil.copyfile(_built[0], path)
+        shutil.copyfile(template, path)

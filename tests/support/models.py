@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import Any
 
 from google.adk.models import BaseLlm, LlmRequest, LlmResponse
 from google.adk.runners import Runner
@@ -17,11 +16,9 @@ from long_running_agent.ledger.storage.engine import create_engine
 from long_running_agent.ledger.storage.schema import Base, PendingCountRow
 from long_running_agent.model.offline import OFFLINE_MODEL_NAME, OfflineExpenseModel
 
-from . import desks, ledger_template
+from .desks import TestDesk
 
 OFFLINE = OFFLINE_MODEL_NAME
-# Engines a test opened for itself (a runner "in another process"); conftest disposes them.
-_opened: list[Any] = []
 
 
 class ScriptedModel(BaseLlm):
@@ -63,38 +60,26 @@ def text_part(value: str) -> types.Part:
     return types.Part(text=value)
 
 
-def session_service(database_url: str) -> DatabaseSessionService:
+def session_service(desk: TestDesk, database_url: str) -> DatabaseSessionService:
     """ADK's session store on an engine of its own, as another process would have (disposed after the test)."""
-    ledger_template.copy_to(database_url, desks.current().settings)  # when it is the test's own file, still to be made
+    desk.start_from_template(database_url)  # when it is the test's own file, still to be made
     sessions = DatabaseSessionService(db_engine=create_engine(database_url))
-    _opened.append(sessions.db_engine)
+    desk.opened.append(sessions.db_engine)
     return sessions
 
 
-def runner_with(model: BaseLlm | str, database_url: str | None = None) -> Runner:
-    """The app exactly as shipped (agent, tools, guard) on the test's desk, with `model` swapped in.
+def runner_with(desk: TestDesk, model: BaseLlm | str, database_url: str | None = None) -> Runner:
+    """The app exactly as shipped (agent, tools, guard) on `desk`, with `model` swapped in.
 
     Its sessions have an engine of their own, as another process would.
     """
-    desk = desks.current()
-    sessions = session_service(database_url or desk.settings.database_url)
+    sessions = session_service(desk, database_url or desk.settings.database_url)
     return Runner(app=build_app(desk, model=model), session_service=sessions)
 
 
-def make_runner(database_url: str | None = None) -> Runner:
+def make_runner(desk: TestDesk, database_url: str | None = None) -> Runner:
     """The app as shipped, with the offline model, on its own engine."""
-    return runner_with(OFFLINE, database_url)
-
-
-def ledger_at(database_url: str | None = None) -> Ledger:
-    """The ledger of the test's database (or of another one, such as a server's)."""
-    desk = desks.current()
-    return desk.ledger if database_url is None else desk.ledger_at(database_url)
-
-
-async def close_opened() -> None:
-    while _opened:
-        await _opened.pop().dispose()
+    return runner_with(desk, OFFLINE, database_url)
 
 
 async def empty(ledger: Ledger) -> None:

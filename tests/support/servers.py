@@ -23,7 +23,7 @@ from opentelemetry import trace
 
 from long_running_agent.desk import Desk
 
-from . import desks, warm
+from . import warm
 from .processes import ROOT
 
 APP = "long_running_agent"
@@ -37,6 +37,11 @@ class WebServer:
     database_url: str
     log: Path
     process: warm.Process | None = None  # for a test that kills it
+
+
+async def payouts(desk: Desk, server: WebServer, ticket_id: str) -> list[Any]:
+    """The payouts of `ticket_id` in `server`'s database, read through `desk`."""
+    return await desk.ledger_at(server.database_url).payouts.find(ticket_id=ticket_id)
 
 
 def free_port() -> int:
@@ -143,8 +148,8 @@ def _serves(process: warm.Process, base_url: str, log: Path) -> bool:
 
 
 @asynccontextmanager
-async def in_process(desk: Desk | None = None) -> AsyncIterator[httpx.AsyncClient]:
-    """`make web`'s server (`create_server`) served in this process, on the test's desk (or `desk`).
+async def in_process(desk: Desk) -> AsyncIterator[httpx.AsyncClient]:
+    """`make web`'s server (`create_server`) served in this process, on `desk`.
 
     Fast (no process to start), and the test can reach into its files; the
     requests come from 127.0.0.1, as through an SSH tunnel or a proxy on the
@@ -153,7 +158,7 @@ async def in_process(desk: Desk | None = None) -> AsyncIterator[httpx.AsyncClien
     from long_running_agent.web import create_server
 
     before = span_processors()
-    server = create_server(desk or desks.current())
+    server = create_server(desk)
     adks = [p for p in span_processors() if p not in before]
     try:
         async with server.router.lifespan_context(server):
