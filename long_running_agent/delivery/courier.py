@@ -175,11 +175,13 @@ class Courier:
         where = store_in_words(ticket.session_store)
         try:
             store = open_store(self.desk, ticket.session_store)
-        except Exception as error:  # Unreachable, or e.g. a database URL this process has no driver for
-            why = str(error) if isinstance(error, Unreachable) else \
-                f"the session store cannot be opened: {_error_text(error)}"
+        except Unreachable as unreachable:
+            await self.failed(ticket.id, actor, str(unreachable))
+            return Delivery(ticket, Outcome.UNREACHABLE, unreachable.why, where)
+        except Exception as error:  # e.g. a database URL this process has no driver for
+            why = f"the session store cannot be opened: {_error_text(error)}"
             await self.failed(ticket.id, actor, why)
-            return Delivery(ticket, Outcome.UNREACHABLE, error.why if isinstance(error, Unreachable) else why, where)
+            return Delivery(ticket, Outcome.UNREACHABLE, why, where)
         try:
             if lock is None:
                 # Read again in the transaction that takes the lock: another process may have delivered it.
@@ -233,8 +235,7 @@ class Courier:
         """Deliver what a conversation is owed before its new message is answered, inside the run that holds it
         (the approval guard's); `open_tickets`, `known`: its open tickets, read under its lock."""
         ledger = self.desk.ledger
-        now = ledger.now()
-        if any(t.status is TicketStatus.PENDING and t.expires_at <= now for t in open_tickets):
+        if any(t.status is TicketStatus.PENDING and t.expires_at <= ledger.now() for t in open_tickets):
             if expired := await ledger.tickets.expire_due(conversation=conversation):
                 ledger.watch.tell("ledger.expire", outcome="expired", channel="sweep", count=len(expired))
             owed = await ledger.deliveries.undelivered(conversation)
