@@ -165,9 +165,12 @@ class PolicyMachine(RuleBasedStateMachine):
             orders.append((outcome, model))
         now = self.run(self.ledger_states())[ticket]
         stands = (now.status.value, frozenset(now.counted_for), frozenset(now.no_longer_counting))
+        # Both orders may stand alike now, and part later: which approval came first decides whose place a
+        # membership change takes. The model follows the order the ledger took them in.
         matching = [model for outcome, model in orders if outcome == accepted
                     and (stands[0] == "rejected" == model.requests[ticket].status
-                         or self.state_of(model, ticket) == stands)]
+                         or (self.state_of(model, ticket) == stands
+                             and list(model.requests[ticket].approvals) == list(now.approvals)))]
         assert matching, f"{who} deciding {approve} at once on {ticket}: accepted {accepted}, " \
             f"in no order the model allows ({[o for o, _ in orders]})"
         self.model = matching[0]
