@@ -21,8 +21,8 @@ from long_running_agent.agent import build_app  # the package loads .env first
 from long_running_agent.cli.entry import run
 from long_running_agent.desk import Desk, desk_or_exit
 from long_running_agent.ledger import TicketStatus, inputs
+from long_running_agent.ledger.storage.engine import database_in_words
 from long_running_agent.names import EXPENSES
-from long_running_agent.settings import database_in_words
 from long_running_agent.transcript import Transcript, pending_call, pending_calls, tool_response, user_text
 
 DONE, REFUSED, ASKED, PENDING = 0, 1, 4, 5  # how a request ended: the demo's exit status

@@ -34,6 +34,8 @@ APPROVING = "long_running_agent/ledger/policy/approving.py"
 RULES = "long_running_agent/ledger/policy/rules.py"
 MIGRATE = "long_running_agent/ledger/storage/migrate.py"
 MIGRATIONS = "long_running_agent/ledger/migrations/versions"
+A2A_HANDLER = "long_running_agent/a2a/handler.py"
+A2A_TESTS = ("tests/test_a2a_tasks.py", "tests/test_a2a_outcomes.py")
 
 
 class Edit(NamedTuple):
@@ -172,6 +174,29 @@ MUTANTS = [
                  "(SELECT count(*) FROM added WHERE status IN ('pending', 'expired'))"),
         )
     )),
+    # What ADK's and a2a-sdk's stock A2A pieces did (docs/a2a.md): the A2A tests must fail on each.
+    Mutant("a retried messageId opening a second ticket", (
+        Edit(f"{MIGRATIONS}/0014_a2a_tasks.py",
+             '        sa.UniqueConstraint("client", "message_id", name="uq_a2a_tasks_client_message_id"),\n', ""),
+        Edit("long_running_agent/ledger/storage/schema.py", 'UniqueConstraint("client", "message_id")',
+             'Index("ix_a2a_tasks_message", "client", "message_id")'),
+    ), tests=A2A_TESTS),
+    Mutant("a later message ending the task", (
+        Edit(A2A_HANDLER, "_ticket, _payouts, reply = what_the_turn_did(await self._turn(client, record, parts))\n",
+             "_ticket, _payouts, reply = what_the_turn_did(await self._turn(client, record, parts))\n"
+             "            await self.records.finish(record.id, ticket_id=_ticket, payout_ids=_payouts, reply=reply)\n"),
+    ), tests=A2A_TESTS),
+    Mutant("a cancel that leaves the ticket pending", (
+        Edit(A2A_HANDLER, 'await self.courier.withdraw(record.ticket_id, requester=record.client, channel="a2a")',
+             "await self.records.get(record.id, record.client)"),
+    ), tests=A2A_TESTS),
+    Mutant("a push to whatever URL the client registers", (
+        Edit(A2A_HANDLER, 'if refused := refused_url(params.url, self.push_hosts, "A2A_PUSH_HOSTS"):',
+             "if refused := None:"),
+    ), tests=A2A_TESTS),
+    Mutant("another client's task readable", (
+        Edit("long_running_agent/a2a/records.py", "row is not None and row.client == client", "row is not None"),
+    ), tests=A2A_TESTS),
 ]
 
 

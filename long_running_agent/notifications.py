@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 import httpx
 
 from .ledger import Ledger, Notification
-from .ledger.outbox import LEASE, MAX_ATTEMPTS
+from .ledger.outbox import A2A_PUSH, LEASE, MAX_ATTEMPTS
+from .outbound import LOOPBACK, refused_url
 from .settings import Settings
 from .slack import replies
 from .slack.messages import SLACK_REPLY, SLACK_UPDATE, Buttons, event_text, notification_blocks
-from .slack.payloads import refused_response_url
 from .slack.replies import PAYOUT_POLL
 
 if TYPE_CHECKING:
@@ -79,8 +79,9 @@ async def send_due(ledger: Ledger, settings: Settings, client: httpx.AsyncClient
     attempts end and new notifications come due, until none is left, so a slow attempt takes one place,
     never the sender. Once an attempt fails, no more are claimed this round: the receiver is failing.
     """
-    if settings.webhook_url is None or settings.webhook_secret is None:
+    if (settings.webhook_url is None or settings.webhook_secret is None) and not settings.a2a_clients:
         return []
+    only = () if settings.webhook_url is not None else (A2A_PUSH,)  # without a webhook: A2A pushes only
     deadline = settings.webhook_timeout.total_seconds()
     attempts: list[Attempt] = []
     held: dict[asyncio.Task[list[Attempt]], int] = {}  # each ticket's sender, and how many rows it holds
@@ -90,15 +91,15 @@ async def send_due(ledger: Ledger, settings: Settings, client: httpx.AsyncClient
     async with (contextlib.nullcontext(client) if client is not None
                 else httpx.AsyncClient(timeout=httpx.Timeout(deadline), follow_redirects=False, verify=_tls())) as http:
         buttons = Buttons.of(settings) if settings.slack else None
-        post = _Poster(ledger, str(settings.webhook_url), settings.webhook_secret, deadline, http, buttons,
-                       settings.slack_response_url_hosts)
+        post = _Poster(ledger, str(settings.webhook_url or ""), settings.webhook_secret or "", deadline, http, buttons,
+                       settings.slack_response_url_hosts, LOOPBACK + settings.a2a_push_hosts)
         try:
             while True:
                 free = CONCURRENT - sum(held.values())
                 if claiming and free > 0:
                     # Every attempt ends while the claim is still ours: no other sender can take the row meanwhile.
                     ends = min(round_ends, loop.time() + LEASE.total_seconds())
-                    for batch in _by_ticket(await ledger.outbox.claim_due(HOLDER, limit=free)):
+                    for batch in _by_ticket(await ledger.outbox.claim_due(HOLDER, limit=free, events=only)):
                         held[asyncio.create_task(post.in_order(batch, ends))] = len(batch)
                     claiming = drain
                 if not held:
@@ -148,6 +149,7 @@ class _Poster:
     http: httpx.AsyncClient
     buttons: Buttons | None = None
     response_url_hosts: tuple[str, ...] = ()
+    push_hosts: tuple[str, ...] = LOOPBACK
 
     async def in_order(self, batch: list[Notification], ends: float) -> list[Attempt]:
         """One ticket's notifications, one after another, so a receiver sees them in the order they happened.
@@ -183,9 +185,16 @@ class _Poster:
     async def _send(self, notification: Notification, allowed: float) -> Attempt | None:
         payload = json.loads(notification.payload)
         url = self.url
-        if notification.event in (SLACK_UPDATE, SLACK_REPLY):
+        if notification.event == A2A_PUSH:  # an A2A task's outcome, to the URL its client gave (a2a/)
+            if refused := refused_url(payload["url"], self.push_hosts, "A2A_PUSH_HOSTS"):
+                return await self._failed(notification, f"push URL not followed: {refused}", each=True)
+            url, body = payload["url"], json.dumps(payload["task"], separators=(",", ":")).encode()
+            headers = {"Content-Type": "application/json"} | (
+                {"X-A2A-Notification-Token": payload["token"]} if payload.get("token") else {})
+        elif notification.event in (SLACK_UPDATE, SLACK_REPLY):
             # Checked where it arrived too (slack/actions.py); a row written before that check is refused here.
-            refused = refused_response_url(str(payload.get("response_url")), self.response_url_hosts)
+            refused = refused_url(str(payload.get("response_url")), self.response_url_hosts,
+                                  "SLACK_RESPONSE_URL_HOSTS")
             if refused is not None:
                 return await self._failed(notification, f"response_url not followed: {refused}", each=True)
             message = await replies.reply(self.ledger, notification, payload, self.buttons)

@@ -19,7 +19,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, HttpUrl, TypeAdapter, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
-from sqlalchemy.engine import make_url
 
 from .ledger.inputs import InputError, name
 from .ledger.need import EVERYONE
@@ -28,9 +27,6 @@ from .ledger.storage.engine import DEFAULT_DATABASE_URL, usable_url
 from .names import PYTHON
 from .refusals.startup import SettingsError
 
-# The project folder (the one holding this package), so that `main.py`,
-# `make web` and plain `adk web` started from anywhere share one ledger.
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 MIN_SECRET = 16
 MIN_TOKEN = 8
 GEMINI_ADDRESS = "https://generativelanguage.googleapis.com"
@@ -141,6 +137,17 @@ def _hosts(raw: Any) -> Any:
     return hosts
 
 
+def _clients(raw: Any) -> Any:
+    """A2A_CLIENTS, `name:token,...`, as {token: the requester's name}: an agent calls as that name (docs/a2a.md)."""
+    found: dict[str, str] = {}
+    for entry, who, token in _entries(raw) if isinstance(raw, str) else ():
+        if not who or len(token) < MIN_TOKEN or ":" in token or token in found:
+            raise ValueError(f"entry {entry.partition(':')[0][:40]!r} must be name:token, with a token of its own of "
+                             f"{MIN_TOKEN} or more characters (e.g. travel-bot:a-long-random-token).")
+        found[token] = _name(who, "client name")
+    return found if isinstance(raw, str) else raw
+
+
 def _slack_token(token: str | None) -> str | None:
     if token is not None and not token.startswith("xoxb-"):
         raise ValueError("must be the app's bot token, which starts with xoxb- (Slack app settings > OAuth & "
@@ -222,6 +229,10 @@ class Settings(BaseSettings):
     slack_team_id: Text = Field(default=None, alias="SLACK_TEAM_ID")
     slack_response_url_hosts: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_hosts)] = Field(
         default=SLACK_HOSTS, alias="SLACK_RESPONSE_URL_HOSTS")
+    # Other agents over A2A (docs/a2a.md): who may call, as which requester, and where their pushes may go.
+    a2a_clients: Annotated[dict[str, str], NoDecode, BeforeValidator(_clients)] = Field(default={}, alias="A2A_CLIENTS")
+    a2a_push_hosts: Annotated[tuple[str, ...], NoDecode, BeforeValidator(lambda v: v and _hosts(v))] = Field(
+        default=(), alias="A2A_PUSH_HOSTS")
     model: Annotated[ModelSettings, NoDecode, BeforeValidator(lambda v: ModelSettings(
         v.strip() or None, _gemini_credentials(), _gemini_address()) if isinstance(v, str) else v,
     )] = Field(default_factory=model_settings, alias="AGENT_MODEL")
@@ -253,6 +264,9 @@ class Settings(BaseSettings):
         if self.approval_policy is not None and {"approval_threshold", "dual_approval_above"} & self.model_fields_set:
             raise ValueError("APPROVAL_POLICY is set, so its tiers say what needs approval: unset APPROVAL_THRESHOLD "
                              "and DUAL_APPROVAL_ABOVE (its lowest tier's `above` is the threshold).")
+        if shared := [n for t, n in self.a2a_clients.items() if t in self.approvers]:
+            raise ValueError(f"A2A_CLIENTS gives {shared[0]} an approver's token; a client's token must never approve: "
+                             "give each client a token of its own.")
         unknown = [n for n in self.escalate_to if self.approvers and n not in self.approver_names]
         if unknown:
             raise ValueError(f"ESCALATE_TO names {', '.join(unknown)}, who is not in APPROVERS; escalate to "
@@ -332,13 +346,4 @@ def load_settings() -> Settings:
         return Settings()
     except ValidationError as error:
         raise SettingsError(" ".join(_explain(e) for e in error.errors())) from None
-
-
-def database_in_words(url: str) -> str:
-    """The database URL as main.py and `make web` print it: no password, a SQLite file in the project relative to it."""
-    parsed = make_url(url)
-    path = Path(parsed.database or "")
-    if parsed.get_backend_name() == "sqlite" and path.is_absolute() and path.is_relative_to(PROJECT_DIR):
-        parsed = parsed.set(database=str(path.relative_to(PROJECT_DIR)))
-    return parsed.render_as_string(hide_password=True)
 

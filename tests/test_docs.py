@@ -56,7 +56,7 @@ def project(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 def test_every_session_in_the_docs_is_checked():
     checked = {"adk-web-approve", "memory-store-approve", "ticket-history", "http-api", "http-api-errors",
                "step-5-by-hand", "step-5-dev-chat-approval", "two-approvers", "migrate", "slack-click",
-               "slack-click-decided", "audit-tamper", "audit-reset"}
+               "slack-click-decided", "audit-tamper", "audit-reset", "a2a", "a2a-withdraw", "a2a-errors"}
     assert set(SESSIONS) == checked, "a session in the docs has no test, or a test lost its session"
 
 
@@ -164,6 +164,24 @@ def test_docs_slack_click_signed_locally_decides_a_ticket(tmp_path):
 
 
 @pytest.mark.subprocess
+@pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq")),
+                    reason="the curl sessions need curl and jq: apt-get install -y curl jq")
+def test_docs_a2a_walkthrough(tmp_path):
+    """docs/a2a.md's curl sessions, against `make web` with the page's A2A_CLIENTS and the README's APPROVERS."""
+    clients = re.search(r"echo 'A2A_CLIENTS=([^']+)' >> \.env", (ROOT / "docs" / "a2a.md").read_text())
+    assert clients, "docs/a2a.md lost its A2A_CLIENTS line"
+    with web_server(tmp_path, APPROVERS=DOC_APPROVERS, A2A_CLIENTS=clients.group(1)) as server:
+        env = {k: v for k, v in os.environ.items() if k not in ("A2A", "TASK")} | {"HOME": str(tmp_path / "home")}
+        port = server.base_url.rsplit(":", 1)[1]
+        shown = {f"127.0.0.1:{port}": "127.0.0.1:8000"}
+        check("a2a", Session(tmp_path, env, None, shown))
+        # Further down the page, in the reader's same shell: A2A is still set, and TASK is the walkthrough's.
+        env |= {"A2A": f"{server.base_url}/a2a/{APP}"}
+        check("a2a-withdraw", Session(tmp_path, env, None, shown))
+        check("a2a-errors", Session(tmp_path, env | {"TASK": _a2a_task(env["A2A"], "lunch-1")}, None, shown))
+
+
+@pytest.mark.subprocess
 def test_docs_audit_tamper_and_reset(project):
     folder, home = project
     ticket = pending_ticket(expenses(folder, home, "request", LUNCH, "--user", "alice"))
@@ -210,6 +228,14 @@ def _wait_until_paid(base_url: str, ticket: str, *, token: str, timeout: float =
             return
         time.sleep(0.2)
     raise AssertionError(f"{ticket} was not paid within {timeout} s: {answer}")
+
+
+def _a2a_task(url: str, message_id: str) -> str:
+    """The id of travel-bot's task for `message_id`: sent again, a message answers with the task it opened."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "messageId": message_id, "role": "ROLE_USER", "parts": [{"text": LUNCH}]}}}
+    headers = {"Authorization": "Bearer change-me-travel-bot", "A2A-Version": "1.0"}
+    return str(httpx.post(url, json=body, headers=headers, timeout=60).json()["result"]["task"]["id"])
 
 
 def _request(base_url: str, user: str) -> str:

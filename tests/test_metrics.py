@@ -149,5 +149,5 @@ async def test_json_logs_are_one_object_per_line_uvicorns_included(client, serve
     assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
     # What else the server wrote is its banner (print), not a log record.
     others = [line for line in server.log.read_text().splitlines() if line and not line.startswith("{")]
-    banner = ("Model", "Database", "Policy", "Dev UI", "Inbox", "Approvers")
+    banner = ("Model", "Database", "Policy", "Dev UI", "Inbox", "A2A", "Approvers")
     assert all(line.split(":")[0] in banner for line in others), others

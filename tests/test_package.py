@@ -258,7 +258,9 @@ def test_every_package_the_code_imports_is_declared(code, extra):
         candidates = [_normal(d) for d in installed.get(top, [top])]
         if len(candidates) > 1:  # a namespace package: google.adk is google-adk; opentelemetry.trace, -api's
             parts = module.split(".")
-            named = {_normal("-".join(parts[:n])) for n in range(2, len(parts) + 1)}
+            # google.protobuf is protobuf's: a namespace's module may be named for its distribution alone.
+            named = {_normal("-".join(parts[:n])) for n in range(1, len(parts) + 1)} | {_normal(parts[1:2][0] if
+                                                                                             parts[1:] else top)}
             candidates = [d for d in candidates if d in named] or [d for d in candidates if d == f"{top}-api"]
         if not set(candidates) & _requirements(extra, declared):
             missing.add(" or ".join(candidates) or f"the distribution of {module}")

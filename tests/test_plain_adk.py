@@ -59,12 +59,12 @@ def payouts_in(events: list[dict]) -> list[dict]:
 @pytest.mark.parametrize("command", ["web", "api_server"])
 def test_plain_adk_from_the_project_folder_lists_only_the_app(tmp_path, command):
     # The whole clone: the dev UI's loader looks for apps in every folder below it. ADK releases that walk nested
-    # folders list the bare example too (examples/bare), as `adk web examples/bare` does alone.
+    # folders list the examples too (examples/bare, examples/a2a_requester), as `adk web examples` does alone.
     with plain_adk(command, cloned_project(tmp_path), tmp_path / "home") as server:
         listed = httpx.get(f"{server.base_url}/list-apps", timeout=30)
 
     assert listed.status_code == 200 and APP in listed.json()
-    assert set(listed.json()) <= {APP, "examples.bare.expense_agent"}, listed.json()
+    assert set(listed.json()) <= {APP, "examples.bare.expense_agent", "examples.a2a_requester"}, listed.json()
 
 
 def test_ticket_from_plain_api_server_is_paid_by_main_py_approve(tmp_path):

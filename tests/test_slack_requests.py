@@ -33,8 +33,8 @@ from support.slack_approvals import (
 from support.slack_docs import shown_in_docs
 
 from long_running_agent.ledger import TicketStatus
+from long_running_agent.outbound import refused_url
 from long_running_agent.settings import SLACK_HOSTS, load_settings
-from long_running_agent.slack.payloads import refused_response_url
 
 # --- a request from Slack, checked before it decides anything ---------------------------------
 
@@ -124,7 +124,7 @@ async def test_a_signed_request_whose_response_url_is_not_slacks_is_refused_and_
     ("/actions/1", SLACK_HOSTS, False),
 ])
 def test_a_response_url_is_followed_only_to_the_hosts_listed_over_https_or_to_loopback(url, hosts, followed):
-    assert (refused_response_url(url, hosts) is None) is followed
+    assert (refused_url(url, hosts, "SLACK_RESPONSE_URL_HOSTS") is None) is followed
 
 
 DEEP = "[" * 5000 + "]" * 5000

@@ -25,6 +25,9 @@ MAX_ATTEMPTS = 10
 # How long a claim lasts: longer than one POST with its whole deadline (APPROVAL_WEBHOOK_TIMEOUT_SECONDS, at most 30).
 LEASE = timedelta(seconds=60)
 
+# The event of an A2A client's push (a2a/records.py): sent to the client's URL, with its token.
+A2A_PUSH = "a2a.push"
+
 _ADD = insert(NotificationRow)
 
 
@@ -114,15 +117,17 @@ class Outbox:
         """Hand a claimed row back unsent and untried, due again at `until` (what it reports is not ready)."""
         await self._release(notification_id, holder, next_attempt_at=until)
 
-    async def claim_due(self, holder: str, limit: int = 20) -> list[Notification]:
-        """Claim up to `limit` due notifications under no live lease, oldest first; each by one sender only.
+    async def claim_due(self, holder: str, limit: int = 20, events: tuple[str, ...] = ()) -> list[Notification]:
+        """Claim up to `limit` due notifications under no live lease, oldest first; each by one sender only. With
+        `events`, only those (a server with no webhook sends A2A pushes only).
 
         The WHERE is repeated on the UPDATE so that a row another sender took meanwhile is never taken twice.
         """
         now = self.database.now()
         claimable = (NotificationRow.sent_at.is_(None), NotificationRow.failed_at.is_(None),
                      NotificationRow.next_attempt_at <= now,
-                     or_(NotificationRow.claimed_until.is_(None), NotificationRow.claimed_until <= now))
+                     or_(NotificationRow.claimed_until.is_(None), NotificationRow.claimed_until <= now),
+                     *([NotificationRow.event.in_(events)] if events else []))
         # A CTE, MATERIALIZED: PostgreSQL may run a plain subquery again for
         # each row it updates, and its LIMIT would then count per run.
         due = (select(NotificationRow.id).where(*claimable).order_by(NotificationRow.next_attempt_at)

@@ -34,7 +34,7 @@ OTHER = "other"
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 STATUSES = frozenset(str(status.value) for status in HTTPStatus)
 OUTCOMES = frozenset(TicketStatus)
-CHANNELS = frozenset({"api", "inbox", "cli", "slack", "chat", "sweep", "ledger", "unknown"})
+CHANNELS = frozenset({"api", "inbox", "cli", "slack", "chat", "a2a", "sweep", "ledger", "unknown"})
 
 
 def one_of(known: frozenset[str], value: object) -> str:

@@ -187,6 +187,12 @@ class UnusableUserId(LedgerError):
     next_step = "Start a session with such an id, e.g. alice."
 
     def __init__(self, user_id: str) -> None:
+        if user_id.startswith("A2A_USER_"):  # plain `adk api_server --a2a` names each A2A context a new user
+            self.next_step = ("Call it through make web, which serves it at /a2a/long_running_agent and names the "
+                              "requester from the client's A2A_CLIENTS token (docs/a2a.md).")
+            super().__init__("Plain `adk api_server --a2a` cannot tell who is asking: it makes each A2A context a new "
+                             "requester, with fresh daily limits, so nothing is requested or paid here.")
+            return
         super().__init__(f"The user id {user_id!r} is not a plain lower-case name (letters a-z, digits and "
                          ". _ @ + -); approvals need one, so that nobody can look like somebody else.")
 

@@ -24,6 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from ..ledger import Ticket, TicketNotFound, TicketStatus, inputs
 from ..ledger.storage.schema import SlackRequestRow
 from ..names import Outcome
+from ..outbound import refused_url
 from ..refusals import Actions, Refusal
 from ..refusals.values import InputError
 from ..settings import SLACK_HOSTS
@@ -164,7 +165,7 @@ class SlackActions:
     def _follow(self, response_url: str) -> None:
         """Refuse a request whose answers would go anywhere but Slack (SLACK_RESPONSE_URL_HOSTS): nothing is decided."""
         hosts = self.desk.settings.slack_response_url_hosts
-        if (why := payloads.refused_response_url(response_url, hosts)) is not None:
+        if (why := refused_url(response_url, hosts, "SLACK_RESPONSE_URL_HOSTS")) is not None:
             raise SlackRefused(400, "response_url_not_allowed", f"The request's response_url is not followed: {why}.",
                                f"Slack's own are https://{SLACK_HOSTS[0]}/...; to take them through a proxy, list its "
                                "host in SLACK_RESPONSE_URL_HOSTS and restart the server.")

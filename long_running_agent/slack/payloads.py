@@ -7,10 +7,8 @@ does"). The outbox checks a response_url again before it POSTs there.
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Annotated, Literal
 
-import httpx
 from pydantic import BaseModel, Field
 
 from .messages import AMOUNT, REASON
@@ -83,28 +81,3 @@ def parse(text: str) -> Click | Submission | None:
     if kind == "view_submission":
         return Submission.model_validate_json(text)
     return None
-
-
-def refused_response_url(url: str, hosts: tuple[str, ...]) -> str | None:
-    """Why this server will not POST to `url`, or None: https to one of `hosts` (SLACK_RESPONSE_URL_HOSTS), or plain
-    http to a loopback host listed there (a fake Slack, a local proxy)."""
-    try:
-        # httpx's own parser, so the host checked is the host the POST goes to.
-        parsed = httpx.URL(url)
-        port_ok = parsed.port is None or 0 < parsed.port < 65536
-    except httpx.InvalidURL:
-        port_ok = False
-    if not port_ok or not parsed.host:
-        return f"{url[:100]!r} is not a URL"
-    if parsed.host not in hosts:
-        return f"its host, {parsed.host[:100]}, is not one of SLACK_RESPONSE_URL_HOSTS ({', '.join(hosts)})"
-    if parsed.scheme == "https" or (parsed.scheme == "http" and _loopback(parsed.host)):
-        return None
-    return f"it is {parsed.scheme or 'not'} https (plain http only to a loopback host)"
-
-
-def _loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"

@@ -4,7 +4,7 @@ ADK's routes take the user id from the request and check nothing. In front of th
 `{error, message, fix}`: another user's id behind TRUSTED_USER_HEADER, ADK's `/dev` routes that cannot be held to
 one user, any write into the package folder, all but the chat and the inbox with PRODUCTION_MODE, what the
 database cannot store, and a body over MAX_BODY on any route (body_limit.py). Why each route is open, scoped or
-closed: docs/deployment.md.
+closed: docs/deployment.md. Other agents' A2A routes pass: they check their own credentials (docs/a2a.md).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from ..settings import Settings
 from .body_limit import MAX_BODY, bounded, too_large
 
 MAX_ID = inputs.MAX_ID
+A2A = "/a2a/"
 # /apps/{app}[/users/{user}[/sessions/{session}]]..., and the same under /dev.
 _APP_PATH = re.compile(r"^/(?:dev/)?apps/(?P<app>[^/]+)(?:/users/(?P<user>[^/]+)"
                        r"(?:/sessions/(?P<session>[^/]+))?)?(?:/|$)")
@@ -78,7 +79,10 @@ class Gate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            await bounded(self._http, scope, receive, send)
+            if scope["path"].startswith(A2A):  # other agents: their own tokens and body bound (a2a/endpoint.py)
+                await self.app(scope, receive, send)
+            else:
+                await bounded(self._http, scope, receive, send)
             return
         refusal = self._websocket_refusal(scope) if scope["type"] == "websocket" else None
         if refusal is None:

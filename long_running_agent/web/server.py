@@ -29,13 +29,14 @@ from google.adk.cli.service_registry import get_service_registry
 from google.adk.cli.utils.base_agent_loader import BaseAgentLoader
 from uvicorn.config import LOGGING_CONFIG
 
+from ..a2a import ExpenseTasks, a2a_routes
 from ..adk_compat import no_trace_view
 from ..agent import build_app
 from ..delivery.conversations import GuardedSessionService
 from ..delivery.courier import Courier
 from ..delivery.sweep import deliver_due, remind_due
 from ..desk import Desk, desk_or_exit
-from ..ledger.storage.engine import create_engine
+from ..ledger.storage.engine import create_engine, database_in_words
 from ..names import APP_NAME
 from ..notifications import send_due
 from ..observability.http import RequestMetrics
@@ -43,7 +44,6 @@ from ..observability.logs import configure_logging, log_model_failures
 from ..observability.metrics import Metrics
 from ..observability.tracing import configure_tracing
 from ..refusals.startup import SchemaError, SettingsError
-from ..settings import database_in_words
 from .api_errors import API
 from .gate import Gate
 from .json_errors import JsonErrors, install_json_errors
@@ -105,7 +105,9 @@ def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> F
         await desk.prepare()
         interval = config.sweep_interval.total_seconds()
         background = [asyncio.create_task(every(interval, lambda: sweep(served), "expiry sweep"))]
-        if config.webhook_url:  # drains the outbox; a slow receiver holds one of its places, not this loop
+        if config.a2a_clients:  # an A2A task that ended: its pushes into the outbox
+            background.append(asyncio.create_task(every(SEND_INTERVAL, tasks.queue_pushes, "A2A push queue")))
+        if config.webhook_url or config.a2a_clients:  # drains the outbox; a slow receiver holds a place, not this loop
             background.append(asyncio.create_task(every(
                 min(SEND_INTERVAL, interval), lambda: send_due(desk.ledger, config, drain=True), "webhook sender")))
         yield
@@ -133,6 +135,9 @@ def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> F
     server.state.desk = desk  # what the routes' dependencies hand them (routes.py)
     server.state.courier = courier = Courier(desk)
     server.state.slack = None
+    # Other agents, over A2A (docs/a2a.md): ahead of ADK's routes, as `adk api_server --a2a` would mount them.
+    tasks = ExpenseTasks(desk, courier, sessions, config.a2a_push_hosts)
+    server.router.routes[:0] = a2a_routes(desk, tasks, f"http://{shown(host)}:{port}")
     # This server's own registry: what its desk's steps and its requests did (observability/metrics.py).
     server.state.metrics = metrics = Metrics(desk.watch)
     replace_health(server)
@@ -151,6 +156,11 @@ def create_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8000) -> F
     server.add_middleware(SecurityHeaders)
     server.add_middleware(RequestMetrics, metrics=metrics)  # outermost: it times all the rest
     return server
+
+
+def shown(host: str) -> str:
+    """How others reach a host this server binds: a wildcard bind through this machine's name, not "0.0.0.0"."""
+    return socket.gethostname() if host in ("0.0.0.0", "::") else host
 
 
 def replace_health(server: FastAPI) -> None:
@@ -231,15 +241,16 @@ def main(argv: list[str] | None = None) -> int:
     except SchemaError as error:
         print(f"error: {error.sentence(API)}", file=sys.stderr)
         return 1
-    # A wildcard bind is reached through this machine's name, not "0.0.0.0".
-    shown_host = socket.gethostname() if args.host in ("0.0.0.0", "::") else args.host
-    base = f"http://{shown_host}:{args.port}"
+    base = f"http://{shown(args.host)}:{args.port}"
     print(f"Model:     {desk.model}")
     print(f"Database:  {database_in_words(config.database_url)}")
     print(f"Policy:    {desk.policy.in_words()}")
     if not config.production:
         print(f"Dev UI:    {base}/dev-ui/?app={APP_NAME}")
     print(f"Inbox:     {base}/inbox")
+    clients = ", ".join(sorted(set(config.a2a_clients.values())))
+    print(f"A2A:       {base}/a2a/{APP_NAME} (clients {clients})" if clients else
+          f"A2A:       {base}/a2a/{APP_NAME} - set A2A_CLIENTS=name:token,... so other agents can call it")
     if config.slack:
         mapped = ", ".join(sorted(set(config.slack_approvers.values())))
         print(f"Slack:     {base}/slack/actions (the Slack app's Interactivity Request URL; approvers {mapped})")

@@ -102,7 +102,8 @@ def sqlite_file(url: str | URL) -> str | None:
 
 
 # EXPENSES_DATABASE_URL's default, in the project folder: every command, started anywhere, shares one ledger.
-DEFAULT_DATABASE_URL = f"sqlite+aiosqlite:///{Path(__file__).resolve().parents[3] / '.data' / 'expenses.db'}"
+_PROJECT = Path(__file__).resolve().parents[3]
+DEFAULT_DATABASE_URL = f"sqlite+aiosqlite:///{_PROJECT / '.data' / 'expenses.db'}"
 _SQLITE, _POSTGRES = "sqlite+aiosqlite:///path/expenses.db", "postgresql+asyncpg://user:password@host/database"
 
 
@@ -181,3 +182,11 @@ def create_engine(url: str) -> AsyncEngine:
     ping_when_idle(engine)
     return engine
 
+
+def database_in_words(url: str) -> str:
+    """The database URL as main.py and `make web` print it: no password, a SQLite file in the project relative to it."""
+    parsed = make_url(url)
+    path = Path(parsed.database or "")
+    if parsed.get_backend_name() == "sqlite" and path.is_absolute() and path.is_relative_to(_PROJECT):
+        parsed = parsed.set(database=str(path.relative_to(_PROJECT)))
+    return parsed.render_as_string(hide_password=True)

@@ -302,3 +302,36 @@ class SlackRequestRow(Base):
     __table_args__ = (
         Index("ix_slack_requests_undone", "received_at", sqlite_where=_UNDONE_SQL, postgresql_where=_UNDONE_SQL),
     )
+
+
+class A2aTaskRow(Base):
+    """A task of another agent's (a2a/): the message that opened it and the ticket whose fate it follows.
+
+    UNIQUE per client and message id: a retried send finds its task, and opens no second ticket.
+    """
+
+    __tablename__ = "a2a_tasks"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    client: Mapped[str] = mapped_column(String(128))
+    message_id: Mapped[str] = mapped_column(String(128))
+    context_id: Mapped[str] = mapped_column(String(128))
+    session_id: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))  # the agent's turn, not the task
+    ticket_id: Mapped[str | None] = mapped_column(String(40), index=True)
+    payout_ids: Mapped[str | None] = mapped_column(Text)
+    reply: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (UniqueConstraint("client", "message_id"), Index("ix_a2a_tasks_client", "client", "created_at"))
+
+
+class A2aPushRow(Base):
+    """Where a client asked for a task's outcome to be pushed; `queued_at`: put in the outbox, once."""
+
+    __tablename__ = "a2a_push_configs"
+    task_id: Mapped[str] = mapped_column(String(40), ForeignKey("a2a_tasks.id"), primary_key=True)
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    url: Mapped[str] = mapped_column(Text)
+    token: Mapped[str | None] = mapped_column(Text)
+    queued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
