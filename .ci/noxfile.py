@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent  # the project: this file lives in
 RELEASES = ["2.8.0", "2.9.0", "2.9.1", "2.9.2", "2.10.0", "2.11.0", "2.12.0", "2.13.0"]
 
 # What the app promises on every release: the seed flow, the guard, exactly-once
-# delivery, plain `adk api_server` with no flags, the Gemini wire format, and
-# what the app assumes of ADK's private parts.
+# delivery, plain `adk api_server` with no flags, the Gemini wire format, the A2A
+# endpoint, and what the app assumes of ADK's private parts.
 CORE_SUITE = [
     "tests/test_adk_compat.py",
     "tests/test_flow.py",
@@ -31,13 +31,16 @@ CORE_SUITE = [
     "tests/test_delivery_crash.py",
     "tests/test_plain_adk.py",
     "tests/test_gemini_wire.py",
+    "tests/test_a2a_tasks.py",  # the A2A endpoint: ADK's Runner and its converter of a client's parts
 ]
 
 # Each google-adk release bounds OpenTelemetry itself (2.8 to 2.12 allow up to
 # 1.42.1); the semantic conventions follow the SDK exactly,
-# and FastAPI 0.142+ needs OpenTelemetry 1.44, so before 2.13 FastAPI is 0.141.
+# and FastAPI 0.142+ needs OpenTelemetry 1.44, so before 2.13 FastAPI is 0.141; so does google-api-core 2.44+
+# (a2a-sdk's), so before 2.13 it is older too.
 FOLLOW_ADK = {
     "google-adk", "opentelemetry-api", "opentelemetry-sdk", "opentelemetry-semantic-conventions", "fastapi",
+    "google-api-core",
 }
 
 nox.options.error_on_missing_interpreters = True
