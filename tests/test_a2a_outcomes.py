@@ -230,7 +230,7 @@ async def later(seconds: float, work: Awaitable[T]) -> T:
     return await work
 
 
-async def test_approvals_racing_a_cancel_pay_at_most_once_and_the_task_agrees_with_the_ledger(desk, a2a):
+async def test_approvals_racing_a_cancel_pay_at_most_once_and_the_task_agrees_with_the_ledger(desk, db_url, a2a):
     # The two approvals start together; the cancel as they do, or a little before them (it reads more first).
     for lead in (0.0, 0.002, 0.005, 0.01, 0.05):
         task = await send(a2a, "travel-bot")

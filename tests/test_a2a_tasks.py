@@ -227,7 +227,7 @@ async def test_small_requests_add_up_under_one_name_in_chat_and_over_a2a(desk, f
 
 
 @pytest.mark.parametrize("racing", [False, True], ids=["one-after-the-other", "racing"])
-async def test_a_retried_send_returns_the_same_task_and_opens_one_ticket(desk, a2a, racing):
+async def test_a_retried_send_returns_the_same_task_and_opens_one_ticket(desk, db_url, a2a, racing):
     again = lambda: send(a2a, "travel-bot", message_id="travel-bot-m-1")  # noqa: E731
     tasks = await asyncio.gather(again(), again()) if racing else [await again(), await again()]
 
