@@ -185,7 +185,7 @@ class ExpenseTasks(RequestHandler):
 
     async def on_message_send_stream(self, params: SendMessageRequest,
                                      context: ServerCallContext) -> AsyncGenerator[Task]:
-        """The task once its turn is done; a task that waits for approvers is followed with tasks/resubscribe."""
+        """The task once its turn is done; a task that waits for approvers is followed with SubscribeToTask."""
         yield await self.on_message_send(params, context)
 
     async def on_subscribe_to_task(self, params: SubscribeToTaskRequest,
