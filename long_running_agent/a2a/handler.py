@@ -230,7 +230,7 @@ class ExpenseTasks(RequestHandler):
         record = await self._record(params.task_id, context)
         push = self._push(params, task_id=record.id)
         await self.records.add_push(push)
-        return TaskPushNotificationConfig(task_id=push.task_id, id=push.id, url=push.url, token=push.token or "")
+        return _shown(push)
 
     def _push(self, params: TaskPushNotificationConfig, task_id: str) -> PushConfig:
         """A push configuration this server will follow, or InvalidParams saying why not."""
@@ -247,17 +247,15 @@ class ExpenseTasks(RequestHandler):
         record = await self._record(params.task_id, context)
         for push in await self.records.pushes(record.id):
             if push.id == (params.id or "default"):
-                return TaskPushNotificationConfig(task_id=push.task_id, id=push.id, url=push.url,
-                                                  token=push.token or "")
+                return _shown(push)
         raise TaskNotFoundError(f"Task {record.id} has no push configuration {params.id!r}.")
 
     async def on_list_task_push_notification_configs(
             self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext,
     ) -> ListTaskPushNotificationConfigsResponse:
         record = await self._record(params.task_id, context)
-        return ListTaskPushNotificationConfigsResponse(configs=[
-            TaskPushNotificationConfig(task_id=p.task_id, id=p.id, url=p.url, token=p.token or "")
-            for p in await self.records.pushes(record.id)])
+        return ListTaskPushNotificationConfigsResponse(
+            configs=[_shown(push) for push in await self.records.pushes(record.id)])
 
     async def on_delete_task_push_notification_config(self, params: DeleteTaskPushNotificationConfigRequest,
                                                       context: ServerCallContext) -> None:
@@ -277,6 +275,11 @@ class ExpenseTasks(RequestHandler):
                 queued += 1
         return queued
 
+
+
+def _shown(push: PushConfig) -> TaskPushNotificationConfig:
+    """A push configuration as the client sees it."""
+    return TaskPushNotificationConfig(task_id=push.task_id, id=push.id, url=push.url, token=push.token or "")
 
 
 def _json(task: Task) -> dict[str, Any]:
