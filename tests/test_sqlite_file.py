@@ -19,9 +19,11 @@ import os
 import sqlite3
 from pathlib import Path
 
+import aiosqlite
 import httpx
 import pytest
 from google.adk.sessions import DatabaseSessionService
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 from support.http import as_approver, assert_error, new_session, request_over_run, run_body, user_text
@@ -191,3 +193,34 @@ async def test_a_wal_file_another_connection_holds_stays_usable_and_the_log_says
 
     warnings = [r.getMessage() for r in caplog.records if r.name == "long_running_agent.ledger.storage.engine"]
     assert warnings and all(str(db) in warning for warning in warnings), warnings
+
+
+async def test_a_connection_back_in_the_pool_keeps_no_uncommitted_write_and_costs_no_rollback_after_a_commit(
+        tmp_path, monkeypatch):
+    rollbacks: list[int] = []
+    rollback = aiosqlite.Connection.rollback
+
+    async def counted(connection: aiosqlite.Connection) -> None:
+        rollbacks.append(1)
+        await rollback(connection)
+
+    monkeypatch.setattr(aiosqlite.Connection, "rollback", counted)
+    ledger_engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'reset.db'}")
+    try:
+        async with ledger_engine.begin() as db:
+            await db.exec_driver_sql("CREATE TABLE kept (n INTEGER)")
+        rollbacks.clear()  # SQLAlchemy's look at a new connection ends in one
+        async with ledger_engine.begin() as db:
+            await db.exec_driver_sql("INSERT INTO kept VALUES (1)")
+        assert rollbacks == []  # committed: nothing was left to undo
+
+        async with ledger_engine.connect() as db:  # a write sent past SQLAlchemy's own transaction
+            await db.run_sync(lambda sync: sync.connection.dbapi_connection.cursor().execute(
+                "INSERT INTO kept VALUES (2)"))
+        assert rollbacks == [1]
+
+        async with ledger_engine.connect() as db:
+            assert list(await db.scalars(text("SELECT n FROM kept"))) == [1]
+            await db.exec_driver_sql("INSERT INTO kept VALUES (3)")  # the next writer is not locked out
+    finally:
+        await ledger_engine.dispose()

@@ -168,7 +168,8 @@ class Deliveries:
         for ticket_id in marked:
             await chain.write(db, ticket_id, at=now, actor=actor, action="delivered",
                               detail="the decision reached the conversation")
-        for ticket_id in list(await db.scalars(_MARK_UNPAID, {"ids": ids})):
+        rest = [ticket_id for ticket_id in ids if ticket_id not in marked]  # a ticket just marked is not unpaid
+        for ticket_id in list(await db.scalars(_MARK_UNPAID, {"ids": rest})) if rest else []:
             logger.warning("Ticket %s: %s (the conversation shows what the agent did)", ticket_id, UNPAID)
             with self.database.watch.step("ledger.undelivered", ticket=ticket_id) as step:
                 await chain.write(db, ticket_id, at=now, actor=actor, action="undelivered", detail=UNPAID)

@@ -18,6 +18,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import PoolResetState
 
 from ...refusals.rules import DatabaseFileGone
 
@@ -121,6 +122,15 @@ def usable_url(url: str) -> str:
     return url
 
 
+def _roll_back_if_open(dbapi_connection: Any, _record: Any, state: PoolResetState) -> None:
+    """A connection checked in with a transaction open is rolled back; after a commit there is nothing to undo.
+
+    SQLAlchemy's default rolls back every check-in, and through aiosqlite each rollback is a trip to its thread.
+    """
+    if state.asyncio_safe and dbapi_connection.driver_connection.in_transaction:
+        dbapi_connection.rollback()
+
+
 def tune_sqlite(engine: AsyncEngine) -> None:
     """The pragmas above on each new connection, and the file watch for a SQLite file."""
     event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
@@ -175,7 +185,8 @@ def create_engine(url: str) -> AsyncEngine:
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             pool = {"pool_size": 1, "max_overflow": 0, "pool_timeout": POOL_TIMEOUT_S}
-        engine = create_async_engine(url, connect_args={"timeout": 30}, **pool)
+        engine = create_async_engine(url, connect_args={"timeout": 30}, pool_reset_on_return=None, **pool)
+        event.listen(engine.sync_engine, "reset", _roll_back_if_open)
         tune_sqlite(engine)
         return engine
     engine = create_async_engine(url, pool_size=20, max_overflow=20, pool_timeout=POOL_TIMEOUT_S)
