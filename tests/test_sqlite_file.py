@@ -6,7 +6,8 @@ rollback journal instead (ledger/storage/engine.py), with one engine per databas
 a process, shared by the ledger and ADK's session store (desk.py). A
 database file deleted or replaced while a process uses it stops that process
 with `DatabaseFileGone` (JSON 503 on the server, one `error:` line on the CLI)
-rather than leaving it on the old file while new processes use a new one.
+rather than leaving it on the old file while new processes use a new one. A client
+that hangs up mid-run leaves the file writable at once, not after the busy timeout.
 """
 
 from __future__ import annotations
@@ -222,5 +223,70 @@ async def test_a_connection_back_in_the_pool_keeps_no_uncommitted_write_and_cost
         async with ledger_engine.connect() as db:
             assert list(await db.scalars(text("SELECT n FROM kept"))) == [1]
             await db.exec_driver_sql("INSERT INTO kept VALUES (3)")  # the next writer is not locked out
+    finally:
+        await ledger_engine.dispose()
+
+
+@pytest.mark.subprocess
+async def test_clients_hanging_up_mid_run_leave_the_server_answering_at_once(tmp_path):
+    async def hang_up(client: httpx.AsyncClient, user: str, after_s: float) -> None:
+        session_id = await new_session(client, user)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(after_s), client.stream(
+                    "POST", "/run_sse", json=run_body(user, session_id, user_text(LUNCH))) as streamed:
+                async for _chunk in streamed.aiter_bytes():
+                    pass
+
+    with web_server(tmp_path) as server:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=15) as client:  # under the 30 s busy timeout
+            for burst in range(12):
+                await asyncio.gather(*(hang_up(client, f"leaver-{burst}-{n}", (burst * 4 + n) % 13 / 50)
+                                       for n in range(4)))
+            _session_id, _call, ticket_id = await request_over_run(client, "stayer")
+            decided = await client.post(f"/api/approvals/{ticket_id}/approve", headers=as_approver("bob"))
+            assert decided.status_code == 200, decided.text
+        log = server.log.read_text()
+    assert "database is locked" not in log, log[-3000:]
+    with contextlib.closing(sqlite3.connect(database_file(server.database_url))) as db:
+        assert db.execute("SELECT count(*) FROM approval_payouts WHERE ticket_id = ?", (ticket_id,)).fetchone() == (1,)
+        assert db.execute("SELECT max(paid) FROM (SELECT count(*) AS paid FROM approval_payouts GROUP BY ticket_id)"
+                          ).fetchone() == (1,)
+
+
+async def test_a_read_cut_short_by_a_client_hanging_up_leaves_the_file_writable_at_once(tmp_path, monkeypatch):
+    path = tmp_path / "hung-up.db"
+    ledger_engine = create_engine(f"sqlite+aiosqlite:///{path}")
+    async with ledger_engine.begin() as db:
+        await db.exec_driver_sql("CREATE TABLE kept (n INTEGER)")
+        await db.exec_driver_sql("INSERT INTO kept VALUES (1), (2), (3)")
+    reading = asyncio.Event()
+
+    async def stalled(_cursor: aiosqlite.Cursor) -> None:  # the read has begun; its rows are not fetched yet
+        reading.set()
+        await asyncio.Event().wait()
+
+    fetchall = aiosqlite.Cursor.fetchall
+    monkeypatch.setattr(aiosqlite.Cursor, "fetchall", stalled)
+
+    async def read() -> None:
+        async with ledger_engine.connect() as db:
+            await db.execute(text("SELECT n FROM kept"))
+
+    hung_up = asyncio.create_task(read())
+    await reading.wait()
+    hung_up.cancel()  # as the server does when the client of a streamed run goes away
+    with pytest.raises(asyncio.CancelledError):
+        await hung_up
+    monkeypatch.setattr(aiosqlite.Cursor, "fetchall", fetchall)
+    try:
+        async with asyncio.timeout(5):  # not the 30 s busy timeout
+            async with ledger_engine.begin() as db:
+                await db.exec_driver_sql("INSERT INTO kept VALUES (4)")
+        other_process = sqlite3.connect(path, timeout=1)  # the approver CLI, say
+        with other_process:
+            other_process.execute("INSERT INTO kept VALUES (5)")
+        other_process.close()
+        async with ledger_engine.connect() as db:
+            assert sorted(await db.scalars(text("SELECT n FROM kept"))) == [1, 2, 3, 4, 5]
     finally:
         await ledger_engine.dispose()

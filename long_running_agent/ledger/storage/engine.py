@@ -6,6 +6,7 @@ that PostgreSQL has built in; PostgreSQL a pool whose idle connections are pinge
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import os
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL, ExceptionContext, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import PoolResetState
@@ -131,6 +132,18 @@ def _roll_back_if_open(dbapi_connection: Any, _record: Any, state: PoolResetStat
         dbapi_connection.rollback()
 
 
+def _keep_on_cancel(context: ExceptionContext) -> None:
+    """A statement cut short by cancellation (a client that hung up) keeps its connection, which then rolls back.
+
+    SQLAlchemy drops a connection interrupted so, right for a network driver whose reply may be half read. aiosqlite
+    runs a connection's calls in order on its thread, so the connection stays sound. Dropped, a second connection
+    would open beside it while the first finishes the interrupted statement, and Python's sqlite3 keeps a closed
+    connection's read lock while the interrupted cursor lives: every commit would wait out busy_timeout, then fail.
+    """
+    if isinstance(context.original_exception, asyncio.CancelledError):
+        context.is_disconnect = False
+
+
 def tune_sqlite(engine: AsyncEngine) -> None:
     """The pragmas above on each new connection, and the file watch for a SQLite file."""
     event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
@@ -187,6 +200,7 @@ def create_engine(url: str) -> AsyncEngine:
             pool = {"pool_size": 1, "max_overflow": 0, "pool_timeout": POOL_TIMEOUT_S}
         engine = create_async_engine(url, connect_args={"timeout": 30}, pool_reset_on_return=None, **pool)
         event.listen(engine.sync_engine, "reset", _roll_back_if_open)
+        event.listen(engine.sync_engine, "handle_error", _keep_on_cancel)
         tune_sqlite(engine)
         return engine
     engine = create_async_engine(url, pool_size=20, max_overflow=20, pool_timeout=POOL_TIMEOUT_S)
