@@ -96,10 +96,12 @@ async def ask_in_dev_ui(context: BrowserContext, text: str, user: str = "alice")
     await chat.goto(f"/dev-ui/?app=long_running_agent&userId={user}")
     box = chat.locator("textarea.chat-input-box")
     await box.fill(text)
-    async with chat.expect_response(lambda r: r.url.endswith("/run_sse")):
+    async with chat.expect_response(lambda r: r.url.endswith("/run_sse")) as streamed:
         await box.press("Enter")
     pending = chat.get_by_text(TICKET)
     await expect(pending).to_be_visible()
+    # The run has ended: a late event would redraw the pending call and empty an answer typed meanwhile.
+    await (await streamed.value).finished()
     match = TICKET.search(await pending.inner_text())
     assert match, await pending.inner_text()
     return chat, match.group(1)
