@@ -169,7 +169,8 @@ class Deliveries:
             await chain.write(db, ticket_id, at=now, actor=actor, action="delivered",
                               detail="the decision reached the conversation")
         rest = [ticket_id for ticket_id in ids if ticket_id not in marked]  # a ticket just marked is not unpaid
-        for ticket_id in list(await db.scalars(_MARK_UNPAID, {"ids": rest})) if rest else []:
+        unpaid = list(await db.scalars(_MARK_UNPAID, {"ids": rest})) if rest else []
+        for ticket_id in unpaid:
             logger.warning("Ticket %s: %s (the conversation shows what the agent did)", ticket_id, UNPAID)
             with self.database.watch.step("ledger.undelivered", ticket=ticket_id) as step:
                 await chain.write(db, ticket_id, at=now, actor=actor, action="undelivered", detail=UNPAID)
